@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the system tools tdescope needs (Debian package names), when missing.
+# As root: apt-get installs them. Otherwise: prints the command to run.
+set -u
+need=()
+command -v gdb >/dev/null 2>&1 || need+=(gdb)
+command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+command -v strace >/dev/null 2>&1 || need+=(strace)
+command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
+command -v pdftoppm >/dev/null 2>&1 || need+=(poppler-utils)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+# Qt's xcb platform plugin needs these at run time (offscreen works without most of them).
+for lib in libegl1 libgl1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 \
+           libxcb-shape0 libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 \
+           libfontconfig1 libdbus-1-3 fonts-dejavu-core; do
+  dpkg -s "$lib" >/dev/null 2>&1 || need+=("$lib")
+done
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "tdescope: installing system packages: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null \
+    || { echo "tdescope: apt-get could not install: ${need[*]}" >&2; exit 1; }
+else
+  echo "tdescope: missing system packages; run: sudo apt-get install ${need[*]}" >&2
+fi

@@ -1,0 +1,3 @@
+from tdescope.cli import main
+
+raise SystemExit(main())

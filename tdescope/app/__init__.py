@@ -1,0 +1,1 @@
+"""Engine-agnostic core of tdescope: pure Python, no Qt, no plugin imports."""

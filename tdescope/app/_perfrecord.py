@@ -1,0 +1,330 @@
+"""Running real perf on a target: the check, the event choice, the rolling sampler.
+
+Why one long ``perf record --switch-output`` rather than one ``perf record --
+sleep 1`` per window: measured here, ``perf record -p PID -- sleep 1`` takes
+2.2 s of wall time, so back-to-back windows would miss half of the target's
+life. A single recorder that we ask for a new file with SIGUSR2 (perf's
+``--switch-output`` signal mode) samples continuously; the window edges are
+exactly the moments we send the signal, so windows can be any length (the
+time mode of ``--switch-output`` only takes whole seconds). perf reports each
+finished file on stderr as ``[ perf record: Dump PATH ]``, which is how we know
+a file is complete without guessing from sizes or timers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+
+from tdescope.app._perfscript import Sample, fold, frame_label, parse_perf_script
+from tdescope.app.events import HotspotWindow
+
+__all__ = ["check_perf", "perf_event", "HotspotSampler", "PERF_SCRIPT_FIELDS"]
+
+# pid/tid in every header (the default layout drops pid); symoff so the
+# disassembly heat works from symbol offsets. --no-inline keeps perf script
+# from running addr2line on every frame, which is what makes it slow.
+PERF_SCRIPT_FIELDS = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
+_DUMP = re.compile(r"\[ perf record: Dump (?P<path>.+?) \]")
+
+
+def _run(cmd: list[str], timeout: float = 10.0) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def check_perf(pid: int | None = None) -> str | None:
+    """Whether perf can sample here (and ``pid``, when given).
+
+    Returns
+    -------
+    str or None
+        None when usable, else one line saying what is wrong and the fix.
+    """
+    if shutil.which("perf") is None:
+        return "perf not found: apt-get install linux-perf"
+    try:
+        paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read().strip())
+    except (OSError, ValueError):
+        paranoid = None
+    if paranoid is not None and os.geteuid() != 0 and paranoid > 1:
+        return (
+            f"perf_event_paranoid is {paranoid}: run sysctl kernel.perf_event_paranoid=1 "
+            "(or run as root)"
+        )
+    try:
+        res = _run(["perf", "stat", "-x,", "-e", "cpu-clock", "true"])
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"perf does not run: {err}"
+    if res.returncode != 0:
+        text = (res.stderr or res.stdout).strip().splitlines()
+        # Debian's /usr/bin/perf is a wrapper that fails when no perf matches
+        # the running kernel.
+        if any("not found for kernel" in ln for ln in text):
+            return "perf is not installed for this kernel: apt-get install linux-perf"
+        return "perf stat failed: " + (text[-1] if text else f"exit status {res.returncode}")
+    if pid is not None:
+        if not os.path.exists(f"/proc/{pid}"):
+            return f"no process {pid}"
+        if os.geteuid() != 0 and os.stat(f"/proc/{pid}").st_uid != os.geteuid():
+            return f"process {pid} belongs to another user: run tdescope as root or as that user"
+    return None
+
+
+@functools.cache
+def perf_event() -> str:
+    """``"cycles"`` when the CPU's cycle counter works here, else ``"cpu-clock"``.
+
+    Detected once per process. ``perf stat`` exits 0 even when an event is
+    ``<not supported>`` (as on these VMs), so the verdict comes from its output.
+    """
+    try:
+        res = _run(["perf", "stat", "-x,", "-e", "cycles", "true"])
+    except (OSError, subprocess.TimeoutExpired):
+        return "cpu-clock"
+    out = res.stderr + res.stdout
+    if res.returncode != 0 or "<not supported>" in out or "<not counted>" in out:
+        return "cpu-clock"
+    return "cycles"
+
+
+def _alive(pid: int) -> bool:
+    """True when ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+class HotspotSampler:
+    """Sample a process with perf in rolling windows, in a background thread.
+
+    Parameters
+    ----------
+    pid : int
+        The target process (all its threads).
+    frequency : int
+        Samples per second per thread (``perf record -F``).
+    window_s : float
+        Window length, at least 0.25 s.
+    callgraph : bool
+        Record call stacks (``-g``, frame pointers). Off gives leaf-only stacks.
+    on_window : callable, optional
+        Called with each :class:`HotspotWindow`, from the sampler thread.
+    on_error : callable, optional
+        Called with a one-line message; the sampler stops after a fatal one
+        (perf failed, the process is gone).
+    on_samples : callable, optional
+        Called with each window's parsed samples (leaf addresses and offsets,
+        which the disassembly heat needs and ``HotspotWindow`` does not carry).
+    event : str, optional
+        perf event; default :func:`perf_event`.
+
+    Notes
+    -----
+    perf runs in its own session so a Ctrl-C aimed at tdescope does not cut
+    it mid-file; :meth:`stop` ends it (SIGINT, then SIGKILL) and removes the
+    temporary directory. Use as a context manager to be sure.
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        frequency: int = 99,
+        window_s: float = 1.0,
+        callgraph: bool = True,
+        on_window: Callable[[HotspotWindow], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
+        on_samples: Callable[[list[Sample]], None] | None = None,
+        event: str | None = None,
+    ) -> None:
+        if window_s < 0.25:
+            raise ValueError("window_s must be at least 0.25 s (perf names files by 10 ms)")
+        self.pid = pid
+        self.frequency = frequency
+        self.window_s = window_s
+        self.callgraph = callgraph
+        self.on_window = on_window
+        self.on_error = on_error
+        self.on_samples = on_samples
+        self.event = event
+        self.script_seconds: list[float] = []  # perf script time per window, for the curious
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._proc: subprocess.Popen | None = None
+        self._tmpdir: str | None = None
+        self._dumps: queue.Queue[str | None] = queue.Queue()
+        self._stderr_tail: list[str] = []
+
+    # -- lifecycle -----------------------------------------------------------
+    def start(self) -> None:
+        """Start perf and the sampler thread."""
+        if self._thread is not None:
+            raise RuntimeError("sampler already started")
+        self.event = self.event or perf_event()
+        self._tmpdir = tempfile.mkdtemp(prefix="tdescope-perf-")
+        cmd = ["perf", "record", "-F", str(self.frequency), "-p", str(self.pid),
+               "-e", self.event, "-o", os.path.join(self._tmpdir, "w.data"),
+               "--switch-output"]
+        # No -q: it would silence the "Dump" lines that mark finished files.
+        if self.callgraph:
+            cmd.insert(2, "-g")
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )
+        threading.Thread(target=self._read_stderr, name="perf-stderr", daemon=True).start()
+        self._thread = threading.Thread(target=self._loop, name="hotspot-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop sampling, end perf, remove temp files. Idempotent."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self._kill_perf()
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    def __enter__(self) -> HotspotSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        """True while the sampler thread lives."""
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- internals -------------------------------------------------------------
+    def _read_stderr(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stderr is not None
+        for line in proc.stderr:
+            m = _DUMP.search(line)
+            if m is not None:
+                self._dumps.put(m.group("path"))
+            elif line.strip():
+                self._stderr_tail = (self._stderr_tail + [line.strip()])[-5:]
+        self._dumps.put(None)  # EOF: perf is gone
+
+    def _kill_perf(self) -> None:
+        # SIGKILL, not SIGINT: a graceful perf exit takes ~0.6 s here (it
+        # finalizes the file we would discard anyway), and killing perf is
+        # harmless to the target: the kernel closes its events with its fds.
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(1.0)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _error(self, message: str) -> None:
+        if self.on_error is not None:
+            self.on_error(message)
+
+    def _loop(self) -> None:
+        try:
+            ended_by_perf = self._windows()
+        except Exception as err:  # errors cross threads as messages
+            self._kill_perf()
+            self._error(f"hotspot sampler failed: {err!r}")
+            return
+        if not ended_by_perf:
+            self._kill_perf()
+            return
+        proc = self._proc
+        assert proc is not None
+        if _alive(self.pid):
+            tail = "; ".join(self._stderr_tail[-2:]) or f"exit status {proc.returncode}"
+            self._error(f"perf stopped sampling pid {self.pid}: {tail}")
+        else:
+            self._error(f"process {self.pid} exited; hotspot sampling stopped")
+
+    def _windows(self) -> bool:
+        """Cut and process windows until stopped (False) or perf ends (True)."""
+        proc = self._proc
+        assert proc is not None
+        start = time.time()
+        next_edge = time.monotonic() + self.window_s
+        edges: list[tuple[float, float]] = []  # (start, end) of windows asked for
+        while True:
+            if self._stop.wait(max(0.0, next_edge - time.monotonic())):
+                return False
+            next_edge += self.window_s
+            end = time.time()
+            edges.append((start, end))
+            start = end
+            if proc.poll() is None:
+                try:
+                    proc.send_signal(signal.SIGUSR2)
+                except ProcessLookupError:
+                    pass
+            if not self._drain(edges):
+                # perf ended (target gone): it wrote its last file on exit.
+                return True
+
+    def _drain(self, edges: list[tuple[float, float]]) -> bool:
+        """Process finished files; False once perf's stderr reached EOF."""
+        deadline = time.monotonic() + 2.0
+        while edges and not self._stop.is_set():
+            try:
+                # Short polls so stop() is honoured while perf writes a file.
+                path = self._dumps.get(timeout=0.1)
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    return True  # late file: matched to its window next time
+                continue
+            if path is None:
+                return False
+            s, e = edges.pop(0)
+            self._process(path, s, e)
+        return True
+
+    def _process(self, path: str, start: float, end: float) -> None:
+        t0 = time.perf_counter()
+        try:
+            res = _run(["perf", "script", "-i", path, "-F", PERF_SCRIPT_FIELDS, "--no-inline"], 30)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            self._error(f"perf script failed: {err}")
+            return
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self.script_seconds.append(time.perf_counter() - t0)
+        if res.returncode != 0:
+            lines = res.stderr.strip().splitlines()
+            self._error("perf script failed: " + (lines[-1] if lines else str(res.returncode)))
+            return
+        samples = parse_perf_script(res.stdout)
+        if self.on_samples is not None:
+            self.on_samples(samples)
+        dsos: dict[str, str] = {}
+        for s in samples:
+            for f in s.frames:
+                dsos.setdefault(frame_label(f), f.dso)
+        if self.on_window is not None:
+            self.on_window(HotspotWindow(
+                ts=end, start=start, pid=self.pid, stacks=fold(samples), dsos=dsos,
+                event=self.event or "cpu-clock", frequency=self.frequency,
+            ))

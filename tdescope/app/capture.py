@@ -1,0 +1,334 @@
+"""Capture windows: arm a probe recipe in a live process, collect page pairs, disarm.
+
+A :class:`CaptureWindow` owns one gdb session for one bounded window. It
+attaches, loads the gdb-side helper (``app/gdb/_probe_helper.py``), arms the
+recipe, lets the target run, and tails the spool file that the helper appends
+"before" and "after" frames to. It disarms and detaches on every way out:
+limits reached, cancel, target exit, gdb death, error, and interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import os
+import struct
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.errors import UserError
+from tdescope.app.events import CaptureWindowState, PageCapture
+from tdescope.app.gdb.mi import GdbError, GdbSession
+
+__all__ = ["CaptureLimits", "CaptureSummary", "CaptureWindow", "SpoolReader"]
+
+_HELPER = Path(__file__).with_name("gdb") / "_probe_helper.py"
+_HEADER = struct.Struct("<BIiiIdd")
+_BEFORE, _AFTER, _NOTICE = 0, 1, 2
+_live_windows: "weakref.WeakSet[CaptureWindow]" = weakref.WeakSet()
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureLimits:
+    """Bounds of one capture window.
+
+    Attributes
+    ----------
+    max_captures : int
+        Pages to capture before disarming (1..100000).
+    max_seconds : float
+        Wall-clock length of the window once armed.
+    max_busy_fraction : float
+        Cap on the time the target may spend inside probe copies, as a fraction
+        of ``max_seconds`` (the stop budget).
+    first_hit_timeout : float or None
+        Give up when nothing was captured this long after arming.
+    """
+
+    max_captures: int = 200
+    max_seconds: float = 30.0
+    max_busy_fraction: float = 0.05
+    first_hit_timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_captures <= 100_000:
+            raise UserError(f"capture count must be between 1 and 100000, not {self.max_captures}")
+        if not 0 < self.max_seconds <= 3600:
+            raise UserError(f"capture window must be between 0 and 3600 seconds, not {self.max_seconds}")
+        if not 0 < self.max_busy_fraction <= 1:
+            raise UserError("stop budget must be a fraction between 0 and 1")
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureSummary:
+    """How a window ended."""
+
+    captures: int
+    reason: str
+    armed_symbol: str | None
+    locations: tuple[str, ...]
+    stopped_s: float
+    elapsed_s: float
+    error: str | None = None
+
+
+class SpoolReader:
+    """Reads complete frames appended to a spool file, leaving partial ones for later."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self._fh = open(path, "rb")
+        self._buf = b""
+
+    def frames(self):
+        """Yield ``(kind, seq, pgno, mode, ts, busy_us, data)`` for each complete new frame."""
+        self._buf += self._fh.read()
+        pos = 0
+        while len(self._buf) - pos >= _HEADER.size:
+            kind, seq, pgno, mode, length, ts, busy = _HEADER.unpack_from(self._buf, pos)
+            end = pos + _HEADER.size + length
+            if end > len(self._buf):
+                break
+            yield kind, seq, pgno, mode, ts, busy, self._buf[pos + _HEADER.size : end]
+            pos = end
+        self._buf = self._buf[pos:]
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _ref(ref: ArgRef | None) -> dict | None:
+    return None if ref is None else dataclasses.asdict(ref)
+
+
+def recipe_spec(recipe: ProbeRecipe, limits: CaptureLimits, spool: str) -> dict:
+    """The JSON spec the gdb-side helper arms from."""
+    uses_registers_only = all(
+        r is None or r.name is None for r in (recipe.before, recipe.after, recipe.length, recipe.pgno)
+    )
+    return {
+        "symbols": list(recipe.symbols),
+        "at_entry": uses_registers_only,  # registers hold the ABI arguments only at the first instruction
+        "before": _ref(recipe.before),
+        "after": _ref(recipe.after),
+        "length": _ref(recipe.length),
+        "pgno": _ref(recipe.pgno),
+        "condition": [_ref(recipe.condition[0]), recipe.condition[1]] if recipe.condition else None,
+        "max_length": recipe.max_length,
+        "max_captures": limits.max_captures,
+        "max_seconds": limits.max_seconds,
+        "max_busy_s": limits.max_seconds * limits.max_busy_fraction,
+        "allow_pending": recipe.library is not None,
+        "spool": spool,
+    }
+
+
+class CaptureWindow:
+    """One bounded capture window on one process.
+
+    Parameters
+    ----------
+    pid : int
+        The target process.
+    recipe : ProbeRecipe
+        What to break on and which buffers to copy.
+    limits : CaptureLimits
+        Bounds of the window.
+    engine : str
+        Engine name stamped on each capture.
+    on_capture : callable
+        Called (on the window's thread) with each completed :class:`PageCapture`.
+    on_state : callable, optional
+        Called with :class:`CaptureWindowState` when the window arms, disarms or fails.
+    gdb_path : str, optional
+        gdb to use.
+
+    Notes
+    -----
+    :meth:`run` blocks; call it from a worker thread. :meth:`cancel` may be called
+    from any thread and returns at once; the window disarms within ~50 ms.
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        recipe: ProbeRecipe,
+        limits: CaptureLimits,
+        engine: str,
+        on_capture: Callable[[PageCapture], None],
+        on_state: Callable[[CaptureWindowState], None] | None = None,
+        gdb_path: str | None = None,
+    ) -> None:
+        self.pid = int(pid)
+        self.recipe = recipe
+        self.limits = limits
+        self.engine = engine
+        self._on_capture = on_capture
+        self._on_state = on_state or (lambda _s: None)
+        self._gdb_path = gdb_path
+        self._cancel = threading.Event()
+        self._gdb: GdbSession | None = None
+        self.armed = threading.Event()
+
+    def cancel(self) -> None:
+        """Ask the window to disarm and detach now."""
+        self._cancel.set()
+
+    def run(self) -> CaptureSummary:
+        """Attach, arm, collect until a limit, cancel or exit; always disarm and detach."""
+        if not os.path.exists(f"/proc/{self.pid}"):
+            raise UserError(f"pid {self.pid} is gone (no such process)")
+        t_start = time.monotonic()
+        workdir = tempfile.mkdtemp(prefix="tdescope-probe-")
+        spool = os.path.join(workdir, "spool.bin")
+        open(spool, "wb").close()
+        reader = SpoolReader(spool)
+        pending: dict[int, tuple] = {}
+        captures = 0
+        stopped = 0.0
+        reason = "cancelled"
+        armed_symbol: str | None = None
+        locations: tuple[str, ...] = ()
+        error: str | None = None
+        gdb = self._gdb = GdbSession(self._gdb_path)
+        _live_windows.add(self)
+        try:
+            gdb.start()
+            gdb.attach(self.pid)
+            gdb.console_command(f"source {_HELPER}")
+            spec_path = os.path.join(workdir, "spec.json")
+            with open(spec_path, "w") as fh:
+                json.dump(recipe_spec(self.recipe, self.limits, spool), fh)
+            n_console = len(gdb.console)
+            gdb.console_command(f'python _tdescope_probe.arm("{spec_path}")')
+            result = _last_json(gdb.console[n_console:])
+            if not result or not result.get("armed"):
+                errs = "; ".join((result or {}).get("errors", [])) or "no location"
+                raise UserError(
+                    f"pid {self.pid} does not use {self.engine} here: {self.recipe.symbols[0]} "
+                    f"not found ({errs})"
+                )
+            armed_symbol = result["armed"]
+            locations = tuple(result.get("locations") or ())
+            gdb.resume()
+            self.armed.set()
+            armed_at = time.monotonic()
+            self._on_state(CaptureWindowState(time.time(), "armed", message=f"{armed_symbol} in pid {self.pid}"))
+            reason = ""
+            while not reason:
+                if self._cancel.is_set():
+                    reason = "cancelled"
+                    break
+                for kind, seq, pgno, mode, ts, busy, data in reader.frames():
+                    stopped += busy / 1e6
+                    if kind == _BEFORE:
+                        pending[seq] = (ts, pgno, data, busy)
+                    elif kind == _AFTER and seq in pending:
+                        t0, pg, before, busy0 = pending.pop(seq)
+                        captures += 1
+                        self._on_capture(
+                            PageCapture(
+                                ts=t0, seq=seq, symbol=armed_symbol, direction=self.recipe.direction,
+                                pgno=pg, before=before, after=data, stop_us=busy0 + busy, engine=self.engine,
+                            )
+                        )
+                    elif kind == _NOTICE:
+                        note = json.loads(data or b"{}")
+                        if note.get("event") == "window-closed":
+                            reason = f"limit: {note.get('reason')}"
+                if captures >= self.limits.max_captures:
+                    reason = reason or "limit: max captures"
+                    break
+                now = time.monotonic()
+                if now - armed_at > self.limits.max_seconds:
+                    reason = reason or "limit: max seconds"
+                    break
+                if (
+                    self.limits.first_hit_timeout is not None
+                    and captures == 0
+                    and not pending
+                    and now - armed_at > self.limits.first_hit_timeout
+                ):
+                    reason = "timeout"
+                    error = f"no {self.recipe.direction} hit on {armed_symbol} within {self.limits.first_hit_timeout:g} s"
+                    break
+                rec = gdb.wait_event(_is_exit, timeout=0.02)
+                if rec is not None:
+                    reason = "target exited" if rec.type != "gdb-exit" else "gdb exited"
+                    gdb.pid = None if rec.type != "gdb-exit" else gdb.pid
+                    break
+        except UserError as exc:
+            error = str(exc)
+            reason = "error"
+        finally:
+            self.armed.clear()
+            if gdb.alive and gdb.pid is not None:
+                try:
+                    if gdb.interrupt(timeout=3.0):
+                        gdb.console_command("python _tdescope_probe.disarm()", timeout=5.0)
+                except GdbError:
+                    pass  # close() below still deletes breakpoints and detaches
+            gdb.close()
+            _live_windows.discard(self)
+            # frames written between the last read and the disarm
+            for kind, seq, pgno, mode, ts, busy, data in reader.frames():
+                if kind == _AFTER and seq in pending and captures < self.limits.max_captures:
+                    t0, pg, before, busy0 = pending.pop(seq)
+                    captures += 1
+                    self._on_capture(
+                        PageCapture(ts=t0, seq=seq, symbol=armed_symbol or "", direction=self.recipe.direction,
+                                    pgno=pg, before=before, after=data, stop_us=busy0 + busy, engine=self.engine)
+                    )
+            reader.close()
+            for name in ("spool.bin", "spec.json"):
+                try:
+                    os.unlink(os.path.join(workdir, name))
+                except OSError:
+                    pass
+            try:
+                os.rmdir(workdir)
+            except OSError:
+                pass
+            state = "failed" if error else "disarmed"
+            self._on_state(
+                CaptureWindowState(time.time(), state, captures, stopped, error or reason)
+            )
+        return CaptureSummary(
+            captures, reason, armed_symbol, locations, stopped, time.monotonic() - t_start, error
+        )
+
+
+def _is_exit(rec) -> bool:
+    if rec.type == "gdb-exit":
+        return True
+    if rec.type == "notify" and rec.message == "thread-group-exited":
+        return True
+    return rec.type == "notify" and rec.message == "stopped" and isinstance(rec.payload, dict) and str(
+        rec.payload.get("reason", "")
+    ).startswith("exited")
+
+
+def _last_json(lines: list[str]) -> dict | None:
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
+
+
+@atexit.register
+def _disarm_all_on_exit() -> None:
+    """Interpreter exit: every live window detaches (gdb would too, on EOF)."""
+    for window in list(_live_windows):
+        window.cancel()
+        if window._gdb is not None:
+            window._gdb.close(timeout=2.0)

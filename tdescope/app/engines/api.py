@@ -1,0 +1,288 @@
+"""The engine contract: what every engine plugin provides.
+
+An engine plugin exposes one object satisfying :class:`Engine`, registered under
+the entry-point group ``tdescope.engines``. :func:`tdescope.app.engines.registry.
+discover_engines` checks each against this contract when it loads and reports a
+broken one instead of failing.
+
+Probe recipes, inventories and decoded pages are plain data so that the same
+capture machinery, views and reports serve every engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from tdescope.app.events import Event
+
+__all__ = [
+    "ArgRef",
+    "ConnectParams",
+    "DecodedField",
+    "DecodedPage",
+    "Engine",
+    "EngineSession",
+    "Inventory",
+    "PageDecoder",
+    "ProbeRecipe",
+    "WaitSource",
+    "Workload",
+    "WorkloadControl",
+]
+
+#: x86-64 SysV argument registers, in order.
+SYSV_ARG_REGISTERS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
+
+
+@dataclass(frozen=True, slots=True)
+class ArgRef:
+    """Where a value lives when the probe fires.
+
+    Exactly one of ``name`` (a DWARF argument name) or ``register`` (an x86-64
+    register, for binaries without debug info) is used; ``name`` wins when the
+    frame knows it. ``constant`` gives a fixed value instead (e.g. a page size).
+    """
+
+    name: str | None = None
+    register: str | None = None
+    constant: int | None = None
+
+    def describe(self) -> str:
+        """Human text: ``in``, ``$rsi`` or ``8192``."""
+        if self.constant is not None:
+            return str(self.constant)
+        parts = [p for p in (self.name, f"${self.register}" if self.register else None) if p]
+        return " / ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRecipe:
+    """How to catch a buffer before and after an engine's cipher call. Data, not code.
+
+    Attributes
+    ----------
+    key : str
+        Stable identifier, e.g. ``"sqlcipher.page_decrypt"``.
+    label : str
+        What the user sees in menus.
+    symbols : tuple of str
+        The function to break on, with fallbacks tried in order.
+    before : ArgRef
+        Address of the input buffer at entry.
+    after : ArgRef or None
+        Address of the output buffer, read when the function returns. None when
+        the recipe only captures at entry.
+    length : ArgRef
+        Number of bytes to copy on each side.
+    pgno : ArgRef or None
+        Page or block number, when the function receives one.
+    condition : tuple of (ArgRef, int) or None
+        Fire only when this argument equals the value (e.g. mode == decrypt).
+    direction : str
+        ``"decrypt"`` or ``"encrypt"``: what the recipe captures.
+    library : str or None
+        Shared library that holds the symbol, for pending breakpoints.
+    """
+
+    key: str
+    label: str
+    symbols: tuple[str, ...]
+    before: ArgRef
+    length: ArgRef
+    after: ArgRef | None = None
+    pgno: ArgRef | None = None
+    condition: tuple[ArgRef, int] | None = None
+    direction: str = "decrypt"
+    library: str | None = None
+    max_length: int = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedField:
+    """One decoded field of a page, with the byte span it came from.
+
+    ``start``/``end`` are offsets into the page (end exclusive). Groups such as
+    "cell 3" have children and span them all.
+    """
+
+    name: str
+    start: int
+    end: int
+    value: str = ""
+    children: tuple["DecodedField", ...] = ()
+
+    def walk(self):
+        """Yield this field and every descendant, depth first."""
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedPage:
+    """A page decoded into structure.
+
+    Attributes
+    ----------
+    page_type : str
+        e.g. ``"table leaf"``, ``"index interior"``, ``"encrypted"``, ``"unknown"``.
+    fields : tuple of DecodedField
+        Top-level fields in page order.
+    cells : int
+        Number of cells (rows or index entries) on the page, 0 when unknown.
+    records : tuple of tuple
+        Decoded row values, when the page holds table rows.
+    problems : tuple of str
+        What did not decode and why; empty for a clean page.
+    """
+
+    page_type: str
+    fields: tuple[DecodedField, ...] = ()
+    cells: int = 0
+    records: tuple[tuple, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def field_at(self, offset: int) -> DecodedField | None:
+        """The innermost field whose span holds ``offset``, or None."""
+        best = None
+        for top in self.fields:
+            for f in top.walk():
+                if f.start <= offset < f.end and (best is None or f.end - f.start <= best.end - best.start):
+                    best = f
+        return best
+
+
+class PageDecoder(Protocol):
+    """Turns raw page bytes into structure."""
+
+    def decode(self, data: bytes, pgno: int = -1) -> DecodedPage:
+        """Decode ``data`` (one page); never raises on bad bytes, reports problems instead."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """What is encrypted, with which cipher, and the key state: rows of (section, name, value)."""
+
+    engine: str
+    rows: tuple[tuple[str, str, str], ...]
+
+    def get(self, name: str, default: str = "") -> str:
+        """The value of the first row called ``name``."""
+        for _, n, v in self.rows:
+            if n == name:
+                return v
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectParams:
+    """How to reach a database. ``password`` is used once and never stored."""
+
+    dsn: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    password: str | None = field(default=None, repr=False)
+
+
+class WorkloadControl:
+    """Cooperative cancel flag and progress sink handed to a running workload.
+
+    Workloads check :attr:`cancelled` between steps and call :meth:`emit`
+    with events. Thread-safe.
+    """
+
+    def __init__(self, sink: Callable[[Event], None] | None = None) -> None:
+        self._cancel = threading.Event()
+        self._sink = sink
+
+    @property
+    def cancelled(self) -> bool:
+        """True once :meth:`cancel` was called."""
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        """Ask the workload to stop at its next safe point."""
+        self._cancel.set()
+
+    def emit(self, event: Event) -> None:
+        """Pass ``event`` to the sink, if any."""
+        if self._sink is not None:
+            self._sink(event)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A runnable experiment.
+
+    ``params`` holds defaults (name -> int/float/str); ``run(params, control)``
+    blocks until done or cancelled and returns a :class:`WorkloadResult`.
+    """
+
+    name: str
+    label: str
+    description: str
+    params: Mapping[str, Any]
+    run: Callable[[Mapping[str, Any], WorkloadControl], Any]
+
+
+class WaitSource(Protocol):
+    """The engine's own wait events for the target (pg_stat_activity, V$SESSION...)."""
+
+    def sample(self) -> list[Event]:
+        """Take one sample; cheap enough to call at 10-20 Hz."""
+        ...
+
+
+@runtime_checkable
+class EngineSession(Protocol):
+    """A live connection to one database, and the process that serves it."""
+
+    def server_pid(self) -> int:
+        """The pid of the process serving this connection (the probe target)."""
+        ...
+
+    def inventory(self) -> Inventory:
+        """What is encrypted, with which cipher and key state."""
+        ...
+
+    def workloads(self) -> list[Workload]:
+        """Experiments this session can run, with progress and cancel."""
+        ...
+
+    def wait_source(self) -> WaitSource | None:
+        """The engine's own wait events, or None when it has none."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection (and any process the session started)."""
+        ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """An engine plugin: registered under the ``tdescope.engines`` entry point group."""
+
+    name: str
+    """Short name: ``"sqlcipher"``, ``"postgres"``, ``"oracle"``."""
+
+    label: str
+    """Display name."""
+
+    def connect(self, params: ConnectParams) -> EngineSession:
+        """Open a session; raise ``tdescope.app.errors.UserError`` with one clear line on failure."""
+        ...
+
+    def probe_recipes(self) -> list[ProbeRecipe]:
+        """How to catch decryption (and encryption) in this engine's processes."""
+        ...
+
+    def page_decoder(self) -> PageDecoder:
+        """Bytes -> structure tree with field spans."""
+        ...
+
+    def glossary(self) -> Mapping[str, str]:
+        """Function name -> what it does, for hotspots and probes."""
+        ...

@@ -1,0 +1,186 @@
+"""Runs INSIDE gdb (gdb's own Python, stdlib only): the capture side of a probe.
+
+Loaded with ``source``; the workbench then calls ``_tdescope_probe.arm(SPEC)``
+with the path of a JSON probe spec. Each hit of the probe breakpoint copies the
+"before" buffer in ``Breakpoint.stop()`` and plants a finish breakpoint that
+copies the "after" buffer at return. Both return False, so the target never
+waits for the workbench: a stop lasts only as long as the copy.
+
+Bytes travel out of band: frames appended to a spool file that the workbench
+tails (MI carries only control). Frame = header ``<BIiiIdd`` (kind, seq, pgno,
+mode, length, ts, busy_us) followed by ``length`` bytes. Kinds: 0 before,
+1 after, 2 notice (UTF-8 JSON).
+"""
+
+import json
+import struct
+import time
+
+import gdb  # noqa: F401 - provided by gdb
+
+HEADER = struct.Struct("<BIiiIdd")
+BEFORE, AFTER, NOTICE = 0, 1, 2
+
+
+class _State:
+    spec = None
+    spool = None
+    seq = 0
+    done = 0
+    started = 0.0
+    busy = 0.0
+    closed = False
+    breakpoints = []
+
+
+def _write(kind, seq, pgno, mode, data, busy_us):
+    if _State.spool is None:
+        return
+    _State.spool.write(HEADER.pack(kind, seq, pgno, mode, len(data), time.time(), busy_us) + data)
+
+
+def _notice(**fields):
+    _write(NOTICE, 0, -1, -1, json.dumps(fields).encode(), 0.0)
+
+
+def _value(frame, ref):
+    """Read an ArgRef ({"name", "register", "constant"}) as an int, or None."""
+    if ref is None:
+        return None
+    if ref.get("constant") is not None:
+        return int(ref["constant"])
+    if ref.get("name"):
+        try:
+            return int(frame.read_var(ref["name"]))
+        except (ValueError, gdb.error):
+            if not ref.get("register"):
+                raise
+    return int(frame.read_register(ref["register"])) & 0xFFFFFFFFFFFFFFFF
+
+
+def _limits_reached():
+    spec = _State.spec
+    if _State.seq >= spec["max_captures"]:
+        return "max captures"
+    if time.monotonic() - _State.started > spec["max_seconds"]:
+        return "max seconds"
+    if _State.busy > spec["max_busy_s"]:
+        return "stop budget"
+    return None
+
+
+class _AfterBreakpoint(gdb.FinishBreakpoint):
+    """Copies the output buffer when the probed call returns."""
+
+    def __init__(self, frame, seq, pgno, mode, address, length):
+        super().__init__(frame, internal=True)
+        self.silent = True
+        self.args = (seq, pgno, mode, address, length)
+
+    def stop(self):
+        t0 = time.perf_counter()
+        seq, pgno, mode, address, length = self.args
+        try:
+            data = bytes(gdb.selected_inferior().read_memory(address, length))
+        except Exception as exc:  # noqa: BLE001 - an exception here would stop the target
+            data = b""
+            _notice(event="read-failed", seq=seq, side="after", message=str(exc))
+        busy = time.perf_counter() - t0
+        _State.busy += busy
+        _write(AFTER, seq, pgno, mode, data, busy * 1e6)
+        _State.done += 1
+        return False
+
+    def out_of_scope(self):
+        seq, pgno, mode, _, _ = self.args
+        _write(AFTER, seq, pgno, mode, b"", 0.0)
+
+
+class _ProbeBreakpoint(gdb.Breakpoint):
+    """Copies the input buffer at entry of the probed function."""
+
+    def stop(self):
+        t0 = time.perf_counter()
+        spec = _State.spec
+        if _State.closed or _limits_reached():
+            if not _State.closed:
+                _State.closed = True
+                _notice(event="window-closed", reason=_limits_reached())
+            return False
+        try:
+            frame = gdb.selected_frame()
+            cond = spec.get("condition")
+            mode = -1
+            if cond is not None:
+                mode = _value(frame, cond[0])
+                if mode != cond[1]:
+                    return False
+            length = min(_value(frame, spec["length"]), spec["max_length"])
+            address = _value(frame, spec["before"])
+            pgno = _value(frame, spec["pgno"]) if spec.get("pgno") else -1
+            data = bytes(gdb.selected_inferior().read_memory(address, length))
+            _State.seq += 1
+            seq = _State.seq
+            if spec.get("after"):
+                _AfterBreakpoint(frame, seq, pgno if pgno is not None else -1, mode,
+                                 _value(frame, spec["after"]), length)
+        except Exception as exc:  # noqa: BLE001 - an exception here would stop the target
+            _notice(event="probe-error", message=str(exc))
+            return False
+        busy = time.perf_counter() - t0
+        _State.busy += busy
+        _write(BEFORE, seq, pgno, mode, data, busy * 1e6)
+        return False
+
+
+def arm(spec_path):
+    """Arm the probe described by the JSON file at ``spec_path``; prints the result as JSON."""
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    _State.spec = spec
+    _State.spool = open(spec["spool"], "ab", buffering=0)
+    _State.seq = _State.done = 0
+    _State.busy = 0.0
+    _State.closed = False
+    _State.started = time.monotonic()
+    errors = []
+    for symbol in spec["symbols"]:
+        location = ("*" + symbol) if spec.get("at_entry") else symbol
+        try:
+            bp = _ProbeBreakpoint(location, internal=False)
+        except gdb.error as exc:
+            errors.append(str(exc))
+            continue
+        if bp.pending:
+            if spec.get("allow_pending"):
+                _State.breakpoints.append(bp)
+                print(json.dumps({"armed": symbol, "pending": True, "locations": 0}))
+                return
+            bp.delete()
+            errors.append("symbol %s not found" % symbol)
+            continue
+        _State.breakpoints.append(bp)
+        locs = [hex(loc.address) for loc in getattr(bp, "locations", []) if loc.address]
+        print(json.dumps({"armed": symbol, "pending": False, "locations": locs}))
+        return
+    print(json.dumps({"armed": None, "errors": errors}))
+
+
+def disarm():
+    """Delete every probe breakpoint; prints the counts as JSON."""
+    _State.closed = True
+    for bp in _State.breakpoints:
+        if bp.is_valid():
+            bp.delete()
+    _State.breakpoints = []
+    for bp in gdb.breakpoints():
+        if bp.is_valid():
+            bp.delete()
+    print(json.dumps({"captures": _State.seq, "completed": _State.done, "busy_s": _State.busy}))
+    if _State.spool is not None:
+        _State.spool.close()
+        _State.spool = None
+
+
+# ``source`` runs this file in gdb's __main__; the workbench calls through this name.
+_tdescope_probe = type("_TdescopeProbe", (), {"arm": staticmethod(arm), "disarm": staticmethod(disarm)})

@@ -1,0 +1,376 @@
+"""A gdb/MI session: one gdb process, tokened commands with deadlines, read-only.
+
+pygdbmi's parser turns MI text into records; the transport here is our own
+because pygdbmi's IoManager waits for "a pause in output" to decide a command
+finished (its issue #104). Here every command carries a token and a deadline,
+and a reader thread routes each result record to the command that owns its
+token; asynchronous records (``*stopped``, ``=thread-group-exited`` ...) go to
+a queue.
+
+Target safety (DESIGN.md): gdb runs in its own session and process group, so a
+signal to the workbench never reaches it; ``mi-async`` is on, so when our end of
+its stdin closes (the workbench died) gdb removes its breakpoints and detaches.
+Commands that write target memory or registers, or call target functions, are
+refused before they reach gdb.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pygdbmi import gdbmiparser
+
+from tdescope.app.errors import UserError
+
+__all__ = ["GdbError", "GdbTimeout", "GdbSession", "MiRecord", "find_gdb", "gdb_version"]
+
+#: MI commands the workbench may send. Everything else is refused: this is the
+#: read-only guard (no memory or register writes, no inferior calls, no jumps).
+_ALLOWED_COMMANDS = frozenset(
+    {
+        "-gdb-set",
+        "-gdb-show",
+        "-gdb-version",
+        "-gdb-exit",
+        "-list-features",
+        "-target-attach",
+        "-target-detach",
+        "-exec-continue",
+        "-exec-interrupt",
+        "-break-insert",
+        "-break-delete",
+        "-break-disable",
+        "-break-list",
+        "-data-read-memory-bytes",
+        "-data-list-register-values",
+        "-stack-list-frames",
+        "-stack-list-arguments",
+        "-thread-info",
+        "-file-list-shared-libraries",
+        "-symbol-info-functions",
+        "-interpreter-exec",
+    }
+)
+#: Console commands allowed through ``-interpreter-exec console``: loading our
+#: probe helper and calling its functions; reading settings.
+_ALLOWED_CONSOLE = re.compile(r'^(source \S+|python _tdescope_probe\.\w+\([^;]*\)|info \w[\w ]*)$')
+#: Settings that would let gdb change the target are refused even via -gdb-set.
+_FORBIDDEN_SETTINGS = re.compile(r"^(may-write-memory|may-write-registers|may-call-functions|observer)\s+on\b")
+
+
+class GdbError(UserError):
+    """gdb answered ``^error`` (or died); the message is gdb's."""
+
+
+class GdbTimeout(GdbError):
+    """A command's deadline passed with no result record."""
+
+
+@dataclass(frozen=True, slots=True)
+class MiRecord:
+    """One parsed MI record: ``type`` (result, notify, console...), ``message`` and ``payload``."""
+
+    type: str
+    message: str | None
+    payload: object
+    token: int | None = None
+    received: float = field(default_factory=time.monotonic)
+
+
+def find_gdb() -> str:
+    """Path of gdb, or raise UserError with the fix."""
+    path = shutil.which("gdb")
+    if not path:
+        raise UserError("gdb not found: install it (apt-get install gdb)")
+    return path
+
+
+def gdb_version(path: str | None = None) -> tuple[int, int]:
+    """(major, minor) of the gdb at ``path``."""
+    out = subprocess.run([path or find_gdb(), "--version"], capture_output=True, text=True, timeout=10).stdout
+    m = re.search(r"(\d+)\.(\d+)", out.splitlines()[0] if out else "")
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def check_command(command: str) -> None:
+    """Raise GdbError when ``command`` could change the target (the read-only guard)."""
+    head, _, rest = command.strip().partition(" ")
+    if head not in _ALLOWED_COMMANDS:
+        raise GdbError(f"refused by tdescope's read-only guard: {head}")
+    if head == "-interpreter-exec":
+        m = re.match(r'^console\s+"(.*)"$', rest.strip())
+        if not m or not _ALLOWED_CONSOLE.match(m.group(1).replace('\\"', '"')):
+            raise GdbError(f"refused by tdescope's read-only guard: {command.strip()[:80]}")
+    if head == "-gdb-set" and _FORBIDDEN_SETTINGS.match(rest.strip()):
+        raise GdbError(f"refused by tdescope's read-only guard: -gdb-set {rest.strip()}")
+
+
+class GdbSession:
+    """One gdb process speaking MI3.
+
+    Parameters
+    ----------
+    gdb_path : str, optional
+        gdb to run; found on PATH when omitted.
+    timeout : float
+        Default deadline, in seconds, for a command's result record.
+
+    Notes
+    -----
+    Use as a context manager. :meth:`close` always detaches: it is safe to call
+    at any point, more than once, and from any thread.
+    """
+
+    def __init__(self, gdb_path: str | None = None, timeout: float = 10.0) -> None:
+        self._gdb_path = gdb_path or find_gdb()
+        self.timeout = timeout
+        self._tokens = itertools.count(1)
+        self._pending: dict[int, queue.Queue] = {}
+        self._pending_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self.events: queue.Queue[MiRecord] = queue.Queue()
+        self.console: list[str] = []
+        self._proc: subprocess.Popen | None = None
+        self._reader: threading.Thread | None = None
+        self.pid: int | None = None
+        self.running = False
+        self._closed = False
+
+    # -- process ---------------------------------------------------------------
+    def start(self) -> "GdbSession":
+        """Start gdb (its own session/process group, no init files, MI3)."""
+        try:
+            self._proc = subprocess.Popen(
+                [self._gdb_path, "--interpreter=mi3", "--nx", "--quiet"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl+C or kill of our group never reaches gdb
+                close_fds=True,
+                env={**os.environ, "LC_ALL": "C", "TERM": "dumb"},
+            )
+        except OSError as exc:
+            raise UserError(f"cannot start gdb ({self._gdb_path}): {exc.strerror}") from None
+        self._reader = threading.Thread(target=self._read_loop, name="gdb-mi-reader", daemon=True)
+        self._reader.start()
+        for setting in (
+            "mi-async on",  # lets gdb detach by itself when our stdin closes
+            "pagination off",
+            "confirm off",
+            "breakpoint pending on",  # a probe in a library not loaded yet resolves when it loads
+            # gdb itself must still write the pc back after each int3 and insert its
+            # breakpoints, so may-write-registers/may-write-memory stay on; the
+            # command allowlist above is what keeps the workbench read-only.
+            "may-call-functions off",
+            "auto-load off",
+            "print thread-events off",
+        ):
+            self.command(f"-gdb-set {setting}")
+        return self
+
+    @property
+    def alive(self) -> bool:
+        """True while the gdb process runs."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def _read_loop(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if not line or line == "(gdb) ":
+                continue
+            try:
+                rec = gdbmiparser.parse_response(line)
+            except Exception:  # noqa: BLE001 - a garbled line must not kill the reader
+                continue
+            record = MiRecord(rec.get("type", ""), rec.get("message"), rec.get("payload"), rec.get("token"))
+            if record.type == "result" and record.token is not None:
+                with self._pending_lock:
+                    box = self._pending.get(record.token)
+                if box is not None:
+                    box.put(record)
+                    continue
+            if record.type == "notify" and record.message in ("running", "stopped"):
+                self.running = record.message == "running"
+            if record.type in ("console", "log") and isinstance(record.payload, str):
+                self.console.append(record.payload)
+                del self.console[:-200]
+            self.events.put(record)
+        # gdb's stdout closed: wake every waiter
+        with self._pending_lock:
+            boxes = list(self._pending.values())
+        for box in boxes:
+            box.put(None)
+        self.events.put(MiRecord("gdb-exit", None, None))
+
+    # -- commands --------------------------------------------------------------
+    def command(self, command: str, timeout: float | None = None) -> MiRecord:
+        """Send one MI command and wait for its result record.
+
+        Raises
+        ------
+        GdbError
+            gdb answered ^error, died, or the guard refused the command.
+        GdbTimeout
+            No result record within ``timeout`` seconds.
+        """
+        check_command(command)
+        if not self.alive:
+            raise GdbError("gdb is not running")
+        token = next(self._tokens)
+        box: queue.Queue = queue.Queue(maxsize=1)
+        with self._pending_lock:
+            self._pending[token] = box
+        try:
+            with self._write_lock:
+                assert self._proc is not None and self._proc.stdin is not None
+                try:
+                    self._proc.stdin.write(f"{token}{command}\n".encode())
+                    self._proc.stdin.flush()
+                except (BrokenPipeError, OSError):
+                    raise GdbError("gdb exited") from None
+            try:
+                record = box.get(timeout=self.timeout if timeout is None else timeout)
+            except queue.Empty:
+                raise GdbTimeout(f"gdb did not answer {command.split()[0]} in time") from None
+        finally:
+            with self._pending_lock:
+                self._pending.pop(token, None)
+        if record is None:
+            raise GdbError(f"gdb exited during {command.split()[0]}")
+        if record.message == "error":
+            msg = record.payload.get("msg", "error") if isinstance(record.payload, dict) else str(record.payload)
+            raise GdbError(msg)
+        return record
+
+    def console_command(self, text: str, timeout: float | None = None) -> MiRecord:
+        """Run an allowed console command (``source``, our helper's functions) through MI."""
+        quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+        return self.command(f'-interpreter-exec console "{quoted}"', timeout=timeout)
+
+    def wait_event(self, predicate, timeout: float) -> MiRecord | None:
+        """Wait for an async record matching ``predicate``; None at the deadline."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                rec = self.events.get(timeout=left)
+            except queue.Empty:
+                return None
+            if predicate(rec):
+                return rec
+            if rec.type == "gdb-exit":
+                self.events.put(rec)  # keep the exit visible to later waiters
+                return None
+
+    # -- target ----------------------------------------------------------------
+    def attach(self, pid: int, timeout: float = 20.0) -> None:
+        """Attach to ``pid``; the target is stopped afterwards (call :meth:`resume`)."""
+        try:
+            self.command(f"-target-attach {int(pid)}", timeout=timeout)
+        except GdbError as exc:
+            raise GdbError(_explain_attach_error(pid, str(exc))) from None
+        self.pid = int(pid)
+        # -target-attach answers ^done before the *stopped record; wait for it
+        self.wait_event(lambda r: r.type == "notify" and r.message == "stopped", timeout=timeout)
+
+    def resume(self) -> None:
+        """Let the target run (``-exec-continue``)."""
+        self.command("-exec-continue")
+
+    def interrupt(self, timeout: float = 5.0) -> bool:
+        """Stop the target; True once gdb reports it stopped.
+
+        Sends nothing when the target is already stopped: an interrupt then would
+        leave a SIGINT pending for the target.
+        """
+        if not self.running:
+            return True
+        self._drain_events()
+        self.command("-exec-interrupt", timeout=timeout)
+        return self.wait_event(lambda r: r.type == "notify" and r.message == "stopped", timeout) is not None
+
+    def _drain_events(self) -> None:
+        while True:
+            try:
+                rec = self.events.get_nowait()
+            except queue.Empty:
+                return
+            if rec.type == "gdb-exit":
+                self.events.put(rec)
+                return
+
+    def detach(self) -> None:
+        """Detach from the target (it runs on, untraced)."""
+        if self.pid is None:
+            return
+        self.command("-target-detach", timeout=10.0)
+        self.pid = None
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Detach if attached and end gdb. Never raises; idempotent."""
+        if self._closed or self._proc is None:
+            return
+        self._closed = True
+        proc = self._proc
+        if proc.poll() is None:
+            try:
+                if self.pid is not None:
+                    try:
+                        self.command("-break-delete", timeout=2.0)
+                    except GdbError:
+                        pass
+                    self.detach()
+                self.command("-gdb-exit", timeout=2.0)
+            except GdbError:
+                pass
+            # Closing stdin makes an async-mode gdb clean up and exit by itself.
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                # gdb is wedged; SIGTERM lets it detach, SIGKILL is the very last resort.
+                for sig in (signal.SIGTERM, signal.SIGKILL):
+                    try:
+                        os.killpg(proc.pid, sig)
+                    except ProcessLookupError:
+                        break
+                    try:
+                        proc.wait(timeout=2.0)
+                        break
+                    except subprocess.TimeoutExpired:
+                        continue
+        self.pid = None
+
+    def __enter__(self) -> "GdbSession":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _explain_attach_error(pid: int, msg: str) -> str:
+    """Turn gdb's attach error into one line the user can act on."""
+    if not os.path.exists(f"/proc/{pid}"):
+        return f"pid {pid} is gone (no such process)"
+    low = msg.lower()
+    if "operation not permitted" in low or "ptrace" in low:
+        return (
+            f"ptrace not permitted on pid {pid}: run as the process owner or root, "
+            "or set kernel.yama.ptrace_scope=0"
+        )
+    return f"cannot attach to pid {pid}: {msg}"

@@ -1,0 +1,64 @@
+"""The SQLCipher engine: the embedded default lab, and any process using the sqlcipher3 wheel."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+
+from tdescope.app.engines.api import ArgRef, ConnectParams, PageDecoder, ProbeRecipe
+from tdescope.app.errors import UserError
+
+__all__ = ["SqlcipherEngine", "DECRYPT", "ENCRYPT"]
+
+
+def _page_cipher(mode: int, direction: str) -> ProbeRecipe:
+    # sqlcipher_page_cipher(ctx, cipher_ctx, pgno, mode, page_sz, in, out): the
+    # sqlcipher3 wheel keeps DWARF, so arguments are read by name; the registers
+    # are the SysV fallback for a build without it. Mode 0 decrypts, 1 encrypts.
+    return ProbeRecipe(
+        key=f"sqlcipher.page_{direction}",
+        label=f"Page {direction} (sqlcipher_page_cipher, mode {mode})",
+        symbols=("sqlcipher_page_cipher",),
+        before=ArgRef(name="in", register="r9"),
+        after=ArgRef(name="out"),
+        length=ArgRef(name="page_sz", register="r8"),
+        pgno=ArgRef(name="pgno", register="rdx"),
+        condition=(ArgRef(name="mode", register="rcx"), mode),
+        direction=direction,
+    )
+
+
+DECRYPT = _page_cipher(0, "decrypt")
+ENCRYPT = _page_cipher(1, "encrypt")
+
+
+class SqlcipherEngine:
+    """Engine plugin for SQLCipher 4 (the sqlcipher3 wheel)."""
+
+    name = "sqlcipher"
+    label = "SQLCipher (embedded lab)"
+
+    def connect(self, params: ConnectParams):
+        """Start the lab worker (``options["lab"]``, the default) in ``params.dsn`` or a temp folder."""
+        if params.options.get("lab", True) is False:
+            raise UserError("the SQLCipher engine attaches to an existing process with --pid, or runs its lab")
+        from tdescope.plugins.sqlcipher.lab import LabSession
+
+        return LabSession(params.dsn or None)
+
+    def probe_recipes(self) -> list[ProbeRecipe]:
+        """Page decrypt (the default) and page encrypt."""
+        return [DECRYPT, ENCRYPT]
+
+    def page_decoder(self) -> PageDecoder:
+        """SQLite b-tree pages, SQLCipher's reserve area (IV, HMAC)."""
+        from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
+
+        return SqlitePageDecoder()
+
+    @cache
+    def glossary(self) -> Mapping[str, str]:
+        """SQLite, SQLCipher and OpenSSL functions as they show in profiles."""
+        from tdescope.app.glossary import load_glossary
+
+        return load_glossary("sqlite", "openssl")

@@ -1,0 +1,485 @@
+"""A custom-painted hex view for one captured buffer.
+
+Only the visible rows are painted, so a 64 KB buffer costs the same per frame as
+a 4 KB page: no item per byte, no layout per byte. Rows hold 16 bytes: an offset
+column, the hex bytes (a gap after the eighth) and an ASCII column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QRectF, Qt, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontDatabase,
+    QFontMetricsF,
+    QGuiApplication,
+    QKeySequence,
+    QPainter,
+    QPalette,
+)
+from PySide6.QtWidgets import QAbstractScrollArea, QToolTip, QWidget
+
+__all__ = ["BYTES_PER_ROW", "HexView", "diff_color"]
+
+BYTES_PER_ROW = 16
+_HEX = [f"{b:02x}" for b in range(256)]
+_ASCII = [chr(b) if 0x20 <= b < 0x7F else "." for b in range(256)]
+# Character column of byte i inside the hex area: "xx " per byte plus one gap char after 8.
+_HEX_COL = [3 * i + (1 if i >= 8 else 0) for i in range(BYTES_PER_ROW)]
+_HEX_CHARS = 3 * BYTES_PER_ROW  # 16 * "xx " minus trailing space plus the gap
+_ASCII_GAP = 2
+
+# Per-byte text styles, in increasing precedence.
+_NORMAL, _DIM, _DIFF, _DIFF_DIM, _SELECTED = range(5)
+
+
+def diff_color(palette: QPalette) -> QColor:
+    """Text colour for differing bytes, readable on ``palette``.
+
+    Red-ish in both themes: a darker red on light bases, a salmon on dark ones.
+    """
+    dark = palette.color(QPalette.ColorRole.Base).lightness() < 128
+    return QColor("#ff7b72") if dark else QColor("#c0261a")
+
+
+def _as_mask(mask) -> np.ndarray | None:
+    """Bytes (non-zero = differs), a bool array or None -> a bool array or None."""
+    if mask is None:
+        return None
+    if isinstance(mask, (bytes, bytearray, memoryview)):
+        return np.frombuffer(bytes(mask), dtype=np.uint8) != 0
+    return np.asarray(mask, dtype=bool).ravel()
+
+
+class HexView(QAbstractScrollArea):
+    """Rows of 16 bytes with offsets, hex and ASCII; spans, diff and selection drawn on top.
+
+    The vertical scroll bar counts rows; the horizontal one counts pixels. All
+    spans are ``[start, end)`` byte offsets.
+    """
+
+    offsetClicked = Signal(int)
+    """The user clicked the byte at this offset (hex or ASCII area)."""
+    offsetHovered = Signal(int)
+    """The mouse moved onto the byte at this offset; -1 when it left every byte."""
+    selectionChanged = Signal(int, int)
+    """The selection became ``[start, end)`` (mouse drag or keyboard)."""
+    cursorMoved = Signal(int)
+    """The cursor moved to this offset, by click or by keyboard."""
+    visibleRangeChanged = Signal(int, int)
+    """The bytes ``[start, end)`` are now on screen (scroll or resize)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._data = b""
+        self._mask: np.ndarray | None = None
+        self._highlight: tuple[int, int] | None = None
+        self._zones: list[tuple[int, int, QColor, str]] = []
+        self._anchor = self._cursor = 0
+        self._hover = -1
+        self._dragging = False
+        self._placeholder = "No data"
+        self._linked: list[HexView] = []
+        font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        font.setStyleHint(QFont.StyleHint.Monospace)
+        self.setFont(font)
+        self._metrics()
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.viewport().setMouseTracking(True)
+        self.viewport().setAutoFillBackground(True)
+        self.viewport().setBackgroundRole(QPalette.ColorRole.Base)
+        self.verticalScrollBar().valueChanged.connect(self._on_scrolled)
+        self.horizontalScrollBar().valueChanged.connect(self._on_scrolled)
+
+    # ---- data -------------------------------------------------------------------------------
+    def set_data(self, data: bytes) -> None:
+        """Show ``data``; resets cursor, selection, highlight and diff mask."""
+        self._data = bytes(data)
+        self._mask = None
+        self._highlight = None
+        self._anchor = self._cursor = 0
+        self._metrics()  # the offset column widens past 64 KB
+        self._update_scrollbars()
+        self.verticalScrollBar().setValue(0)
+        self.viewport().update()
+
+    def data(self) -> bytes:
+        """The bytes shown."""
+        return self._data
+
+    def set_diff(self, mask) -> None:
+        """Mark differing bytes: ``mask`` is bytes (non-zero = differs), a bool array, or None."""
+        self._mask = _as_mask(mask)
+        self.viewport().update()
+
+    def set_highlight(self, start: int, end: int) -> None:
+        """Draw ``[start, end)`` with a highlight background and scroll it into view."""
+        self._highlight = (max(0, start), max(start, end))
+        self._ensure_visible(start, max(start, end - 1))
+        self.viewport().update()
+
+    def clear_highlight(self) -> None:
+        """Remove the highlighted span."""
+        self._highlight = None
+        self.viewport().update()
+
+    def highlight(self) -> tuple[int, int] | None:
+        """The highlighted span, or None."""
+        return self._highlight
+
+    def set_zones(self, zones: Iterable[Sequence]) -> None:
+        """Faint backgrounds for regions: ``(start, end, QColor[, label])``; the label goes in the tooltip."""
+        self._zones = [(int(z[0]), int(z[1]), QColor(z[2]), str(z[3]) if len(z) > 3 else "") for z in zones]
+        self.viewport().update()
+
+    def set_placeholder(self, text: str) -> None:
+        """Text painted, centred and gray, while there is no data."""
+        self._placeholder = text
+        self.viewport().update()
+
+    # ---- selection and cursor ---------------------------------------------------------------
+    def selection(self) -> tuple[int, int]:
+        """The selected span ``[start, end)``; a lone cursor selects its byte; (0, 0) when empty."""
+        if not self._data:
+            return (0, 0)
+        return (min(self._anchor, self._cursor), max(self._anchor, self._cursor) + 1)
+
+    def set_selection(self, start: int, end: int) -> None:
+        """Select ``[start, end)`` and put the cursor on its last byte."""
+        if not self._data:
+            return
+        last = len(self._data) - 1
+        self._anchor = min(max(0, start), last)
+        self._move_cursor(min(max(self._anchor, end - 1), last), extend=True)
+
+    def cursor_offset(self) -> int:
+        """The offset under the keyboard cursor."""
+        return self._cursor
+
+    def selected_hex(self) -> str:
+        """The selected bytes as space-separated hex (what Ctrl+C copies)."""
+        s, e = self.selection()
+        return " ".join(_HEX[b] for b in self._data[s:e])
+
+    # ---- scrolling --------------------------------------------------------------------------
+    def content_width(self) -> int:
+        """Width the whole widget needs to show rows without horizontal scrolling."""
+        return self._content_w + 2 * self.frameWidth() + self.verticalScrollBar().sizeHint().width()
+
+    def row_count(self) -> int:
+        """Rows needed for the data (the last one may be partial)."""
+        return (len(self._data) + BYTES_PER_ROW - 1) // BYTES_PER_ROW
+
+    def visible_rows(self) -> int:
+        """Whole rows that fit in the viewport."""
+        return max(1, (self.viewport().height() - self._header_h) // self._lh)
+
+    def visible_range(self) -> tuple[int, int]:
+        """Byte span ``[start, end)`` of the whole rows on screen."""
+        first = self.verticalScrollBar().value() * BYTES_PER_ROW
+        return (first, min(len(self._data), first + self.visible_rows() * BYTES_PER_ROW))
+
+    def scroll_to(self, offset: int) -> None:
+        """Scroll so the row holding ``offset`` is visible (no move when it already is)."""
+        self._ensure_visible(offset, offset)
+
+    def link_scroll(self, other: "HexView") -> None:
+        """Scroll together with ``other``, both ways and on both axes."""
+        if other is self or other in self._linked:
+            return
+        for a, b in ((self, other), (other, self)):
+            a.verticalScrollBar().valueChanged.connect(b.verticalScrollBar().setValue)
+            a.horizontalScrollBar().valueChanged.connect(b.horizontalScrollBar().setValue)
+            a._linked.append(b)
+        # setValue on an equal value emits nothing, so the pair cannot ping-pong.
+        other.verticalScrollBar().setValue(self.verticalScrollBar().value())
+
+    def unlink_scroll(self, other: "HexView") -> None:
+        """Undo :meth:`link_scroll`."""
+        if other not in self._linked:
+            return
+        for a, b in ((self, other), (other, self)):
+            a.verticalScrollBar().valueChanged.disconnect(b.verticalScrollBar().setValue)
+            a.horizontalScrollBar().valueChanged.disconnect(b.horizontalScrollBar().setValue)
+            a._linked.remove(b)
+
+    # ---- geometry ---------------------------------------------------------------------------
+    def byte_rect(self, offset: int) -> QRect:
+        """Viewport rectangle of the hex cell of ``offset`` (may lie off screen)."""
+        row, col = divmod(offset, BYTES_PER_ROW)
+        return QRectF(self._hex_x(col), self._row_y(row), 2 * self._cw, self._lh).toAlignedRect()
+
+    def ascii_rect(self, offset: int) -> QRect:
+        """Viewport rectangle of the ASCII cell of ``offset``."""
+        row, col = divmod(offset, BYTES_PER_ROW)
+        return QRectF(self._ascii_x(col), self._row_y(row), self._cw, self._lh).toAlignedRect()
+
+    def offset_at(self, pos: QPoint, clamp: bool = False) -> int:
+        """Offset of the byte under ``pos`` (viewport coordinates), or -1.
+
+        With ``clamp`` a point beside the columns maps to the nearest byte, so a
+        drag that leaves the text still extends the selection.
+        """
+        if not self._data:
+            return -1
+        y = pos.y() - self._header_h
+        if y < 0 and not clamp:
+            return -1
+        row = self.verticalScrollBar().value() + (y // self._lh if y >= 0 else -1)
+        x = pos.x() + self.horizontalScrollBar().value()
+        c = int((x - self._hex_x0) // self._cw)
+        a = int((x - self._ascii_x0) // self._cw)
+        if 0 <= a < BYTES_PER_ROW or (clamp and a >= 0):
+            col = min(a, BYTES_PER_ROW - 1)
+        elif 0 <= c < _HEX_CHARS or clamp:
+            c = min(max(c, 0), _HEX_CHARS - 1)
+            col = c // 3 if c < 24 else 7 if c == 24 else 8 + (c - 25) // 3
+        else:
+            return -1
+        off = row * BYTES_PER_ROW + col
+        if clamp:
+            return min(max(off, 0), len(self._data) - 1)
+        return off if 0 <= row and off < len(self._data) else -1
+
+    def _metrics(self) -> None:
+        fm = QFontMetricsF(self.font())
+        # Advances are fractional (7.22 px for DejaVu Sans Mono 9): rounding them would
+        # drift runs of text drawn as one string away from cells placed by column.
+        self._cw = max(1.0, fm.horizontalAdvance("0" * 64) / 64)
+        self._lh = int(fm.height()) + 2
+        self._ascent = round(fm.ascent()) + 1
+        self._header_h = self._lh + 3
+        self._digits = max(4, len(f"{max(0, len(self._data) - 1):x}"))
+        self._hex_x0 = (self._digits + 2) * self._cw
+        self._ascii_x0 = self._hex_x0 + (_HEX_CHARS + _ASCII_GAP) * self._cw
+        self._content_w = int(self._ascii_x0 + (BYTES_PER_ROW + 1) * self._cw) + 1
+
+    def _hex_x(self, col: int) -> int:
+        return self._hex_x0 + _HEX_COL[col] * self._cw - self.horizontalScrollBar().value()
+
+    def _ascii_x(self, col: int) -> int:
+        return self._ascii_x0 + col * self._cw - self.horizontalScrollBar().value()
+
+    def _row_y(self, row: int) -> int:
+        return self._header_h + (row - self.verticalScrollBar().value()) * self._lh
+
+    def _update_scrollbars(self) -> None:
+        vis = self.visible_rows()
+        vsb, hsb = self.verticalScrollBar(), self.horizontalScrollBar()
+        vsb.setRange(0, max(0, self.row_count() - vis))
+        vsb.setPageStep(vis)
+        hsb.setRange(0, max(0, self._content_w - self.viewport().width()))
+        hsb.setPageStep(self.viewport().width())
+        hsb.setSingleStep(round(self._cw))
+
+    def _ensure_visible(self, first_off: int, last_off: int) -> None:
+        r0, r1 = first_off // BYTES_PER_ROW, last_off // BYTES_PER_ROW
+        top, vis = self.verticalScrollBar().value(), self.visible_rows()
+        if r0 >= top and r1 < top + vis:
+            return
+        # Keep one row of context above; a span taller than the view shows its start.
+        if r0 < top or r1 - r0 + 1 >= vis:
+            self.verticalScrollBar().setValue(max(0, r0 - 1))
+        else:
+            self.verticalScrollBar().setValue(r1 - vis + 2)
+
+    def _on_scrolled(self) -> None:
+        self.viewport().update()
+        self.visibleRangeChanged.emit(*self.visible_range())
+
+    # ---- painting ---------------------------------------------------------------------------
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
+        p = QPainter(self.viewport())
+        pal = self.palette()
+        if not self._data:
+            p.setPen(pal.color(QPalette.ColorRole.PlaceholderText))
+            p.setFont(QGuiApplication.font())  # a sentence, not data: the UI font reads better
+            flags = Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap
+            p.drawText(self.viewport().rect().adjusted(16, 16, -16, -16), flags, self._placeholder)
+            return
+        p.setFont(self.font())
+        text, dim = pal.color(QPalette.ColorRole.Text), pal.color(QPalette.ColorRole.PlaceholderText)
+        # Diff is text colour only: a decrypted page differs almost everywhere, and a
+        # background there would drown zones, highlight and the bytes that did not change.
+        diff_fg = diff_color(pal)
+        diff_dim = QColor(diff_fg)
+        diff_dim.setAlpha(120)
+        sel_bg, sel_fg = pal.color(QPalette.ColorRole.Highlight), pal.color(QPalette.ColorRole.HighlightedText)
+        if not self.hasFocus():
+            sel_bg.setAlpha(150)
+        hl_bg = QColor(pal.color(QPalette.ColorRole.Highlight))
+        hl_bg.setAlpha(60)
+        pens = {_NORMAL: text, _DIM: dim, _DIFF: diff_fg, _DIFF_DIM: diff_dim, _SELECTED: sel_fg}
+        self._paint_header(p, pal, dim)
+        sel = self.selection()
+        first = self.verticalScrollBar().value()
+        last = min(self.row_count(), first + self.visible_rows() + 1)
+        p.setClipRect(0, self._header_h, self.viewport().width(), self.viewport().height())
+        for row in range(first, last):
+            base = row * BYTES_PER_ROW
+            chunk = self._data[base : base + BYTES_PER_ROW]
+            n = len(chunk)
+            y = self._row_y(row)
+            diff = self._mask[base : base + n].tolist() if self._mask is not None else []
+            for s, e, color, _ in self._zones:
+                self._fill_span(p, row, n, s, e, color)
+            if self._highlight:
+                self._fill_span(p, row, n, *self._highlight, hl_bg)
+            self._fill_span(p, row, n, *sel, sel_bg)
+            p.setPen(dim)
+            p.drawText(QPointF(self._hex_x0 - (self._digits + 1) * self._cw - self.horizontalScrollBar().value(),
+                               y + self._ascent), f"{base:0{self._digits}x}")
+            # Zero bytes are dimmed so the structure of a plaintext page reads at a glance.
+            styles = [
+                _SELECTED if sel[0] <= base + i < sel[1]
+                else (_DIFF_DIM if b == 0 else _DIFF) if i < len(diff) and diff[i]
+                else _DIM if b == 0 else _NORMAL
+                for i, b in enumerate(chunk)
+            ]
+            hex_row = "".join(_HEX[b] + (" " if i != 7 else "  ") for i, b in enumerate(chunk))
+            asc_row = "".join(_ASCII[b] for b in chunk)
+            # One drawText per run of equal style: usually two calls per row, not 32.
+            i = 0
+            while i < n:
+                j = i
+                while j + 1 < n and styles[j + 1] == styles[i]:
+                    j += 1
+                p.setPen(pens[styles[i]])
+                p.drawText(QPointF(self._hex_x(i), y + self._ascent), hex_row[_HEX_COL[i] : _HEX_COL[j] + 2])
+                p.drawText(QPointF(self._ascii_x(i), y + self._ascent), asc_row[i : j + 1])
+                i = j + 1
+        if self.hasFocus() and first <= self._cursor // BYTES_PER_ROW < last:
+            p.setPen(text)
+            p.drawRect(self.byte_rect(self._cursor).adjusted(-1, 0, 0, -1))
+            p.drawRect(self.ascii_rect(self._cursor).adjusted(0, 0, 0, -1))
+
+    def _paint_header(self, p: QPainter, pal: QPalette, dim: QColor) -> None:
+        p.fillRect(0, 0, self.viewport().width(), self._header_h, pal.color(QPalette.ColorRole.AlternateBase))
+        p.setPen(dim)
+        y = self._ascent + 1
+        for col in range(BYTES_PER_ROW):
+            p.drawText(QPointF(self._hex_x(col), y), f"{col:02x}")
+        p.drawText(QPointF(self._ascii_x(0), y), "".join(f"{c:x}" for c in range(BYTES_PER_ROW)))
+        p.setPen(pal.color(QPalette.ColorRole.Mid))
+        p.drawLine(0, self._header_h - 1, self.viewport().width(), self._header_h - 1)
+
+    def _fill_span(self, p: QPainter, row: int, n: int, start: int, end: int, color: QColor) -> None:
+        """Fill the part of ``[start, end)`` that lies in ``row``, in both hex and ASCII areas."""
+        base = row * BYTES_PER_ROW
+        c0, c1 = max(start, base) - base, min(end, base + n) - base - 1
+        if c1 < c0:
+            return
+        y = self._row_y(row)
+        x0, x1 = self._hex_x(c0) - self._cw / 2, self._hex_x(c1) + 2.5 * self._cw
+        p.fillRect(QRectF(x0, y, x1 - x0, self._lh), color)
+        p.fillRect(QRectF(self._ascii_x(c0), y, (c1 - c0 + 1) * self._cw, self._lh), color)
+
+    # ---- events -----------------------------------------------------------------------------
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._update_scrollbars()
+        self.visibleRangeChanged.emit(*self.visible_range())
+
+    def changeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.FontChange:
+            self._metrics()
+            self._update_scrollbars()
+        super().changeEvent(event)
+
+    def viewportEvent(self, event) -> bool:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.ToolTip:
+            off = self.offset_at(event.pos())
+            if off < 0:
+                QToolTip.hideText()
+            else:
+                QToolTip.showText(event.globalPos(), self.describe_offset(off), self.viewport(), self.byte_rect(off))
+            return True
+        return super().viewportEvent(event)
+
+    def describe_offset(self, off: int) -> str:
+        """Tooltip text for ``off``: offset (dec/hex), value, diff state and zone labels."""
+        b = self._data[off]
+        lines = [f"offset {off} (0x{off:x})", f"value 0x{b:02x} = {b}" + (f" '{chr(b)}'" if _ASCII[b] != "." else "")]
+        if self._mask is not None and off < len(self._mask) and self._mask[off]:
+            lines.append("differs from the other side")
+        lines += [label for s, e, _, label in self._zones if label and s <= off < e]
+        return "\n".join(lines)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if event.button() != Qt.MouseButton.LeftButton:
+            return super().mousePressEvent(event)
+        off = self.offset_at(event.position().toPoint())
+        if off < 0:
+            return
+        extend = bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
+        self._dragging = True
+        self._move_cursor(off, extend=extend, ensure=False, always_emit=True)
+        self.offsetClicked.emit(off)
+
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802 - Qt override
+        pos = event.position().toPoint()
+        if self._dragging and event.buttons() & Qt.MouseButton.LeftButton:
+            self._move_cursor(self.offset_at(pos, clamp=True), extend=True)
+            return
+        off = self.offset_at(pos)
+        if off != self._hover:
+            self._hover = off
+            self.offsetHovered.emit(off)
+
+    def mouseReleaseEvent(self, event) -> None:  # noqa: N802 - Qt override
+        self._dragging = False
+        event.accept()
+
+    def leaveEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if self._hover != -1:
+            self._hover = -1
+            self.offsetHovered.emit(-1)
+        super().leaveEvent(event)
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if event.matches(QKeySequence.StandardKey.Copy):
+            if self._data:
+                QGuiApplication.clipboard().setText(self.selected_hex())
+            return
+        if event.matches(QKeySequence.StandardKey.SelectAll) and self._data:
+            self.set_selection(0, len(self._data))
+            return
+        if not self._data:
+            return super().keyPressEvent(event)
+        k, mods = event.key(), event.modifiers()
+        ctrl = bool(mods & Qt.KeyboardModifier.ControlModifier)
+        page = self.visible_rows() * BYTES_PER_ROW
+        row_start = self._cursor - self._cursor % BYTES_PER_ROW
+        target = {
+            Qt.Key.Key_Left: self._cursor - 1,
+            Qt.Key.Key_Right: self._cursor + 1,
+            Qt.Key.Key_Up: self._cursor - BYTES_PER_ROW,
+            Qt.Key.Key_Down: self._cursor + BYTES_PER_ROW,
+            Qt.Key.Key_PageUp: self._cursor - page,
+            Qt.Key.Key_PageDown: self._cursor + page,
+            Qt.Key.Key_Home: 0 if ctrl else row_start,
+            Qt.Key.Key_End: len(self._data) - 1 if ctrl else row_start + BYTES_PER_ROW - 1,
+        }.get(k)
+        if target is None:
+            return super().keyPressEvent(event)
+        target = min(max(target, 0), len(self._data) - 1)
+        self._move_cursor(target, extend=bool(mods & Qt.KeyboardModifier.ShiftModifier))
+
+    def _move_cursor(self, off: int, extend: bool, ensure: bool = True, always_emit: bool = False) -> None:
+        before = self.selection()
+        # A click on the byte already under the cursor still counts: listeners re-sync to it.
+        moved = always_emit or off != self._cursor
+        self._cursor = off
+        if not extend:
+            self._anchor = off
+        if ensure:
+            self.scroll_to(off)
+        self.viewport().update()
+        if moved:
+            self.cursorMoved.emit(off)
+        if self.selection() != before:
+            self.selectionChanged.emit(*self.selection())

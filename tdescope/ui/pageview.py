@@ -1,0 +1,345 @@
+"""The Page view: one capture, ciphertext and plaintext side by side, with its decoded structure.
+
+The view is dumb on purpose: the caller decodes the pages and computes entropy
+(off the GUI thread when it matters); this widget only lays them out and keeps
+the hex panes and the structure tree in step.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from PySide6.QtCore import QModelIndex, Qt, Signal
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from tdescope.app.engines.api import DecodedField, DecodedPage
+from tdescope.ui.entropystrip import EntropyStrip
+from tdescope.ui.hexview import HexView, diff_color
+
+__all__ = ["PageView", "SPAN_ROLE", "fill_structure_model"]
+
+#: Item data role on column 0 holding ``(side, start, end)``; side is "after" or "before".
+SPAN_ROLE = Qt.ItemDataRole.UserRole + 1
+_PLACEHOLDER = "No capture selected — run a workload with capture on"
+_HEADERS = ("Field", "Offset", "Value")
+
+
+def _span_text(f: DecodedField) -> str:
+    return f"0x{f.start:04x}–0x{f.end - 1:04x}" if f.end > f.start else f"0x{f.start:04x} (empty)"
+
+
+def _field_row(f: DecodedField, side: str, index: dict[int, QStandardItem]) -> list[QStandardItem]:
+    name = QStandardItem(f.name)
+    name.setData((side, f.start, f.end), SPAN_ROLE)
+    value = QStandardItem(f.value)
+    if len(f.value) > 40:
+        value.setToolTip(f.value)
+    index[id(f)] = name
+    # Children are attached while the parent is still off-model, so no model signals fire here.
+    for c in f.children:
+        name.appendRow(_field_row(c, side, index))
+    return [name, QStandardItem(_span_text(f)), value]
+
+
+def _problem_row(text: str, color) -> list[QStandardItem]:
+    items = [QStandardItem("⚠ problem"), QStandardItem(""), QStandardItem(text)]
+    for it in items:
+        it.setForeground(color)
+    items[2].setToolTip(text)
+    return items
+
+
+def fill_structure_model(
+    model: QStandardItemModel,
+    after: DecodedPage | None,
+    before: DecodedPage | None = None,
+    problem_color=None,
+) -> tuple[dict[int, QStandardItem], dict[int, QStandardItem]]:
+    """Rebuild ``model`` from decoded pages: columns Field, Offset, Value.
+
+    The plaintext's fields sit at the top level; when the ciphertext side has
+    structure or problems of its own, both sides are grouped under one row each.
+    Page-level problems become rows coloured ``problem_color``.
+
+    Returns
+    -------
+    tuple of dict
+        ``id(field) -> column-0 item``, for the after and the before page.
+    """
+    model.removeRows(0, model.rowCount())
+    model.setHorizontalHeaderLabels(list(_HEADERS))
+    after_items: dict[int, QStandardItem] = {}
+    before_items: dict[int, QStandardItem] = {}
+
+    def rows_for(page: DecodedPage, side: str, index: dict) -> list[list[QStandardItem]]:
+        rows = [_problem_row(p, problem_color) for p in page.problems]
+        return rows + [_field_row(f, side, index) for f in page.fields]
+
+    grouped = before is not None and bool(before.fields or before.problems)
+    top: list[list[QStandardItem]] = []
+    if after is not None:
+        rows = rows_for(after, "after", after_items)
+        if grouped:
+            group = QStandardItem("After (plaintext)")
+            for r in rows:
+                group.appendRow(r)
+            top.append([group, QStandardItem(""), QStandardItem(after.page_type)])
+        else:
+            top.extend(rows)
+    if grouped:
+        group = QStandardItem("Before (ciphertext)")
+        for r in rows_for(before, "before", before_items):
+            group.appendRow(r)
+        top.append([group, QStandardItem(""), QStandardItem(before.page_type)])
+    root = model.invisibleRootItem()
+    for r in top:
+        root.appendRow(r)
+    return after_items, before_items
+
+
+class PageView(QWidget):
+    """Header line, "Before" and "After" hex panes with entropy strips, and the structure tree."""
+
+    fieldSelected = Signal(object)
+    """The current tree row changed: the :class:`DecodedField` (None for a group or problem row)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._after_page: DecodedPage | None = None
+        self._before_page: DecodedPage | None = None
+        self._fields: dict[int, DecodedField] = {}
+        self._after_items: dict[int, QStandardItem] = {}
+        self._before_items: dict[int, QStandardItem] = {}
+
+        self._header = QLabel()
+        self._header.setTextFormat(Qt.TextFormat.RichText)
+        self._header.setWordWrap(True)
+        self._header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.before_view, self.before_strip, self._before_caption, before_pane = self._pane(
+            "Ciphertext appears here: the buffer as the cipher call received it"
+        )
+        self.after_view, self.after_strip, self._after_caption, after_pane = self._pane(
+            "Plaintext appears here: the buffer as the cipher call returned it"
+        )
+        self.before_view.link_scroll(self.after_view)
+
+        self.model = QStandardItemModel(0, len(_HEADERS), self)
+        self.tree = QTreeView()
+        self.tree.setModel(self.model)
+        self.tree.setUniformRowHeights(True)  # lets the view skip measuring every row
+        self.tree.setAlternatingRowColors(True)
+        self.tree.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.tree.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        header = self.tree.header()
+        header.setStretchLastSection(True)
+        header.resizeSection(0, 220)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+
+        panes = QSplitter(Qt.Orientation.Horizontal)
+        panes.addWidget(before_pane)
+        panes.addWidget(after_pane)
+        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter.addWidget(panes)
+        self.splitter.addWidget(self.tree)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self._header)
+        layout.addWidget(self.splitter, 1)
+
+        self.tree.selectionModel().currentChanged.connect(self._on_tree_current)
+        self.after_view.cursorMoved.connect(lambda off: self._select_field_at(off, "after"))
+        self.before_view.cursorMoved.connect(lambda off: self._select_field_at(off, "before"))
+        for view, strip in ((self.before_view, self.before_strip), (self.after_view, self.after_strip)):
+            view.visibleRangeChanged.connect(strip.set_window)
+            strip.chunkClicked.connect(view.scroll_to)
+        self.clear()
+
+    def _pane(self, placeholder: str) -> tuple[HexView, EntropyStrip, QLabel, QWidget]:
+        pane = QWidget()
+        caption = QLabel()
+        view, strip = HexView(), EntropyStrip()
+        view.set_placeholder(placeholder)
+        # The strip hugs the hex columns; spare width goes to the right of the pane.
+        view.setMaximumWidth(view.content_width())
+        row = QHBoxLayout()
+        row.setSpacing(3)
+        row.addWidget(view, 1)
+        row.addWidget(strip)
+        row.addStretch(0)
+        box = QVBoxLayout(pane)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(2)
+        box.addWidget(caption)
+        box.addLayout(row, 1)
+        return view, strip, caption, pane
+
+    # ---- public API -------------------------------------------------------------------------
+    def show_capture(
+        self,
+        before: bytes,
+        after: bytes,
+        decoded_after: DecodedPage | None = None,
+        decoded_before: DecodedPage | None = None,
+        title: str = "",
+        before_entropy: Sequence[float] = (),
+        after_entropy: Sequence[float] = (),
+        diff_mask=None,
+        *,
+        chunk: int = 256,
+        zones: Iterable[Sequence] = (),
+    ) -> None:
+        """Show one capture.
+
+        Parameters
+        ----------
+        before, after : bytes
+            The buffer at the cipher call's entry and at its return.
+        decoded_after, decoded_before : DecodedPage or None
+            Structure of each side; the tree follows ``decoded_after`` first.
+        title : str
+            Capture summary: page number, direction, symbol (plain text).
+        before_entropy, after_entropy : sequence of float
+            Bits/byte per ``chunk`` bytes of each side.
+        diff_mask : bytes, bool array or None
+            Which offsets differ between the sides; drawn in both panes.
+        chunk : int
+            Chunk size the entropy values were computed over.
+        zones : iterable of (start, end, QColor[, label])
+            Faint backgrounds for regions (page header, reserve area) in both panes.
+        """
+        self._after_page, self._before_page = decoded_after, decoded_before
+        zones = list(zones)
+        for view, strip, data, ent in (
+            (self.before_view, self.before_strip, before, before_entropy),
+            (self.after_view, self.after_strip, after, after_entropy),
+        ):
+            view.set_data(data)
+            view.setMaximumWidth(view.content_width())  # past 64 KB the offset column widens
+            view.set_diff(diff_mask)
+            view.set_zones(zones)
+            strip.set_values(ent, chunk, len(data))
+            strip.set_window(*view.visible_range())
+        self._before_caption.setText(self._caption("Before (ciphertext)", before, before_entropy))
+        self._after_caption.setText(self._caption("After (plaintext)", after, after_entropy))
+        self._header.setText(self._summary(title, before, after, before_entropy, after_entropy, diff_mask))
+        self._rebuild_tree()
+
+    def clear(self) -> None:
+        """Show the empty state."""
+        self._after_page = self._before_page = None
+        for view, strip in ((self.before_view, self.before_strip), (self.after_view, self.after_strip)):
+            view.set_data(b"")
+            view.set_zones([])
+            strip.clear()
+        self._before_caption.setText("<b>Before (ciphertext)</b>")
+        self._after_caption.setText("<b>After (plaintext)</b>")
+        self._header.setText(f"<span style='color:gray'>{_PLACEHOLDER}</span>")
+        self._rebuild_tree()
+
+    def select_span(self, start: int, end: int) -> None:
+        """Highlight ``[start, end)`` in both panes."""
+        self.after_view.set_highlight(start, end)
+        self.before_view.set_highlight(start, end)
+
+    def current_field(self) -> DecodedField | None:
+        """The field of the current tree row, or None."""
+        item = self.model.itemFromIndex(self.tree.currentIndex().siblingAtColumn(0))
+        return self._fields.get(id(item)) if item is not None else None
+
+    # ---- sync -------------------------------------------------------------------------------
+    def _rebuild_tree(self) -> None:
+        self.tree.setUpdatesEnabled(False)  # one repaint for the whole rebuild
+        try:
+            fg = diff_color(self.palette())
+            self._after_items, self._before_items = fill_structure_model(
+                self.model, self._after_page, self._before_page, fg
+            )
+            self._fields = {}
+            for page, items in ((self._after_page, self._after_items), (self._before_page, self._before_items)):
+                for top in page.fields if page else ():
+                    for f in top.walk():
+                        if id(f) in items:
+                            self._fields[id(items[id(f)])] = f
+            if self._before_items:
+                self.tree.expandToDepth(0)
+        finally:
+            self.tree.setUpdatesEnabled(True)
+
+    def _on_tree_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        span = current.siblingAtColumn(0).data(SPAN_ROLE) if current.isValid() else None
+        if span is None:
+            self.after_view.clear_highlight()
+            self.before_view.clear_highlight()
+        else:
+            _side, start, end = span
+            # The same offsets on both sides: the plaintext span came from those ciphertext bytes.
+            self.select_span(start, end)
+        self.fieldSelected.emit(self.current_field())
+
+    def _select_field_at(self, offset: int, side: str) -> None:
+        item = None
+        if side == "before" and self._before_page is not None:
+            f = self._before_page.field_at(offset)
+            item = self._before_items.get(id(f)) if f is not None else None
+        if item is None and self._after_page is not None:
+            # A ciphertext byte without structure of its own maps to the plaintext field at that offset.
+            f = self._after_page.field_at(offset)
+            item = self._after_items.get(id(f)) if f is not None else None
+        if item is None:
+            return
+        index = item.index()
+        self.tree.setCurrentIndex(index)
+        self.tree.scrollTo(index)  # expands collapsed parents too
+
+    # ---- text -------------------------------------------------------------------------------
+    @staticmethod
+    def _caption(name: str, data: bytes, entropy: Sequence[float]) -> str:
+        mean = f" · mean {sum(entropy) / len(entropy):.2f} bits/B" if len(entropy) else ""
+        return f"<b>{name}</b> <span style='color:gray'>{len(data):,} B{mean}</span>"
+
+    def _summary(self, title, before, after, before_entropy, after_entropy, diff_mask) -> str:
+        fg = diff_color(self.palette())
+        bad, good = fg.name(), "#2e9e5b"
+        parts = [f"<b>{html.escape(title)}</b>"] if title else []
+        parts.append(f"{len(before):,} B → {len(after):,} B")
+
+        def mean(v):
+            return sum(v) / len(v) if len(v) else None
+
+        mb, ma = mean(before_entropy), mean(after_entropy)
+        if mb is not None or ma is not None:
+            fmt = lambda m: "—" if m is None else f"{m:.2f}"  # noqa: E731
+            parts.append(f"entropy {fmt(mb)} → {fmt(ma)} bits/B")
+        if diff_mask is not None:
+            raw = diff_mask
+            if isinstance(raw, (bytes, bytearray, memoryview)):
+                raw = np.frombuffer(bytes(raw), dtype=np.uint8)
+            n = int(np.count_nonzero(raw))
+            parts.append(f"{n:,} bytes differ")
+        page = self._after_page
+        if page is not None:
+            cells = f", {page.cells} cells" if page.cells else ""
+            if page.problems:
+                parts.append(f"<span style='color:{bad}'>✗ {html.escape(page.page_type)}{cells}, "
+                             f"{len(page.problems)} problem(s)</span>")
+            else:
+                parts.append(f"<span style='color:{good}'>✓ decodes as {html.escape(page.page_type)}{cells}</span>")
+        if mb is not None and mb >= 6.8:
+            parts.append(f"<span style='color:{good}'>✓ ciphertext looks random</span>")
+        elif mb is not None:
+            parts.append(f"<span style='color:{bad}'>✗ before side does not look random</span>")
+        return " · ".join(parts)
