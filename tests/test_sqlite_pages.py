@@ -353,6 +353,7 @@ def test_every_span_nests_and_pages_are_clean(db):
         page = db.decode(pgno)
         assert page.problems == (), (pgno, page.problems)
         assert page.page_type != "unknown"
+        assert verdict(data) == "looks structured"  # SQLCipher plaintext too, despite its random tail
         stack = [(f, 0, len(data)) for f in page.fields]
         while stack:
             f, lo, hi = stack.pop()
@@ -408,6 +409,29 @@ def test_reserve_defaults_and_fallback(db):
     assert bool(reserved) == bool(db.reserve)
     explicit = SqlitePageDecoder(reserve=db.reserve, encoding=db.decoder.encoding).decode(data, pgno)
     assert explicit.records == page.records and explicit.problems == ()
+
+
+def test_random_blob_rows_decode_although_they_look_encrypted(tmp_path):
+    """A leaf full of random BLOBs fools the entropy verdict; the decoder trusts structure first."""
+    path = tmp_path / "blobs.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE r(x)")
+    blobs = [random.Random(n).randbytes(500) for n in range(40)]
+    conn.executemany("INSERT INTO r VALUES (?)", [(b,) for b in blobs])
+    conn.commit()
+    root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name='r'").fetchone()[0]
+    conn.close()
+    raw = path.read_bytes()
+    dec = SqlitePageDecoder(reserve=0)
+    interior = dec.decode(raw[(root - 1) * 4096:root * 4096], root)
+    got = []
+    for child in children_of(interior):
+        data = raw[(child - 1) * 4096:child * 4096]
+        leaf = dec.decode(data, child)
+        assert leaf.page_type == "table leaf" and leaf.problems == ()
+        got += [r[1] for r in leaf.records]
+    assert got == blobs
+    assert verdict(data) == "looks encrypted"
 
 
 # -- robustness ---------------------------------------------------------------------------------

@@ -78,7 +78,8 @@ class Sample:
 
     ``callchain`` is True when the text came from a ``-g`` recording, in which
     case user-space frame addresses are DSO-relative; otherwise :attr:`ip` is
-    the runtime instruction pointer.
+    the runtime instruction pointer. ``ts`` is perf's clock (seconds since
+    boot), not epoch seconds.
     """
 
     comm: str

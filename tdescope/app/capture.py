@@ -209,11 +209,8 @@ class CaptureWindow:
             gdb.console_command(f'python _tdescope_probe.arm("{spec_path}")')
             result = _last_json(gdb.console[n_console:])
             if not result or not result.get("armed"):
-                errs = "; ".join((result or {}).get("errors", [])) or "no location"
-                raise UserError(
-                    f"pid {self.pid} does not use {self.engine} here: {self.recipe.symbols[0]} "
-                    f"not found ({errs})"
-                )
+                names = " or ".join(self.recipe.symbols)
+                raise UserError(f"pid {self.pid} does not use {self.engine}: symbol {names} not found")
             armed_symbol = result["armed"]
             locations = tuple(result.get("locations") or ())
             gdb.resume()

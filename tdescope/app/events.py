@@ -18,6 +18,7 @@ __all__ = [
     "Marker",
     "HotspotWindow",
     "WaitSample",
+    "Problem",
 ]
 
 
@@ -181,3 +182,14 @@ class WaitSample(Event):
     wait_class: str
     event: str
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem(Event):
+    """Something failed off the GUI thread: one line for the user, never a traceback.
+
+    ``source`` names the producer (``capture``, ``workload``, ``hotspots``...).
+    """
+
+    source: str
+    message: str

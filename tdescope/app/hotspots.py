@@ -97,9 +97,17 @@ class Profile:
         return cls(n, dict(self_c), dict(total_c), dict(dsos or {}))
 
     @classmethod
-    def from_samples(cls, samples: Iterable[Sample]) -> Profile:
-        """Count parsed samples."""
-        samples = list(samples)
+    def from_samples(
+        cls, samples: Iterable[Sample], start: float | None = None, end: float | None = None
+    ) -> Profile:
+        """Count parsed samples, those with ``start <= ts <= end`` when given.
+
+        Sample times are perf's clock (seconds since boot), not epoch seconds.
+        """
+        samples = [
+            s for s in samples
+            if (start is None or s.ts >= start) and (end is None or s.ts <= end)
+        ]
         return cls.from_stacks(fold(samples), _dsos_of(samples))
 
     @classmethod
@@ -196,7 +204,8 @@ def is_crypto(symbol: str) -> bool:
     >>> is_crypto("sqlite3VdbeExec")
     False
     """
-    return _CRYPTO_RE.fullmatch(base_symbol(symbol)) is not None
+    # Leading underscores mark internal helpers (_aesni_decrypt6), same family.
+    return _CRYPTO_RE.fullmatch(base_symbol(symbol).lstrip("_")) is not None
 
 
 def crypto_pct(profile: Profile) -> float:

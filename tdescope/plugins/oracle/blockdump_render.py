@@ -40,6 +40,9 @@ def blockdump_to_page(dump: BlockDump) -> DecodedPage:
     problems.insert(0, "no hex memory dump in the trace: page bytes rebuilt from the dump text; "
                        "cache header, tail and row bytes are as dumped, other bytes are zero, "
                        "so spans are approximate and the checksum cannot be checked")
+    if dump.cache is None:
+        problems.insert(1, "no cache header in the dump text: type 0x06 and rdba taken from the block "
+                           "header; scn, seq, flg, chkval and tail unknown (zero)")
     if assumed:
         problems.insert(1, f"data header placed at 0x{kd:x} (assumed: 0x2c + 24*itc"
                            + (" + 8 as in ASSM blocks)" if kd - ITL_START - ITL_SIZE * _itc(dump) else ")"))
@@ -59,6 +62,11 @@ def _rebuild(dump: BlockDump) -> tuple[bytes, int, bool]:
     size = kd + dh.tsiz + 4 if dh is not None and dh.tsiz else _DEFAULT_BLOCK_SIZE
     buf = bytearray(size)
     c = dump.cache
+    if c is None and dump.header is not None:
+        # An excerpt starting at "Block header dump:": a block with ITLs is a
+        # 'trans data' block; its SCN, seq and flags are unknown.
+        struct.pack_into("<BBHI", buf, 0, 0x06, 0x02, 0, dump.header.dba)
+        struct.pack_into("<I", buf, size - 4, 0x06 << 8)
     if c is not None:
         scn = c.scn or 0
         struct.pack_into("<BBHIIHBBHH", buf, 0, c.type or 0, c.frmt or 0, 0, c.rdba, scn & 0xFFFFFFFF,

@@ -117,20 +117,27 @@ def decode_varchar2(b: bytes, encoding: str = "utf-8") -> str:
 def guess_column(b: bytes | None) -> str:
     """A display value for column bytes whose type is unknown.
 
-    Printable text is shown quoted, a valid NUMBER as its value, anything else
-    as hex; ``None`` (a NULL column) as ``NULL``. It is a guess: ``c1 02`` is
-    the NUMBER 1, but could in principle be RAW bytes.
+    Printable text is shown quoted, a valid NUMBER as its value, bytes that
+    are both as ``'>df' or NUMBER -1``, anything else as hex; ``None`` (a NULL
+    column) as ``NULL``. It is a guess: ``c1 02`` is the NUMBER 1, but could
+    in principle be RAW bytes.
     """
     if b is None:
         return "NULL"
+    text = None
     if b:
         try:
             text = b.decode("utf-8")
         except UnicodeDecodeError:
+            pass
+        if text is not None and not text.isprintable():
             text = None
-        if text is not None and text.isprintable():
-            return repr(text)
     number = try_decode_number(b)
+    if text is not None and number is not None:
+        # e.g. 3e 64 66 is both '>df' and -1: say both rather than pick one.
+        return f"{text!r} or NUMBER {number}"
+    if text is not None:
+        return repr(text)
     if number is not None:
         return number
     return "0x" + b.hex()

@@ -1,0 +1,119 @@
+"""Environment checks for ``tdescope doctor``: can this machine probe a database process?"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+
+from tdescope.app.engines.registry import discover_engines
+
+__all__ = ["Check", "cpu_flags", "run_checks", "ptrace_problem", "MIN_GDB"]
+
+#: gdb.FinishBreakpoint and Breakpoint.stop() as used by the probe helper need gdb >= 9.
+MIN_GDB = (9, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of the doctor's report: ``ok`` is None for information-only lines."""
+
+    name: str
+    ok: bool | None
+    value: str
+    fix: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def cpu_flags() -> set[str]:
+    """Flags of the first CPU in /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def ptrace_problem() -> str | None:
+    """Why this user may not attach to other processes, or None when it may."""
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as fh:
+            scope = int(fh.read().strip())
+    except (OSError, ValueError):
+        scope = 0
+    if scope >= 3:
+        return "kernel.yama.ptrace_scope is 3: attaching is disabled until reboot"
+    if scope >= 1 and os.geteuid() != 0:
+        return f"kernel.yama.ptrace_scope is {scope}: run as root or set it to 0 (sysctl kernel.yama.ptrace_scope=0)"
+    return None
+
+
+def _gdb_check() -> Check:
+    from tdescope.app.gdb.mi import gdb_version
+
+    path = shutil.which("gdb")
+    if not path:
+        return Check("gdb", False, "not found", "apt-get install gdb")
+    try:
+        ver = gdb_version(path)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check("gdb", False, f"{path}: does not run ({exc})", "reinstall gdb")
+    ok = ver >= MIN_GDB
+    fix = "" if ok else f"gdb {MIN_GDB[0]}.{MIN_GDB[1]} or newer is needed (FinishBreakpoint)"
+    return Check("gdb", ok, f"{path} {ver[0]}.{ver[1]}", fix)
+
+
+def _perf_check() -> list[Check]:
+    path = shutil.which("perf")
+    out = []
+    if not path:
+        out.append(Check("perf", False, "not found", "apt-get install linux-perf"))
+    else:
+        out.append(Check("perf", True, path))
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid") as fh:
+            paranoid = int(fh.read().strip())
+    except (OSError, ValueError):
+        paranoid = None
+    if paranoid is None:
+        out.append(Check("perf_event_paranoid", False, "unreadable", "perf events are not available in this kernel"))
+    else:
+        ok = os.geteuid() == 0 or paranoid <= 1
+        fix = "" if ok else f"run sysctl kernel.perf_event_paranoid=1 (it is {paranoid}) or run as root"
+        out.append(Check("perf_event_paranoid", ok, str(paranoid), fix))
+    return out
+
+
+def run_checks() -> list[Check]:
+    """Every check, in report order."""
+    checks = [
+        Check("Python", sys.version_info >= (3, 11), platform.python_version()),
+        Check("tdescope", None, __import__("tdescope").__version__),
+    ]
+    try:
+        import PySide6  # the CLI may look at the binding; app/ code never drives Qt
+
+        platform_name = os.environ.get("QT_QPA_PLATFORM") or ("xcb" if os.environ.get("DISPLAY") else "offscreen (no DISPLAY)")
+        checks.append(Check("Qt", True, f"PySide6 {PySide6.__version__}, platform {platform_name}"))
+    except ImportError as exc:
+        checks.append(Check("Qt", False, f"PySide6 missing ({exc})", "pip install PySide6-Essentials"))
+    checks.append(_gdb_check())
+    problem = ptrace_problem()
+    checks.append(Check("ptrace", problem is None, "permitted" if problem is None else "denied", problem or ""))
+    checks.extend(_perf_check())
+    flags = cpu_flags()
+    checks.append(Check("AES-NI", "aes" in flags, "yes" if "aes" in flags else "no (software AES: slower)"))
+    checks.append(Check("PCLMULQDQ", None, "yes" if "pclmulqdq" in flags else "no"))
+    engines, errors = discover_engines()
+    checks.append(Check("engines", bool(engines), ", ".join(sorted(engines)) or "none"))
+    for err in errors:
+        checks.append(Check(f"engine {err.name}", False, err.message, "reinstall or remove the plugin"))
+    return checks

@@ -1,0 +1,147 @@
+"""An experiment: a workload run, optionally with a capture window armed on its server process.
+
+Shared by the GUI and the CLI. Everything runs on worker threads; results reach
+the caller as events through one ``sink`` callable (the GUI queues them and
+repaints in batches). Failures arrive as :class:`~tdescope.app.events.Problem`
+events, never as exceptions across threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tdescope.app.capture import CaptureLimits, CaptureSummary, CaptureWindow
+from tdescope.app.engines.api import EngineSession, ProbeRecipe, Workload, WorkloadControl
+from tdescope.app.errors import UserError
+from tdescope.app.events import Event, Problem, WorkloadResult
+
+__all__ = ["Experiment"]
+
+
+class Experiment:
+    """Run ``workload`` on ``session`` while ``recipe`` (if any) captures pages.
+
+    Parameters
+    ----------
+    session : EngineSession
+        Its ``server_pid()`` is the probe target.
+    workload : Workload or None
+        None: capture only, while something else drives the target.
+    params : mapping
+        Workload parameters.
+    recipe : ProbeRecipe or None
+        None: no capture.
+    limits : CaptureLimits
+        Bounds of the capture window.
+    engine : str
+        Engine name stamped on captures.
+    sink : callable
+        Receives every event, on worker threads.
+    repeat_until_captured : bool
+        Run the workload again until the capture window closes (headless capture).
+    """
+
+    def __init__(
+        self,
+        session: EngineSession | None,
+        workload: Workload | None,
+        params: Mapping[str, Any],
+        recipe: ProbeRecipe | None,
+        limits: CaptureLimits,
+        engine: str,
+        sink: Callable[[Event], None],
+        pid: int | None = None,
+        repeat_until_captured: bool = False,
+    ) -> None:
+        self.session = session
+        self.workload = workload
+        self.params = dict(params)
+        self.recipe = recipe
+        self.limits = limits
+        self.engine = engine
+        self.sink = sink
+        self.pid = pid if pid is not None else (session.server_pid() if session is not None else None)
+        self.repeat = repeat_until_captured
+        self.control = WorkloadControl(sink)
+        self.window: CaptureWindow | None = None
+        self.capture_summary: CaptureSummary | None = None
+        self.results: list[WorkloadResult] = []
+        self.error: str | None = None
+        self._thread: threading.Thread | None = None
+        self._window_thread: threading.Thread | None = None
+        self.done = threading.Event()
+
+    def start(self) -> "Experiment":
+        """Start on worker threads; returns at once."""
+        self._thread = threading.Thread(target=self._run, name="experiment", daemon=True)
+        self._thread.start()
+        return self
+
+    def cancel(self) -> None:
+        """Stop the workload at its next safe point and disarm the probe."""
+        self.control.cancel()
+        if self.window is not None:
+            self.window.cancel()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until finished; True when it did."""
+        return self.done.wait(timeout)
+
+    # -- threads ---------------------------------------------------------------
+    def _fail(self, source: str, message: str) -> None:
+        if self.error is None:
+            self.error = message
+        self.sink(Problem(time.time(), source, message))
+
+    def _run_window(self) -> None:
+        assert self.window is not None
+        try:
+            self.capture_summary = self.window.run()
+            if self.capture_summary.error:
+                self._fail("capture", self.capture_summary.error)
+        except UserError as exc:
+            self._fail("capture", str(exc))
+        except Exception as exc:  # noqa: BLE001 - reported as one line; the window already detached
+            self._fail("capture", f"capture failed: {type(exc).__name__}: {exc}")
+        finally:
+            if self.repeat:
+                self.control.cancel()  # headless capture: the workload only fed the window
+
+    def _run(self) -> None:
+        try:
+            if self.recipe is not None and self.pid is not None:
+                self.window = CaptureWindow(
+                    self.pid, self.recipe, self.limits, self.engine, on_capture=self.sink, on_state=self.sink
+                )
+                self._window_thread = threading.Thread(target=self._run_window, name="capture-window", daemon=True)
+                self._window_thread.start()
+                # the workload starts once breakpoints sit in the target (or the window failed)
+                while not self.window.armed.wait(0.05):
+                    if not self._window_thread.is_alive() or self.control.cancelled:
+                        break
+            if self.workload is not None and not self.control.cancelled:
+                while True:
+                    try:
+                        result = self.workload.run(self.params, self.control)
+                    except UserError as exc:
+                        self._fail("workload", str(exc))
+                        break
+                    self.results.append(result)
+                    self.sink(result)
+                    if result.cancelled or not self.repeat:
+                        break
+                    if self._window_thread is None or not self._window_thread.is_alive():
+                        break
+                if self.window is not None and not self.repeat:
+                    self.window.cancel()  # the workload is over: nothing left to catch
+            if self._window_thread is not None:
+                self._window_thread.join()
+        except Exception as exc:  # noqa: BLE001 - never let a worker thread die silently
+            self._fail("experiment", f"{type(exc).__name__}: {exc}")
+            if self.window is not None:
+                self.window.cancel()
+        finally:
+            self.done.set()
