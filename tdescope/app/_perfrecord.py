@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 from tdescope.app._perfscript import Sample, fold, frame_label, parse_perf_script
+from tdescope.app.errors import UserError
 from tdescope.app.events import HotspotWindow
 
 __all__ = ["check_perf", "perf_event", "HotspotSampler", "PERF_SCRIPT_FIELDS"]
@@ -163,13 +164,21 @@ class HotspotSampler:
         self._proc: subprocess.Popen | None = None
         self._tmpdir: str | None = None
         self._dumps: queue.Queue[str | None] = queue.Queue()
-        self._stderr_tail: list[str] = []
+        self._stderr_lines: list[str] = []
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
-        """Start perf and the sampler thread."""
+        """Start perf and the sampler thread.
+
+        Raises
+        ------
+        UserError
+            When the process does not exist.
+        """
         if self._thread is not None:
             raise RuntimeError("sampler already started")
+        if not _alive(self.pid):
+            raise UserError(f"no process {self.pid}")
         self.event = self.event or perf_event()
         self._tmpdir = tempfile.mkdtemp(prefix="tdescope-perf-")
         cmd = ["perf", "record", "-F", str(self.frequency), "-p", str(self.pid),
@@ -216,8 +225,8 @@ class HotspotSampler:
             m = _DUMP.search(line)
             if m is not None:
                 self._dumps.put(m.group("path"))
-            elif line.strip():
-                self._stderr_tail = (self._stderr_tail + [line.strip()])[-5:]
+            elif line.strip() and len(self._stderr_lines) < 50:
+                self._stderr_lines.append(line.strip())
         self._dumps.put(None)  # EOF: perf is gone
 
     def _kill_perf(self) -> None:
@@ -254,8 +263,11 @@ class HotspotSampler:
         proc = self._proc
         assert proc is not None
         if _alive(self.pid):
-            tail = "; ".join(self._stderr_tail[-2:]) or f"exit status {proc.returncode}"
-            self._error(f"perf stopped sampling pid {self.pid}: {tail}")
+            lines = self._stderr_lines
+            # perf's usage text follows its error; the line naming the error comes first.
+            why = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
+            self._error(f"perf stopped sampling pid {self.pid}: "
+                        f"{why or f'exit status {proc.returncode}'}")
         else:
             self._error(f"process {self.pid} exited; hotspot sampling stopped")
 

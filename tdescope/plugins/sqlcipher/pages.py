@@ -27,7 +27,6 @@ from tdescope.app.entropy import shannon_entropy, verdict
 from tdescope.plugins.sqlcipher._records import (
     OffPage,
     decode_record,
-    format_value,
     local_payload_size,
     read_varint,
     signed64,
@@ -207,8 +206,10 @@ class _Decode:
                 self._overflow_or_freelist()
                 if self.page[0] in _PAGE_TYPES:
                     self.problems.append(f"looks like a b-tree page but {why}")
-        hi = len(d)
-        fields = sorted((_shift(f, self.base, hi) for f in self.fields), key=lambda f: (f.start, -f.end))
+        fields = self.fields
+        if self.base or self.limit < self.size:  # spans are built in range otherwise; skip the copy
+            fields = [_shift(f, self.base, len(d)) for f in fields]
+        fields = sorted(fields, key=lambda f: (f.start, -f.end))
         return DecodedPage(self.page_type, tuple(fields), getattr(self, "ncells", 0),
                            tuple(self.records), tuple(self.problems))
 
@@ -337,7 +338,7 @@ class _Decode:
                 spill = f", {local} on this page" if local < payload else ""
                 kids.append(DecodedField("record", pos, end, f"{payload} bytes{spill}", tuple(rec.fields)))
                 values = ([rowid] if t == 0x0D else []) + rec.values
-                shown = ", ".join(format_value(v) for v in rec.values)
+                shown = ", ".join(f.value for f in rec.fields[1:])
                 summary = (f"{summary}, " if summary else "") + (f"rowid {rowid}: " if t == 0x0D else "") + shown
                 pos += local
                 if local < payload:

@@ -1,0 +1,40 @@
+"""Start the GUI: the QApplication and the main window on an engine lab."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+from tdescope.app.engines import ConnectParams, discover_engines
+from tdescope.app.errors import UserError
+
+__all__ = ["run_gui"]
+
+
+def run_gui(lab: str = "sqlcipher", session_file: str | None = None) -> int:
+    """Open the workbench on the ``lab`` engine; returns the exit status."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from tdescope.ui.main_window import MainWindow
+
+    if session_file is not None:
+        raise UserError("opening recorded sessions (.tds) is not available yet in this version")
+    engines, errors = discover_engines()
+    if lab not in engines:
+        why = next((e.message for e in errors if e.name == lab), f"no engine called {lab!r}")
+        raise UserError(why)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("tdescope")
+    app.setOrganizationName("tdescope")
+    window = MainWindow(engines[lab])
+    window.show()
+    window.connect_engine(ConnectParams(options={"lab": True}))
+    # Ctrl+C in the terminal closes the window cleanly (disarm, detach) instead of killing us.
+    signal.signal(signal.SIGINT, lambda *_: window.close())
+    heartbeat = QTimer()
+    heartbeat.start(200)  # lets Python see the signal while Qt's loop runs
+    heartbeat.timeout.connect(lambda: None)
+    for err in errors:
+        window.statusBar().showMessage(f"plugin {err.name} not loaded: {err.message}", 15000)
+    return app.exec()

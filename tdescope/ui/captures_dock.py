@@ -1,0 +1,136 @@
+"""The Captures dock: every page pair caught, newest last, in a sortable table."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtWidgets import QAbstractItemView, QDockWidget, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
+
+from tdescope.app.capture_record import CaptureRecord
+from tdescope.app.events import PageCapture
+
+__all__ = ["CapturesDock", "CapturesModel"]
+
+_COLUMNS = ("Time", "#", "Page", "Direction", "Symbol", "Page type", "Cells", "Entropy before", "Entropy after", "Stop µs")
+
+
+class CapturesModel(QAbstractTableModel):
+    """Table of (PageCapture, CaptureRecord) rows, appended in batches."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._rows: list[tuple[PageCapture, CaptureRecord]] = []
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(_COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 - Qt API
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return _COLUMNS[section]
+        return None
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        cap, rec = self._rows[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return (
+                time.strftime("%H:%M:%S", time.localtime(cap.ts)) + f".{int(cap.ts * 1000) % 1000:03d}",
+                rec.seq, rec.pgno, rec.direction, rec.symbol, rec.page_type, rec.cells,
+                f"{rec.before_entropy:.2f}", f"{rec.after_entropy:.2f}", f"{rec.stop_us:.0f}",
+            )[col]
+        if role == Qt.ItemDataRole.UserRole:  # sort key
+            return (cap.ts, rec.seq, rec.pgno, rec.direction, rec.symbol, rec.page_type, rec.cells,
+                    rec.before_entropy, rec.after_entropy, rec.stop_us)[col]
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (1, 2, 6, 7, 8, 9):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.ToolTipRole and rec.problems:
+            return "\n".join(rec.problems)
+        return None
+
+    def append(self, rows: list[tuple[PageCapture, CaptureRecord]]) -> None:
+        """Add a batch of rows with one insert notification."""
+        if not rows:
+            return
+        first = len(self._rows)
+        self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
+        self._rows.extend(rows)
+        self.endInsertRows()
+
+    def clear(self) -> None:
+        """Remove every row."""
+        self.beginResetModel()
+        self._rows.clear()
+        self.endResetModel()
+
+    def row(self, i: int) -> tuple[PageCapture, CaptureRecord]:
+        """The capture and its record at row ``i``."""
+        return self._rows[i]
+
+
+class CapturesDock(QDockWidget):
+    """Lists captures; selecting one shows it in the Page view."""
+
+    captureSelected = Signal(object, object)
+    """Emitted with (PageCapture, CaptureRecord) when the user selects a row."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__("Captures", parent)
+        self.setObjectName("CapturesDock")
+        self.model = CapturesModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
+        self.view = QTableView()
+        self.view.setModel(self.proxy)
+        self.view.setSortingEnabled(True)
+        self.view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.view.verticalHeader().setVisible(False)
+        self.view.verticalHeader().setDefaultSectionSize(20)
+        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.view.horizontalHeader().setStretchLastSection(True)
+        self.view.selectionModel().currentRowChanged.connect(self._on_current)
+        self.empty = QLabel("No captures yet. Tick “Capture pages” in the Workload dock and press Run (Ctrl+R).")
+        self.empty.setWordWrap(True)
+        self.empty.setStyleSheet("color: gray; padding: 8px;")
+        self.count_label = QLabel("")
+        body = QWidget()
+        lay = QVBoxLayout(body)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addWidget(self.empty)
+        lay.addWidget(self.view, 1)
+        lay.addWidget(self.count_label)
+        self.setWidget(body)
+        self.view.hide()
+        self._follow = True
+
+    def add(self, rows: list[tuple[PageCapture, CaptureRecord]]) -> None:
+        """Append a batch; the first capture of a run is shown at once."""
+        if not rows:
+            return
+        was_empty = self.model.rowCount() == 0
+        self.model.append(rows)
+        self.empty.hide()
+        self.view.show()
+        self.count_label.setText(f"{self.model.rowCount()} captures")
+        if was_empty:
+            self.view.selectRow(0)
+
+    def clear(self) -> None:
+        """Forget every capture."""
+        self.model.clear()
+        self.view.hide()
+        self.empty.show()
+        self.count_label.setText("")
+
+    def _on_current(self, current: QModelIndex, _prev: QModelIndex) -> None:
+        if current.isValid():
+            cap, rec = self.model.row(self.proxy.mapToSource(current).row())
+            self.captureSelected.emit(cap, rec)
