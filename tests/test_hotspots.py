@@ -300,6 +300,7 @@ import os, sys, time, sqlcipher3
 con = sqlcipher3.connect(sys.argv[1])
 con.execute("pragma key='not a real secret'")
 con.execute("pragma cache_size=10")   # tiny cache: pages are decrypted again and again
+con.execute("pragma synchronous=off")  # no fsync: keep the worker on the CPU, not the disk
 con.execute("create table t(id integer primary key, v text)")
 con.executemany("insert into t(v) values (?)", ((os.urandom(40).hex(),) for _ in range(5000)))
 con.commit()
@@ -331,12 +332,34 @@ def test_sqlcipher_workload_shows_crypto(tmp_path):
         worker.wait()
     assert not errors, errors
     prof = Profile.from_windows(windows)
+    assert prof.samples > 40, prof.samples
     top = prof.top(10)
     crypto_top = [r.symbol for r in top if is_crypto(r.symbol)]
     print("perf script seconds per 1 s window:", [round(s, 3) for s in script_s])
-    print("top:", [(r.symbol, round(r.self_pct, 1)) for r in top], "crypto %", crypto_pct(prof))
+    print("samples:", prof.samples, "top:", [(r.symbol, round(r.self_pct, 1)) for r in top], "crypto %", crypto_pct(prof))
     # SQLCipher 4 defaults: AES-256-CBC (aesni_cbc_encrypt) + HMAC-SHA512 per page
     assert any(s.startswith("sha512_block_data_order") or s.startswith("aesni_")
                for s in crypto_top), top
     assert any(r.dso.endswith(SQLCIPHER_SO) for r in top)
     assert crypto_pct(prof) > 5
+
+
+@pytest.mark.perf
+def test_sampler_errors_are_one_line():
+    _need_perf()
+    from tdescope.app.errors import UserError
+
+    with pytest.raises(UserError, match="no process"):
+        HotspotSampler(2**22 + 7).start()
+    target = subprocess.Popen(["sleep", "10"])
+    errors = []
+    try:
+        with HotspotSampler(target.pid, window_s=0.25, event="bogus-event",
+                            on_error=errors.append) as sampler:
+            deadline = time.monotonic() + 3
+            while sampler.running and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        target.kill()
+        target.wait()
+    assert errors == [f"perf stopped sampling pid {target.pid}: event syntax error: 'bogus-event'"]

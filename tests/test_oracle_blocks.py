@@ -187,3 +187,19 @@ def test_seed_003_block_907():
 def test_never_raises(data):
     page = OracleBlockDecoder().decode(data)
     assert isinstance(page.page_type, str)
+
+
+def test_glossary_names_the_seed_functions():
+    import json
+    from pathlib import Path
+
+    import tdescope
+
+    path = Path(tdescope.__file__).parent / "resources" / "glossary" / "oracle.json"
+    glossary = json.loads(path.read_text())
+    for name in ("kcbgtcr", "kcbz_table_scan_read", "kdstf*", "kdr4chk", "kdb4chk1", "ztchsh1*",
+                 "y8_ExpandRijndaelKey", "qertbFetch", "evaopn2", "kcrfw_redo_gen_ext", "kcbchg1_main", "kgce_*",
+                 "l9_EncryptCFB128_RIJ128_AES_NI", "kcbztek_trace_blk", "kcbz_encdec_tbsblk", "kgce_dec",
+                 "kcbchk_ctx", "_intel_fast_memcpy", "kskthbwt", "kskthewt"):
+        assert glossary[name].strip()
+    assert all(isinstance(v, str) and v.endswith(".") for v in glossary.values())

@@ -396,7 +396,8 @@ def test_sqlcipher_file_pages_are_encrypted(tmp_path):
     # What the probe sees at entry for page 1: the 4080 bytes after the salt.
     before = dec.decode(db.raw[16:4096], 1)
     assert before.page_type == "encrypted"
-    assert [(f.name, f.start, f.end) for f in before.fields] == [("ciphertext", 0, 4000), ("reserved space", 4000, 4080)]
+    spans = [(f.name, f.start, f.end) for f in before.fields]
+    assert spans == [("ciphertext", 0, 4000), ("reserved space", 4000, 4080)]
     db.conn.close()
 
 

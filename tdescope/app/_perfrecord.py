@@ -324,6 +324,8 @@ class HotspotSampler:
             except OSError:
                 pass
         self.script_seconds.append(time.perf_counter() - t0)
+        if self._stop.is_set():
+            return  # stop() may have removed files under perf script's feet
         if res.returncode != 0:
             lines = res.stderr.strip().splitlines()
             self._error("perf script failed: " + (lines[-1] if lines else str(res.returncode)))

@@ -243,9 +243,6 @@ class CaptureWindow:
                     reason = reason or "limit: max captures"
                     break
                 now = time.monotonic()
-                if now - armed_at > self.limits.max_seconds:
-                    reason = reason or "limit: max seconds"
-                    break
                 if (
                     self.limits.first_hit_timeout is not None
                     and captures == 0
@@ -254,6 +251,9 @@ class CaptureWindow:
                 ):
                     reason = "timeout"
                     error = f"no {self.recipe.direction} hit on {armed_symbol} within {self.limits.first_hit_timeout:g} s"
+                    break
+                if now - armed_at > self.limits.max_seconds:
+                    reason = reason or "limit: max seconds"
                     break
                 rec = gdb.wait_event(_is_exit, timeout=0.02)
                 if rec is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib import metadata
 import platform
 import shutil
 import subprocess
@@ -99,12 +100,13 @@ def run_checks() -> list[Check]:
         Check("tdescope", None, __import__("tdescope").__version__),
     ]
     try:
-        import PySide6  # the CLI may look at the binding; app/ code never drives Qt
-
-        platform_name = os.environ.get("QT_QPA_PLATFORM") or ("xcb" if os.environ.get("DISPLAY") else "offscreen (no DISPLAY)")
-        checks.append(Check("Qt", True, f"PySide6 {PySide6.__version__}, platform {platform_name}"))
-    except ImportError as exc:
-        checks.append(Check("Qt", False, f"PySide6 missing ({exc})", "pip install PySide6-Essentials"))
+        qt_version = metadata.version("PySide6-Essentials")
+        platform_name = os.environ.get("QT_QPA_PLATFORM") or (
+            "xcb" if os.environ.get("DISPLAY") else "none: no DISPLAY (use tdescope's headless commands, or Xvfb)"
+        )
+        checks.append(Check("Qt", True, f"PySide6 {qt_version}, platform {platform_name}"))
+    except metadata.PackageNotFoundError:
+        checks.append(Check("Qt", False, "PySide6 missing", "pip install PySide6-Essentials"))
     checks.append(_gdb_check())
     problem = ptrace_problem()
     checks.append(Check("ptrace", problem is None, "permitted" if problem is None else "denied", problem or ""))

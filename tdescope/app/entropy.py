@@ -36,14 +36,17 @@ __all__ = [
 CHUNK = 256
 
 #: Whole-buffer entropy (bits/byte) above which a buffer may be ciphertext. Uniform
-#: random 4 KB measures ~7.95 and 1 KB ~7.81; the largest structured SQLite page
-#: measured in tests/test_entropy.py stays well below 7.5.
+#: random 4 KB measures ~7.95 and 1 KB ~7.81. Real SQLite pages of text, indexes or
+#: mostly free space measure 0-5; a leaf of random doubles and 62-bit integers ~7.4,
+#: caught by its least random chunk (~6.2; tests/test_entropy.py). Pages holding random BLOBs (already-compressed or
+#: encrypted values) reach ~7.95 and read "looks encrypted": entropy cannot tell them
+#: from ciphertext, which is why the page decoder checks structure first.
 WHOLE_MIN_BITS = 7.5
 
 #: Lowest entropy allowed in any full 256-byte chunk of ciphertext. The sample
 #: entropy of 256 uniform random bytes is biased low (mean ~7.17, sd ~0.05, min
-#: ~6.98 over 20k trials), so 6.5 leaves margin; a b-tree header plus its cell pointer array,
-#: or any zeroed or textual region, drops far below it.
+#: ~6.98 over 20k trials), so 6.5 leaves margin; a b-tree header plus its cell
+#: pointer array, or any zeroed or textual region, drops far below it.
 CHUNK_MIN_BITS = 6.5
 
 
@@ -147,10 +150,11 @@ def verdict(data: bytes) -> str:
     Notes
     -----
     Only full-length chunks are tested against :data:`CHUNK_MIN_BITS`, because a
-    short trailing slice is biased low even for random bytes. Buffers under
-    :data:`CHUNK` bytes are judged on the whole-buffer figure alone, with the
-    threshold lowered by the small-sample bias of uniform random data (a 512-byte
-    buffer of random bytes measures ~7.64, not ~7.95).
+    short trailing slice is biased low even for random bytes; buffers under
+    :data:`CHUNK` bytes are judged on the whole-buffer figure alone. Below ~2 KB
+    the whole-buffer threshold is lowered by the small-sample bias of uniform
+    random data (512 random bytes measure ~7.59, not ~7.95): it is
+    ``min(7.5, 7.95 - bias - 0.3)`` with the Miller-Madow estimate of the bias.
     """
     n = len(data)
     if n == 0 or bytes(data).count(0) == n:

@@ -185,8 +185,10 @@ class _Decode:
         if why is None:
             self.page_type = _PAGE_TYPES[self.page[at]]
             self._btree(at)
-            if page1:
-                self._db_header() if hdr_ok else self.problems.append("page 1 has no readable database header")
+            if page1 and hdr_ok:
+                self._db_header()
+            elif page1:
+                self.problems.append("page 1 has no readable database header")
         elif page1 and hdr_ok:
             self.page_type = "unknown"
             self._db_header()
@@ -207,7 +209,8 @@ class _Decode:
                 if self.page[0] in _PAGE_TYPES:
                     self.problems.append(f"looks like a b-tree page but {why}")
         fields = self.fields
-        if self.base or self.limit < self.size:  # spans are built in range otherwise; skip the copy
+        if self.base or self.limit != self.size or not _is_page_size(self.size):
+            # Spans of a whole page are built in range; anything else is clamped to the buffer.
             fields = [_shift(f, self.base, len(d)) for f in fields]
         fields = sorted(fields, key=lambda f: (f.start, -f.end))
         return DecodedPage(self.page_type, tuple(fields), getattr(self, "ncells", 0),
@@ -293,17 +296,14 @@ class _Decode:
         self._reserve_area(usable)
 
     def _fits(self, at: int) -> bool:
-        # Do all cells end inside the assumed usable area? A plain SQLite page (reserve 0)
-        # packs its first cell right against the page end, so it fails this test.
+        # Does the highest cell end inside the assumed usable area? Cells never overlap, so the
+        # one with the highest pointer ends highest; a plain SQLite page (reserve 0) packs its
+        # first cell right against the page end and fails this test.
         p, t = self.page, self.page[at]
         hl, usable = (12 if t in (0x02, 0x05) else 8), self.size - self.reserve
-        for i in range(_u(p, at + 3, 2)):
-            ptr = _u(p, at + hl + 2 * i, 2)
-            if ptr < self.limit:
-                cell, _ = self._cell(i, ptr, t, usable, quiet=True)
-                if cell.end > usable:
-                    return False
-        return True
+        ptrs = [_u(p, at + hl + 2 * i, 2) for i in range(_u(p, at + 3, 2))]
+        top = max((x for x in ptrs if x < self.limit), default=None)
+        return top is None or self._cell(0, top, t, usable, quiet=True)[0].end <= usable
 
     def _cell(self, i: int, ptr: int, t: int, usable: int, quiet: bool = False):
         p, limit = self.page, min(self.limit, self.size)

@@ -1,0 +1,91 @@
+"""Shared fixtures: real processes to probe, the lab, an isolated Qt settings file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+CLIENTS = Path(__file__).parent / "clients"
+
+
+def tracer_pid(pid: int) -> int:
+    """TracerPid of ``pid`` from /proc (0 = not traced)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("TracerPid:"):
+            return int(line.split()[1])
+    raise AssertionError("no TracerPid line")
+
+
+def proc_state(pid: int) -> str:
+    """Single-letter state of ``pid`` (R, S, T, t, Z...)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+class AppProcess:
+    """A running sqlcipher3 client (tests/clients/sqlcipher_app.py)."""
+
+    def __init__(self, db: Path, rounds: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(CLIENTS / "sqlcipher_app.py"), str(db), str(rounds)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )
+        self.pid = int(self.proc.stdout.readline())
+
+    def go(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def finish(self, timeout: float = 120) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def sqlcipher_app(tmp_path):
+    """Factory of sqlcipher3 client processes; killed at teardown if still running."""
+    started: list[AppProcess] = []
+
+    def start(rounds: int = 20) -> AppProcess:
+        app = AppProcess(tmp_path / "app.db", rounds)
+        started.append(app)
+        return app
+
+    yield start
+    for app in started:
+        app.kill()
+
+
+@pytest.fixture
+def lab():
+    """A running SQLCipher lab worker."""
+    from tdescope.plugins.sqlcipher.lab import LabSession
+
+    session = LabSession()
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def qsettings(tmp_path):
+    """A QSettings in a temp file, so tests never touch the user's layout."""
+    from PySide6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "tdescope.ini"), QSettings.Format.IniFormat)
+
+
+def pytest_report_header(config):
+    return [f"gdb: {shutil.which('gdb')}, perf: {shutil.which('perf')}"]
