@@ -7,6 +7,7 @@ command -v gdb >/dev/null 2>&1 || need+=(gdb)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 command -v strace >/dev/null 2>&1 || need+=(strace)
 command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
+command -v xdotool >/dev/null 2>&1 || need+=(xdotool)
 command -v pdftoppm >/dev/null 2>&1 || need+=(poppler-utils)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 # Qt's xcb platform plugin needs these at run time (offscreen works without most of them).

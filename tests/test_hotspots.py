@@ -332,7 +332,7 @@ def test_sqlcipher_workload_shows_crypto(tmp_path):
         worker.wait()
     assert not errors, errors
     prof = Profile.from_windows(windows)
-    assert prof.samples > 40, prof.samples
+    assert prof.samples > 20, prof.samples  # ~200 max; fewer when the 2 cores are shared
     top = prof.top(10)
     crypto_top = [r.symbol for r in top if is_crypto(r.symbol)]
     print("perf script seconds per 1 s window:", [round(s, 3) for s in script_s])

@@ -48,6 +48,7 @@ def fill(conn, rows: int = 300) -> None:
     conn.executemany("INSERT INTO mixed VALUES (?,?,?)", [
         (None, 0, 1), (-1, 127, -32768), (2**23 - 1, -2**31, 2**40), (-2**63, 2**63 - 1, 3.25),
         (b"\x00\x01\xff", "", "héllo ✓"), (-0.5, b"", 255)])
+    conn.execute("INSERT INTO mixed(rowid, a, b, c) VALUES (-7, 'negative rowid', NULL, NULL)")
     conn.commit()
 
 
@@ -239,13 +240,14 @@ def test_table_leaf_records_equal_select(db):
 
 def test_mixed_serial_types(db):
     ((_, leaf),) = tree_pages(db, db.root("mixed"))
-    assert list(leaf.records) == [tuple(r) for r in db.conn.execute("SELECT rowid, * FROM mixed")]
-    types = [f.name for f in named(leaf, "cell 0").walk() if f.name.startswith("column")]
+    assert list(leaf.records) == [tuple(r) for r in db.conn.execute("SELECT rowid, * FROM mixed ORDER BY rowid")]
+    assert named(leaf, "cell 0").children[1].value == "-7"  # rowid varints are two's complement
+    types = [f.name for f in named(leaf, "cell 1").walk() if f.name.startswith("column")]
     assert types == ["column 0 (NULL)", "column 1 (0)", "column 2 (1)"]
-    c3 = [f.name for f in named(leaf, "cell 3").walk() if f.name.startswith("column")]
-    assert c3 == ["column 0 (INT64)", "column 1 (INT64)", "column 2 (FLOAT64)"]
-    c1 = [f.value for f in named(leaf, "cell 1").walk() if f.name.startswith("column")]
-    assert c1 == ["-1", "127", "-32768"]
+    c4 = [f.name for f in named(leaf, "cell 4").walk() if f.name.startswith("column")]
+    assert c4 == ["column 0 (INT64)", "column 1 (INT64)", "column 2 (FLOAT64)"]
+    c2 = [f.value for f in named(leaf, "cell 2").walk() if f.name.startswith("column")]
+    assert c2 == ["-1", "127", "-32768"]
 
 
 @pytest.mark.parametrize("index, columns", [("t_all", "grp, id, name, ts"), ("t_grp_name", "grp, name")])

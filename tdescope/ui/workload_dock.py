@@ -64,7 +64,6 @@ class WorkloadDock(QDockWidget):
         cap_row.addWidget(QLabel("max"))
         cap_row.addWidget(self.max_captures)
         self.run_button = QPushButton("Run")
-        self.run_button.setShortcut("Ctrl+R")
         self.run_button.setToolTip("Run the workload on the encrypted database, then on its plain twin (Ctrl+R)")
         self.run_button.clicked.connect(self._on_run)
         self.cancel_button = QPushButton("Cancel")
@@ -208,7 +207,7 @@ class WorkloadDock(QDockWidget):
             for c, value in enumerate(row):
                 item = QTableWidgetItem(str(value))
                 if c:
-                    item.setTextAlignment(int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter))
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if str(row[0]) == "total" or (c == len(row) - 1 and header[-1] == "Ratio"):
                     f = item.font()
                     f.setBold(True)

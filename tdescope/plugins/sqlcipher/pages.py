@@ -100,8 +100,11 @@ class SqlitePageDecoder:
         :data:`SQLCIPHER_RESERVE` (80) when the page size is a power of two,
         falling back to 0 when the page itself shows there is no SQLCipher
         reserve: its cells reach into the last 80 bytes, or those bytes have less
-        than 5 bits/byte of entropy (a random IV + HMAC measures ~6.0). The choice and its reason are
-        stated in the ``"b-tree page header"`` group value.
+        than 5 bits/byte of entropy (a random IV + HMAC measures ~6.0). The
+        choice and its reason are stated in the ``"b-tree page header"`` and
+        ``"reserved space"`` group values. Overflow and freelist pages of a plain
+        database whose tail is high-entropy cannot be told apart: pass
+        ``reserve=0`` when the database is known to be plain.
     page_size : int or None, optional
         Page size to assume when the buffer length is not a power of two (or one
         minus 16), e.g. a truncated capture.
