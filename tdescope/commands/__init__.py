@@ -1,0 +1,11 @@
+"""Headless subcommands of ``tdescope``, one module each.
+
+A command module has ``HELP`` (one line), ``add_arguments(parser)`` and
+``run(args) -> int``; it raises :class:`tdescope.app.errors.UserError` for
+anything the user can fix. :data:`COMMANDS` lists them in ``--help`` order.
+"""
+
+COMMANDS = {
+    "doctor": "tdescope.commands.doctor",
+    "capture": "tdescope.commands.capture",
+}

@@ -1,0 +1,52 @@
+"""Argument types and engine lookup shared by the commands."""
+
+from __future__ import annotations
+
+import argparse
+
+from tdescope.app.errors import UserError
+
+__all__ = ["positive_int", "seconds", "engine_named", "recipe_named"]
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: seconds in (0, 3600]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds, not {value:g}")
+    return value
+
+
+def engine_named(name: str):
+    """The loaded engine called ``name``, or UserError naming the loaded ones (or why it failed)."""
+    from tdescope.app.engines import discover_engines
+
+    engines, errors = discover_engines()
+    if name not in engines:
+        why = next((e.message for e in errors if e.name == name), None)
+        known = ", ".join(sorted(engines)) or "none"
+        raise UserError(why or f"unknown engine {name!r} (loaded: {known})")
+    return engines[name]
+
+
+def recipe_named(engine, key: str):
+    """The engine's probe recipe matching ``key`` (its key, a suffix of it, or its direction)."""
+    for recipe in engine.probe_recipes():
+        if recipe.key == key or recipe.direction == key or recipe.key.endswith("." + key):
+            return recipe
+    keys = ", ".join(r.key for r in engine.probe_recipes())
+    raise UserError(f"engine {engine.name} has no recipe {key!r} (has: {keys})")

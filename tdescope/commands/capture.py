@@ -1,0 +1,93 @@
+"""``tdescope capture``: pages before and after decryption, headless."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+from tdescope.app.errors import UserError
+from tdescope.commands._args import engine_named, positive_int, recipe_named, seconds
+
+HELP = "capture pages before and after decryption, headless"
+
+
+def add_arguments(cap) -> None:
+    cap.add_argument("--engine", default="sqlcipher")
+    where = cap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--lab", action="store_true", help="start the engine's lab and run its workload")
+    where.add_argument("--pid", type=positive_int, help="attach to this process")
+    cap.add_argument("--recipe", default="decrypt", help="decrypt (default) or encrypt, or a recipe key")
+    cap.add_argument("--count", type=positive_int, default=10, help="page pairs to capture (default 10)")
+    cap.add_argument("--timeout", type=seconds, default=30.0, help="give up after this many seconds (default 30)")
+    cap.add_argument("--dump", metavar="DIR", help="write NNNN-before.bin / NNNN-after.bin here")
+    cap.add_argument("--json", action="store_true", help="one JSON object per capture")
+
+
+def run(args) -> int:
+    from tdescope.app.capture import CaptureLimits
+    from tdescope.app.capture_record import describe_capture
+    from tdescope.app.engines.api import ConnectParams
+    from tdescope.app.events import PageCapture, Problem
+    from tdescope.app.experiment import Experiment
+    from tdescope.app.gdb.mi import find_gdb
+
+    find_gdb()
+    engine = engine_named(args.engine)
+    recipe = recipe_named(engine, args.recipe)
+    decoder = engine.page_decoder()
+    limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout)
+    dump = Path(args.dump) if args.dump else None
+    if dump is not None:
+        try:
+            dump.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create dump folder {dump}: {exc.strerror}") from None
+    lock = threading.Lock()
+    written = [0]
+
+    def sink(event) -> None:
+        if isinstance(event, PageCapture):
+            record, _ = describe_capture(event, decoder)
+            with lock:
+                if dump is not None:
+                    (dump / f"{event.seq:04d}-before.bin").write_bytes(event.before)
+                    (dump / f"{event.seq:04d}-after.bin").write_bytes(event.after)
+                print(json.dumps(record.to_json()) if args.json else record.line(), flush=True)
+                written[0] += 1
+        elif isinstance(event, Problem) and not args.json:
+            pass  # reported once, below
+
+    session = None
+    try:
+        if args.lab:
+            session = engine.connect(ConnectParams(options={"lab": True}))
+            workload = session.workloads()[0]
+            exp = Experiment(session, workload, workload.params, recipe, limits, engine.name, sink,
+                             repeat_until_captured=True)
+        else:
+            if not os.path.exists(f"/proc/{args.pid}"):
+                raise UserError(f"pid {args.pid} is gone (no such process)")
+            exp = Experiment(None, None, {}, recipe, limits, engine.name, sink, pid=args.pid)
+        exp.start()
+        try:
+            while not exp.wait(0.2):
+                pass
+        except KeyboardInterrupt:
+            exp.cancel()
+            exp.wait(15)
+            raise
+    finally:
+        if session is not None:
+            session.close()
+    if exp.error:
+        raise UserError(exp.error)
+    if written[0] == 0:
+        raise UserError(f"no page captured within {args.timeout:g} s")
+    if not args.json:
+        s = exp.capture_summary
+        stopped = f", target stopped {s.stopped_s * 1000:.1f} ms in probes" if s else ""
+        print(f"{written[0]} page pairs captured{stopped}", file=sys.stderr)
+    return 0
