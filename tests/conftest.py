@@ -33,8 +33,10 @@ class AppProcess:
     """A running sqlcipher3 client (tests/clients/sqlcipher_app.py)."""
 
     def __init__(self, db: Path, rounds: int) -> None:
+        self.stopfile = db.with_suffix(".stop")
+        self.stopfile.unlink(missing_ok=True)
         self.proc = subprocess.Popen(
-            [sys.executable, str(CLIENTS / "sqlcipher_app.py"), str(db), str(rounds)],
+            [sys.executable, str(CLIENTS / "sqlcipher_app.py"), str(db), str(rounds), str(self.stopfile)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True,
         )
@@ -43,6 +45,10 @@ class AppProcess:
     def go(self) -> None:
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
+
+    def stop(self) -> None:
+        """Ask the app to end after its current round (it still verifies every row)."""
+        self.stopfile.touch()
 
     def finish(self, timeout: float = 120) -> tuple[int, str, str]:
         out, err = self.proc.communicate(timeout=timeout)
@@ -59,7 +65,7 @@ def sqlcipher_app(tmp_path):
     """Factory of sqlcipher3 client processes; killed at teardown if still running."""
     started: list[AppProcess] = []
 
-    def start(rounds: int = 20) -> AppProcess:
+    def start(rounds: int = 10**9) -> AppProcess:
         app = AppProcess(tmp_path / "app.db", rounds)
         started.append(app)
         return app

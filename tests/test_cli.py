@@ -37,7 +37,7 @@ def test_doctor_json_names_every_check():
 
 @pytest.mark.gdb
 def test_capture_on_a_pid_of_someone_elses_sqlcipher_app(sqlcipher_app, tmp_path):
-    app = sqlcipher_app(rounds=15)
+    app = sqlcipher_app()
     dump = tmp_path / "dump"
     proc = subprocess.Popen([*TDESCOPE, "capture", "--engine", "sqlcipher", "--pid", str(app.pid), "--count", "8",
                              "--timeout", "60", "--json", "--dump", str(dump)],
@@ -65,8 +65,9 @@ def test_capture_on_a_pid_of_someone_elses_sqlcipher_app(sqlcipher_app, tmp_path
     assert b"tdescope-marker-row" not in (dump / f"{leaf['seq']:04d}-before.bin").read_bytes()
     # the application finishes its own work correctly, untraced
     assert tracer_pid(app.pid) == 0 and proc_state(app.pid) in "RS"
+    app.stop()
     code, out, _ = app.finish()
-    assert code == 0 and out.strip() == f"ok {15 * 3000}"
+    assert code == 0 and out.startswith("ok ") and int(out.split()[1]) % 3000 == 0
 
 
 @pytest.mark.gdb

@@ -14,6 +14,8 @@ import dataclasses
 import json
 import os
 import struct
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -33,6 +35,9 @@ _HELPER = Path(__file__).with_name("gdb") / "_probe_helper.py"
 _HEADER = struct.Struct("<BIiiIdd")
 _BEFORE, _AFTER, _NOTICE = 0, 1, 2
 _live_windows: "weakref.WeakSet[CaptureWindow]" = weakref.WeakSet()
+#: Cost of one breakpoint stop and resume through ptrace, measured on these machines
+#: (DESIGN.md: ~0.25 ms); gdb's Python callback time is measured and added per hit.
+STOP_OVERHEAD_S = 0.00025
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,16 +51,20 @@ class CaptureLimits:
     max_seconds : float
         Wall-clock length of the window once armed.
     max_busy_fraction : float
-        Cap on the time the target may spend inside probe copies, as a fraction
-        of ``max_seconds`` (the stop budget).
+        The stop budget: cap on the time the target spends stopped in probe
+        hits, as a fraction of ``max_seconds`` (default 1 %). Each hit is charged
+        the measured copy time plus :data:`STOP_OVERHEAD_S`.
     first_hit_timeout : float or None
         Give up when nothing was captured this long after arming.
+    watchdog_s : float
+        Detach when the target stays stopped longer than this while armed.
     """
 
     max_captures: int = 200
     max_seconds: float = 30.0
-    max_busy_fraction: float = 0.05
+    max_busy_fraction: float = 0.01
     first_hit_timeout: float | None = None
+    watchdog_s: float = 0.25
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_captures <= 100_000:
@@ -124,6 +133,7 @@ def recipe_spec(recipe: ProbeRecipe, limits: CaptureLimits, spool: str) -> dict:
         "max_captures": limits.max_captures,
         "max_seconds": limits.max_seconds,
         "max_busy_s": limits.max_seconds * limits.max_busy_fraction,
+        "stop_overhead_s": STOP_OVERHEAD_S,
         "allow_pending": recipe.library is not None,
         "spool": spool,
     }
@@ -196,6 +206,7 @@ class CaptureWindow:
         armed_symbol: str | None = None
         locations: tuple[str, ...] = ()
         error: str | None = None
+        guard: subprocess.Popen | None = None
         gdb = self._gdb = GdbSession(self._gdb_path)
         _live_windows.add(self)
         try:
@@ -213,11 +224,13 @@ class CaptureWindow:
                 raise UserError(f"pid {self.pid} does not use {self.engine}: symbol {names} not found")
             armed_symbol = result["armed"]
             locations = tuple(result.get("locations") or ())
+            guard = _start_guard(self.pid, gdb, locations)
             gdb.resume()
             self.armed.set()
             armed_at = time.monotonic()
             self._on_state(CaptureWindowState(time.time(), "armed", message=f"{armed_symbol} in pid {self.pid}"))
             reason = ""
+            stopped_since = 0.0
             while not reason:
                 if self._cancel.is_set():
                     reason = "cancelled"
@@ -255,6 +268,13 @@ class CaptureWindow:
                 if now - armed_at > self.limits.max_seconds:
                     reason = reason or "limit: max seconds"
                     break
+                if _traced_stop(self.pid):
+                    stopped_since = stopped_since or now
+                    if now - stopped_since > self.limits.watchdog_s:
+                        reason = f"watchdog: target stopped over {self.limits.watchdog_s * 1000:.0f} ms"
+                        break
+                else:
+                    stopped_since = 0.0
                 rec = gdb.wait_event(_is_exit, timeout=0.02)
                 if rec is not None:
                     reason = "target exited" if rec.type != "gdb-exit" else "gdb exited"
@@ -272,6 +292,7 @@ class CaptureWindow:
                 except GdbError:
                     pass  # close() below still deletes breakpoints and detaches
             gdb.close()
+            _stop_guard(guard)
             _live_windows.discard(self)
             # frames written between the last read and the disarm
             for kind, seq, pgno, mode, ts, busy, data in reader.frames():
@@ -299,6 +320,50 @@ class CaptureWindow:
         return CaptureSummary(
             captures, reason, armed_symbol, locations, stopped, time.monotonic() - t_start, error
         )
+
+
+def _start_guard(pid: int, gdb: GdbSession, locations: tuple[str, ...]) -> subprocess.Popen | None:
+    """Start the breakpoint guard (app/gdb/guard.py) for this window; None when it cannot run."""
+    if gdb._proc is None or not locations:
+        return None
+    try:
+        guard = subprocess.Popen(
+            [sys.executable, "-m", "tdescope.app.gdb.guard", str(pid), str(gdb._proc.pid)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,  # it must outlive a crash of the workbench
+        )
+        guard.stdin.write((json.dumps({"armed": [int(a, 16) for a in locations]}) + "\n").encode())
+        guard.stdin.flush()
+        # the target runs on only once the guard watches gdb
+        if b"ready" not in guard.stdout.readline():
+            raise OSError("guard did not start")
+    except OSError:
+        return None
+    return guard
+
+
+def _stop_guard(guard: subprocess.Popen | None) -> None:
+    if guard is None:
+        return
+    try:
+        guard.stdin.write(b'{"disarmed": true, "bye": true}\n')
+        guard.stdin.close()
+    except OSError:
+        pass
+    try:
+        guard.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        guard.kill()
+
+
+def _traced_stop(pid: int) -> bool:
+    """True while ``pid``'s main thread sits in a ptrace stop (state ``t``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "t"
+    except (OSError, IndexError):
+        return False
 
 
 def _is_exit(rec) -> bool:

@@ -47,7 +47,8 @@ class CaptureRecord:
 
 def describe_capture(capture: PageCapture, decoder: PageDecoder | None) -> tuple[CaptureRecord, DecodedPage | None]:
     """Summarise ``capture``, decoding its plaintext side with ``decoder``."""
-    plain = capture.after if capture.direction == "decrypt" else capture.before
+    # decrypt and read ("read" = a page as it came from disk) decode the output buffer
+    plain = capture.before if capture.direction == "encrypt" else capture.after
     decoded = decoder.decode(plain, capture.pgno) if decoder is not None and plain else None
     record = CaptureRecord(
         seq=capture.seq,

@@ -8,4 +8,9 @@ anything the user can fix. :data:`COMMANDS` lists them in ``--help`` order.
 COMMANDS = {
     "doctor": "tdescope.commands.doctor",
     "capture": "tdescope.commands.capture",
+    "top": "tdescope.commands.top",
+    "waits": "tdescope.commands.waits",
+    "record": "tdescope.commands.record",
+    "report": "tdescope.commands.report",
+    "info": "tdescope.commands.info",
 }

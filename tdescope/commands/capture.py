@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tdescope.app.errors import UserError
 from tdescope.commands._args import engine_named, positive_int, recipe_named, seconds
+from tdescope.commands._dsn import add_dsn_arguments, dsn_workload, open_dsn_session
 
 HELP = "capture pages before and after decryption, headless"
 
@@ -19,6 +20,8 @@ def add_arguments(cap) -> None:
     where = cap.add_mutually_exclusive_group(required=True)
     where.add_argument("--lab", action="store_true", help="start the engine's lab and run its workload")
     where.add_argument("--pid", type=positive_int, help="attach to this process")
+    where.add_argument("--dsn", help="connect to this server (e.g. postgres) and probe the backend serving it")
+    add_dsn_arguments(cap)
     cap.add_argument("--recipe", default="decrypt", help="decrypt (default) or encrypt, or a recipe key")
     cap.add_argument("--count", type=positive_int, default=10, help="page pairs to capture (default 10)")
     cap.add_argument("--timeout", type=seconds, default=30.0, help="give up after this many seconds (default 30)")
@@ -66,6 +69,13 @@ def run(args) -> int:
             session = engine.connect(ConnectParams(options={"lab": True}))
             workload = session.workloads()[0]
             exp = Experiment(session, workload, workload.params, recipe, limits, engine.name, sink,
+                             repeat_until_captured=True)
+        elif args.dsn:
+            session = open_dsn_session(engine, args)
+            if recipe.library == "pgcrypto" and hasattr(session, "require_extension"):
+                session.require_extension("pgcrypto")  # before anything is armed
+            workload, params = dsn_workload(session, args)
+            exp = Experiment(session, workload, params, recipe, limits, engine.name, sink,
                              repeat_until_captured=True)
         else:
             if not os.path.exists(f"/proc/{args.pid}"):

@@ -22,13 +22,14 @@ from tdescope.app.experiment import Experiment
 from tdescope.ui.captures_dock import CapturesDock
 from tdescope.ui.engine_panel import EngineDock
 from tdescope.ui.event_pump import EventPump
+from tdescope.ui.observation import attach_observation
 from tdescope.ui.pageview import PageView
 from tdescope.ui.workload_dock import WorkloadDock
 
 __all__ = ["MainWindow"]
 
 #: Bumped when docks are added or renamed, so an old saved layout is not restored.
-_LAYOUT_VERSION = 1
+_LAYOUT_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,7 @@ class MainWindow(QMainWindow):
         self.pump.subscribe(WorkloadResult, self._on_results)
         self.pump.subscribe(Problem, self._on_problems)
         self.pump.subscribe(_Connected, self._on_connected)
+        self.observation = attach_observation(self)  # Hotspots, Waits, Timeline docks + Observe menu
         self._restore_layout()
 
     # -- menus -----------------------------------------------------------------
@@ -250,7 +252,7 @@ class MainWindow(QMainWindow):
 
     def _reset_layout(self) -> None:
         self.settings.remove("layout")
-        for dock in (self.engine_dock, self.workload_dock, self.captures_dock):
+        for dock in (self.engine_dock, self.workload_dock, self.captures_dock, *self.observation.docks):
             dock.setFloating(False)
             dock.show()
 
@@ -264,6 +266,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Disarm, detach and stop the engine session. Safe to call twice."""
         self.pump.stop()
+        self.observation.shutdown()
         if self.experiment is not None:
             self.experiment.cancel()
             self.experiment.wait(15)

@@ -1,11 +1,13 @@
 """A stand-in for "an application someone else wrote" that uses the sqlcipher3 wheel.
 
-Usage: python sqlcipher_app.py DBPATH ROUNDS. Prints its pid, waits for a line on
-stdin, then re-reads its encrypted table ROUNDS times through a small page cache
-(so pages are decrypted again and again), and finally prints "ok N" with the
-number of rows it read and verified.
+Usage: python sqlcipher_app.py DBPATH ROUNDS [STOPFILE]. Prints its pid, waits
+for a line on stdin, then scans its encrypted table ROUNDS times through a tiny
+page cache (so every scan decrypts its pages again), checking every row, and
+finally prints "ok N" with the number of rows it read and verified. It stops
+early, still verifying, once STOPFILE exists.
 """
 
+import os
 import sys
 
 import sqlcipher3
@@ -15,23 +17,24 @@ MARKER = "tdescope-marker-row"
 
 def main() -> int:
     path, rounds = sys.argv[1], int(sys.argv[2])
+    stop = sys.argv[3] if len(sys.argv) > 3 else None
     conn = sqlcipher3.connect(path)
     conn.execute("PRAGMA key = 'app-secret'")
     conn.execute("CREATE TABLE IF NOT EXISTS items (id INTEGER PRIMARY KEY, label TEXT)")
     if conn.execute("SELECT count(*) FROM items").fetchone()[0] == 0:
         conn.executemany("INSERT INTO items (label) VALUES (?)", [(f"{MARKER}-{i:05d}",) for i in range(3000)])
         conn.commit()
-    print(__import__("os").getpid(), flush=True)
+    conn.execute("PRAGMA cache_size = 8")
+    print(os.getpid(), flush=True)
     sys.stdin.readline()
     total = 0
     for _ in range(rounds):
-        c = sqlcipher3.connect(path)
-        c.execute("PRAGMA key = 'app-secret'")
-        c.execute("PRAGMA cache_size = 8")
-        rows = c.execute("SELECT id, label FROM items ORDER BY id").fetchall()
+        rows = conn.execute("SELECT id, label FROM items ORDER BY id").fetchall()
+        assert len(rows) == 3000, "rows missing"
         assert all(label == f"{MARKER}-{i - 1:05d}" for i, label in rows), "data corrupted"
         total += len(rows)
-        c.close()
+        if stop and os.path.exists(stop):
+            break
     print(f"ok {total}", flush=True)
     return 0
 

@@ -30,6 +30,7 @@ class _State:
     started = 0.0
     busy = 0.0
     closed = False
+    hooked = False
     breakpoints = []
 
 
@@ -56,6 +57,12 @@ def _value(frame, ref):
             if not ref.get("register"):
                 raise
     return int(frame.read_register(ref["register"])) & 0xFFFFFFFFFFFFFFFF
+
+
+def _int32(value):
+    """A C int/enum/uint32 argument: the ABI leaves a register's upper 32 bits undefined."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
 
 
 def _limits_reached():
@@ -85,7 +92,7 @@ class _AfterBreakpoint(gdb.FinishBreakpoint):
         except Exception as exc:  # noqa: BLE001 - an exception here would stop the target
             data = b""
             _notice(event="read-failed", seq=seq, side="after", message=str(exc))
-        busy = time.perf_counter() - t0
+        busy = time.perf_counter() - t0 + _State.spec["stop_overhead_s"]
         _State.busy += busy
         _write(AFTER, seq, pgno, mode, data, busy * 1e6)
         _State.done += 1
@@ -102,6 +109,8 @@ class _ProbeBreakpoint(gdb.Breakpoint):
     def stop(self):
         t0 = time.perf_counter()
         spec = _State.spec
+        # every hit stops the target, captured or not: charge it to the stop budget
+        _State.busy += spec["stop_overhead_s"]
         if _State.closed or _limits_reached():
             if not _State.closed:
                 _State.closed = True
@@ -112,12 +121,12 @@ class _ProbeBreakpoint(gdb.Breakpoint):
             cond = spec.get("condition")
             mode = -1
             if cond is not None:
-                mode = _value(frame, cond[0])
+                mode = _int32(_value(frame, cond[0]))
                 if mode != cond[1]:
                     return False
             length = min(_value(frame, spec["length"]), spec["max_length"])
             address = _value(frame, spec["before"])
-            pgno = _value(frame, spec["pgno"]) if spec.get("pgno") else -1
+            pgno = _int32(_value(frame, spec["pgno"])) if spec.get("pgno") else -1
             data = bytes(gdb.selected_inferior().read_memory(address, length))
             _State.seq += 1
             seq = _State.seq
@@ -127,7 +136,7 @@ class _ProbeBreakpoint(gdb.Breakpoint):
         except Exception as exc:  # noqa: BLE001 - an exception here would stop the target
             _notice(event="probe-error", message=str(exc))
             return False
-        busy = time.perf_counter() - t0
+        busy = time.perf_counter() - t0 + spec["stop_overhead_s"]
         _State.busy += busy
         _write(BEFORE, seq, pgno, mode, data, busy * 1e6)
         return False
@@ -163,12 +172,39 @@ def arm(spec_path):
         locs = [hex(loc.address) for loc in getattr(bp, "locations", []) if loc.address]
         print(json.dumps({"armed": symbol, "pending": False, "locations": locs}))
         return
+    if spec.get("allow_pending") and spec.get("at_entry"):
+        # gdb refuses to leave "*symbol" pending, and the library may not be loaded yet
+        # (pgcrypto.so loads on a backend's first pgcrypto call): arm when an objfile
+        # that defines the symbol appears.
+        if not _State.hooked:
+            gdb.events.new_objfile.connect(_arm_on_load)
+            _State.hooked = True
+        print(json.dumps({"armed": spec["symbols"][0], "pending": True, "locations": 0}))
+        return
     print(json.dumps({"armed": None, "errors": errors}))
+
+
+def _arm_on_load(event):
+    """new_objfile handler: place the exact-entry breakpoint once its library is mapped."""
+    spec = _State.spec
+    if spec is None or _State.closed or _State.breakpoints:
+        return
+    for symbol in spec["symbols"]:
+        try:
+            bp = _ProbeBreakpoint("*" + symbol, internal=False)
+        except gdb.error:
+            continue  # not in this objfile
+        _State.breakpoints.append(bp)
+        _notice(event="armed-on-load", symbol=symbol, objfile=event.new_objfile.filename)
+        return
 
 
 def disarm():
     """Delete every probe breakpoint; prints the counts as JSON."""
     _State.closed = True
+    if _State.hooked:
+        gdb.events.new_objfile.disconnect(_arm_on_load)
+        _State.hooked = False
     for bp in _State.breakpoints:
         if bp.is_valid():
             bp.delete()

@@ -155,6 +155,10 @@ class GdbSession:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl+C or kill of our group never reaches gdb
+                # Keep SIGPIPE ignored in gdb (Python ignores it; Popen would restore it):
+                # if the workbench dies, gdb's next MI notification must fail with EPIPE,
+                # not kill gdb with breakpoints still in the target.
+                restore_signals=False,
                 close_fds=True,
                 env={**os.environ, "LC_ALL": "C", "TERM": "dumb"},
             )

@@ -1,0 +1,117 @@
+"""The .tds schema: tables, version checks, and turning SQLite failures into one clear line."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from tdescope.app.errors import UserError
+
+__all__ = ["SCHEMA_VERSION", "APPLICATION_ID", "create", "connect_existing", "damaged"]
+
+#: Bumped on any incompatible change; a file with a higher number is refused.
+SCHEMA_VERSION = 1
+#: PRAGMA application_id of .tds files ("TDS1"), so `file` and we can tell them apart.
+APPLICATION_ID = 0x54445331
+
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # payload: JSON text, or zlib'd JSON as a BLOB when long (see _event_codec)
+    "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, ts REAL NOT NULL, kind TEXT NOT NULL, payload)",
+    "CREATE INDEX IF NOT EXISTS events_kind_ts ON events (kind, ts)",
+    "CREATE INDEX IF NOT EXISTS events_ts ON events (ts)",
+    "CREATE TABLE IF NOT EXISTS blobs (event_id INTEGER NOT NULL, field TEXT NOT NULL, data BLOB NOT NULL,"
+    " compressed INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (event_id, field)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, created REAL NOT NULL, edited REAL NOT NULL,"
+    " target_kind TEXT NOT NULL, target TEXT NOT NULL, ts REAL, text TEXT NOT NULL)",
+)
+
+
+def damaged(path: str | os.PathLike, exc: Exception | None = None) -> UserError:
+    """The one line for a file SQLite cannot read."""
+    why = f" ({exc})" if exc is not None else ""
+    return UserError(f"{path} is not a readable tdescope session file: it is damaged, truncated or not a .tds{why}")
+
+
+def _tune(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA busy_timeout = 5000")
+    # WAL + synchronous=NORMAL: a commit survives kill -9 of this process (the WAL is
+    # in the page cache of the OS); only a power loss can drop the last commits.
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+
+
+def create(path: str | os.PathLike) -> sqlite3.Connection:
+    """Create a new, empty session file (replacing nothing: the file must not exist)."""
+    p = Path(path)
+    if p.exists() and p.stat().st_size > 0:
+        raise UserError(f"{p} already exists; choose another name")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(p), check_same_thread=False, isolation_level=None)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute("PRAGMA page_size = 8192")
+        _tune(conn)
+        conn.execute("BEGIN")
+        for stmt in _DDL:
+            conn.execute(stmt)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except OSError as exc:
+        raise UserError(f"cannot create {p}: {exc.strerror}") from None
+    except sqlite3.Error as exc:
+        raise UserError(f"cannot create {p}: {exc}") from None
+    return conn
+
+
+def _check_header(p: Path) -> None:
+    # SQLite reads a truncated file happily until it reaches a missing page; the header
+    # says how many pages there should be, so check that up front for a clear message.
+    size = p.stat().st_size
+    with p.open("rb") as fh:
+        head = fh.read(100)
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
+        raise UserError(f"{p} is not a tdescope session file (not an SQLite database)")
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    # the in-header size is valid only when its version stamp matches the change counter
+    if head[92:96] == head[24:28] and pages and size < pages * page_size:
+        raise UserError(
+            f"{p} is truncated: {size} bytes where its header promises {pages * page_size}; "
+            "it was cut short while copying or the disk filled up"
+        )
+
+
+def connect_existing(path: str | os.PathLike, writable: bool = True) -> sqlite3.Connection:
+    """Open an existing session file after checking it is one and that we can read its version."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"no such session file: {p}")
+    if p.is_dir():
+        raise UserError(f"{p} is a folder, not a session file")
+    _check_header(p)
+    writable = writable and os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)
+    uri = f"file:{p.resolve()}?mode={'rw' if writable else 'ro'}"
+    try:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout = 5000")
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if app_id != APPLICATION_ID:
+            conn.close()
+            raise UserError(f"{p} is an SQLite database but not a tdescope session file")
+        if version > SCHEMA_VERSION:
+            conn.close()
+            raise UserError(
+                f"{p} was written by a newer tdescope (session format {version}; this version reads "
+                f"up to {SCHEMA_VERSION}): upgrade tdescope to open it"
+            )
+        if writable:
+            # a file from an older version gains any new table here
+            for stmt in _DDL:
+                conn.execute(stmt)
+    except sqlite3.DatabaseError as exc:
+        raise damaged(p, exc) from None
+    return conn

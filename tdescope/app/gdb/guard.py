@@ -1,0 +1,195 @@
+"""The breakpoint guard: if gdb dies while armed, put the target's code back.
+
+A software breakpoint is an ``int3`` (0xCC) written over the first byte of an
+instruction. If gdb is killed while breakpoints sit in the target, the kernel
+detaches the target and it runs on with those bytes in place: the next hit
+kills it with SIGTRAP (exit status 133 here). The guard is a small separate
+process (its own session, so it outlives a crash of the workbench) that watches
+gdb through a pidfd and, the moment gdb dies while armed, writes the original
+bytes back through ``/proc/PID/mem``. The original bytes are the ELF file's on
+disk: text mappings of a PIC library carry no relocations, so file bytes and
+memory bytes agree everywhere except where a breakpoint sits.
+
+Run as ``python -m tdescope.app.gdb.guard TARGET_PID GDB_PID``; stdin takes JSON
+lines ``{"armed": [address, ...]}`` and ``{"disarmed": true}``; it answers one
+JSON line when it restores anything.
+
+Remaining window of risk (stated honestly): a hit between gdb's death and the
+guard's write (about a millisecond), or gdb dying between the trap and its
+rewind of the program counter, still kills the target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import time
+from dataclasses import dataclass
+
+__all__ = ["Mapping", "TextMismatch", "executable_mappings", "text_mismatches", "restore", "main"]
+
+INT3 = 0xCC
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    """One file-backed executable mapping of a process."""
+
+    start: int
+    end: int
+    offset: int
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextMismatch:
+    """A byte of the target's code that differs from the file on disk."""
+
+    address: int
+    path: str
+    memory: int
+    disk: int
+
+
+def executable_mappings(pid: int) -> list[Mapping]:
+    """File-backed ``r-x`` mappings of ``pid`` (code of the executable and its libraries)."""
+    out = []
+    with open(f"/proc/{pid}/maps") as fh:
+        for line in fh:
+            parts = line.split(maxsplit=5)
+            if len(parts) < 6 or "x" not in parts[1] or not parts[5].startswith("/"):
+                continue
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            path = parts[5].strip()
+            if path.endswith(" (deleted)"):
+                continue
+            out.append(Mapping(start, end, int(parts[2], 16), path))
+    return out
+
+
+def _mapping_of(mappings: list[Mapping], address: int) -> Mapping | None:
+    return next((m for m in mappings if m.start <= address < m.end), None)
+
+
+def text_mismatches(pid: int, only: set[str] | None = None) -> list[TextMismatch]:
+    """Bytes of ``pid``'s code that differ from the files on disk.
+
+    Parameters
+    ----------
+    only : set of str, optional
+        Limit the comparison to mappings of these files.
+    """
+    found = []
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for m in executable_mappings(pid):
+            if only is not None and m.path not in only:
+                continue
+            try:
+                with open(m.path, "rb") as fh:
+                    fh.seek(m.offset)
+                    disk = fh.read(m.end - m.start)
+                mem.seek(m.start)
+                live = mem.read(len(disk))
+            except OSError:
+                continue
+            if live == disk:
+                continue
+            for i, (a, b) in enumerate(zip(live, disk)):
+                if a != b:
+                    found.append(TextMismatch(m.start + i, m.path, a, b))
+    return found
+
+
+def restore(pid: int, addresses: list[int], scan: bool = True) -> list[TextMismatch]:
+    """Write the disk bytes back wherever an ``int3`` sits at ``addresses`` (and, with
+    ``scan``, anywhere else in the same files' code). Returns what was restored."""
+    mappings = executable_mappings(pid)
+    restored = []
+    with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+        files = {}
+        for address in addresses:
+            m = _mapping_of(mappings, address)
+            if m is None:
+                continue
+            files[m.path] = m
+            mem.seek(address)
+            if mem.read(1) != bytes([INT3]):
+                continue
+            with open(m.path, "rb") as fh:
+                fh.seek(m.offset + address - m.start)
+                original = fh.read(1)
+            if original and original[0] != INT3:
+                mem.seek(address)
+                mem.write(original)
+                restored.append(TextMismatch(address, m.path, INT3, original[0]))
+    if scan:
+        # temporary breakpoints (a finish breakpoint at a return address) and gdb's own
+        # (the dynamic loader's shared-library event breakpoint) sit elsewhere
+        for mm in text_mismatches(pid):
+            if mm.memory == INT3 and mm.disk != INT3:
+                with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+                    mem.seek(mm.address)
+                    mem.write(bytes([mm.disk]))
+                restored.append(mm)
+    return restored
+
+
+def _say(obj: dict) -> None:
+    try:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+    except OSError:
+        pass  # the workbench is gone; the guard's job does not depend on it
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Watch ``GDB_PID``; restore ``TARGET_PID``'s code if gdb dies while armed."""
+    argv = sys.argv[1:] if argv is None else argv
+    target, gdb = int(argv[0]), int(argv[1])
+    first = json.loads(sys.stdin.buffer.readline() or b"{}")
+    armed: list[int] = [int(a) for a in first.get("armed", [])]
+    try:
+        gdb_fd = os.pidfd_open(gdb)
+    except ProcessLookupError:  # gdb died before we started watching: act now
+        if armed:
+            _say({"restored": len(restore(target, armed)), "ms": 0})
+        return 0
+    _say({"ready": True})
+    stdin_open = True
+    buf = b""
+    while True:
+        watch = [gdb_fd] + ([sys.stdin.fileno()] if stdin_open else [])
+        ready, _, _ = select.select(watch, [], [])
+        if gdb_fd in ready:
+            if armed:
+                t0 = time.perf_counter()
+                try:
+                    fixed = restore(target, armed)
+                except OSError as exc:  # the target is gone too
+                    _say({"error": str(exc)})
+                    return 1
+                _say({"restored": len(fixed), "ms": round((time.perf_counter() - t0) * 1000, 3)})
+            return 0
+        chunk = os.read(sys.stdin.fileno(), 65536)
+        if not chunk:
+            stdin_open = False  # the workbench died: keep watching gdb, which now detaches
+            continue
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if "armed" in msg:
+                armed = [int(a) for a in msg["armed"]]
+            if msg.get("disarmed"):
+                armed = []
+                if msg.get("bye"):
+                    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""Notes: what a trainer or support engineer wrote about a moment of a session.
+
+A note points at something (:class:`NoteTarget`): a capture, a byte range in
+one, a hotspot window or symbol, a wait interval, a time range, or nothing
+(free-standing). Notes live in the session file's ``notes`` table and are
+listed in time order: by the moment they point at, else by when they were written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from tdescope.app._session_schema import connect_existing, damaged
+
+__all__ = ["NOTE_KINDS", "Note", "NoteTarget", "NoteStore", "read_notes"]
+
+#: What a note can point at.
+NOTE_KINDS = ("capture", "bytes", "hotspot", "symbol", "wait", "range", "free")
+
+
+@dataclass(frozen=True, slots=True)
+class NoteTarget:
+    """What a note is about.
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`NOTE_KINDS`.
+    ts, ts_end : float or None
+        The moment (or interval) on the session's clock.
+    seq : int or None
+        Capture number (with ``ts`` it identifies the capture).
+    start, end : int or None
+        Byte range ``[start, end)`` in the capture (kind ``bytes``).
+    side : str
+        ``before`` or ``after`` for byte ranges.
+    symbol : str
+        Function name (kind ``symbol``/``hotspot``) or wait event (kind ``wait``).
+    """
+
+    kind: str = "free"
+    ts: float | None = None
+    ts_end: float | None = None
+    seq: int | None = None
+    start: int | None = None
+    end: int | None = None
+    side: str = ""
+    symbol: str = ""
+
+    def describe(self) -> str:
+        """Short human text: ``capture #3, after bytes 16-31``."""
+        k = self.kind
+        if k == "capture":
+            return f"capture #{self.seq}"
+        if k == "bytes":
+            return f"capture #{self.seq}, {self.side} bytes {self.start}–{(self.end or 0) - 1}"
+        if k in ("hotspot", "symbol"):
+            return f"hotspot {self.symbol}" if self.symbol else "hotspot window"
+        if k == "wait":
+            return f"wait {self.symbol}" if self.symbol else "wait interval"
+        if k == "range":
+            span = (self.ts_end or 0) - (self.ts or 0)
+            return f"time range ({span:.1f} s)"
+        return "free note"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One note. ``id`` is None until stored."""
+
+    id: int | None
+    created: float
+    edited: float
+    target: NoteTarget
+    text: str
+
+    @property
+    def when(self) -> float:
+        """The time it sorts by: its target's moment, else when it was written."""
+        return self.target.ts if self.target.ts is not None else self.created
+
+
+class NoteStore:
+    """Notes of one session file, on their own connection (the recorder may be writing).
+
+    Parameters
+    ----------
+    path : str or Path
+        An existing session file.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._conn = connect_existing(self.path, writable=True)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    def _exec(self, sql: str, args=()) -> sqlite3.Cursor:
+        try:
+            with self._lock:
+                return self._conn.execute(sql, args)
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.path, exc) from None
+
+    def all(self) -> list[Note]:
+        """Every note in time order."""
+        rows = self._exec("SELECT id, created, edited, target, text FROM notes").fetchall()
+        notes = [Note(i, c, e, _target(t), text) for i, c, e, t, text in rows]
+        return sorted(notes, key=lambda n: (n.when, n.id or 0))
+
+    def add(self, target: NoteTarget, text: str, note_id: int | None = None, created: float | None = None) -> Note:
+        """Store a new note (``note_id`` lets undo bring a deleted note back under its id)."""
+        now = time.time()
+        note = Note(note_id, created or now, now, target, text)
+        cur = self._exec(
+            "INSERT INTO notes (id, created, edited, target_kind, target, ts, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (note_id, note.created, note.edited, target.kind, json.dumps(asdict(target)), note.when, text),
+        )
+        return replace(note, id=cur.lastrowid)
+
+    def edit(self, note_id: int, text: str) -> Note | None:
+        """Change the text of a note; returns it, or None when it is gone."""
+        self._exec("UPDATE notes SET text = ?, edited = ? WHERE id = ?", (text, time.time(), note_id))
+        return self.get(note_id)
+
+    def get(self, note_id: int) -> Note | None:
+        """The note with this id, or None."""
+        row = self._exec("SELECT id, created, edited, target, text FROM notes WHERE id = ?", (note_id,)).fetchone()
+        return Note(row[0], row[1], row[2], _target(row[3]), row[4]) if row else None
+
+    def delete(self, note_id: int) -> None:
+        """Remove a note."""
+        self._exec("DELETE FROM notes WHERE id = ?", (note_id,))
+
+
+def _target(text: str) -> NoteTarget:
+    try:
+        values = json.loads(text)
+        names = set(NoteTarget.__dataclass_fields__)
+        return NoteTarget(**{k: v for k, v in values.items() if k in names})
+    except (ValueError, TypeError):
+        return NoteTarget()
+
+
+def read_notes(conn: sqlite3.Connection) -> list[Note]:
+    """Notes through an already open connection (reports, ``tdescope info``)."""
+    rows = conn.execute("SELECT id, created, edited, target, text FROM notes").fetchall()
+    return sorted((Note(i, c, e, _target(t), text) for i, c, e, t, text in rows), key=lambda n: (n.when, n.id or 0))

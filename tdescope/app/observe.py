@@ -1,0 +1,232 @@
+"""Observation of a target process: hotspots, OS waits and engine waits, one sink.
+
+An :class:`Observation` owns the three samplers of one target pid and sends
+everything they produce to one ``sink`` callable, on worker threads (the same
+pattern as :class:`tdescope.app.experiment.Experiment`): ``HotspotWindow``,
+:class:`HotspotLeaves` (where in each function the CPU was, for the
+disassembly heat), ``WaitSample`` (OS and engine) and ``Problem``.
+
+Each part fails alone: perf missing or not permitted gives one ``Problem``
+with the fix and the wait samplers keep running; an engine wait source that
+raises gives one ``Problem`` and stops, the rest goes on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tdescope.app._perfscript import Sample
+from tdescope.app.engines.api import WaitSource
+from tdescope.app.errors import UserError
+from tdescope.app.events import Event, Problem
+from tdescope.app.hotspots import HotspotSampler, check_perf
+from tdescope.app.oswaits import OsWaitSampler
+
+__all__ = ["HotspotLeaves", "Observation", "leaves_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class HotspotLeaves(Event):
+    """Where inside each function the samples of one hotspot window landed.
+
+    ``offsets`` maps a symbol to ``{offset inside the symbol: samples}``;
+    ``function start + offset`` is the file address to heat in a disassembly.
+    ``HotspotWindow`` carries folded stacks only, hence this companion event.
+    """
+
+    pid: int
+    offsets: dict
+
+
+def leaves_of(samples: list[Sample], pid: int, ts: float | None = None) -> HotspotLeaves:
+    """Count leaf offsets per symbol (unknown symbols and offsets are skipped)."""
+    per: dict[str, Counter[int]] = {}
+    for s in samples:
+        leaf = s.leaf
+        if leaf is None or leaf.offset is None or leaf.symbol == "[unknown]":
+            continue
+        per.setdefault(leaf.symbol, Counter())[leaf.offset] += 1
+    return HotspotLeaves(time.time() if ts is None else ts, pid, {k: dict(v) for k, v in per.items()})
+
+
+class Observation:
+    """Watch ``pid`` with perf and /proc (and the engine's wait source) until stopped.
+
+    Parameters
+    ----------
+    pid : int
+        The target process.
+    sink : callable
+        Receives every event, from worker threads.
+    hotspots, waits : bool
+        Which samplers run at start; toggle later with :meth:`set_hotspots`
+        and :meth:`set_waits`.
+    wait_source : WaitSource or None
+        The engine's own waits, sampled every ``1 / engine_hz`` s while waits are on.
+    frequency, window_s : int, float
+        perf sampling frequency and window length.
+    wait_hz, engine_hz : float
+        OS and engine wait sampling rates.
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        sink: Callable[[Event], None],
+        *,
+        hotspots: bool = True,
+        waits: bool = True,
+        wait_source: WaitSource | None = None,
+        frequency: int = 99,
+        window_s: float = 1.0,
+        wait_hz: float = 20.0,
+        engine_hz: float = 10.0,
+    ) -> None:
+        self.pid = pid
+        self.sink = sink
+        self.wait_source = wait_source
+        self.frequency = frequency
+        self.window_s = window_s
+        self.wait_hz = wait_hz
+        self.engine_hz = engine_hz
+        self._want_hotspots = hotspots
+        self._want_waits = waits
+        self._lock = threading.Lock()
+        self._hot: HotspotSampler | None = None
+        self._os: OsWaitSampler | None = None
+        self._engine_stop: threading.Event | None = None
+        self._engine_thread: threading.Thread | None = None
+        self._perf_problem_sent = False
+        self._hot_starting = False
+        self._stopped = False
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self) -> Observation:
+        """Start the chosen samplers on worker threads; returns at once."""
+        threading.Thread(target=self._start_all, name="observation-start", daemon=True).start()
+        return self
+
+    def start_blocking(self) -> Observation:
+        """Start the chosen samplers and return once they run (the CLI's way)."""
+        self._start_all()
+        return self
+
+    def _start_all(self) -> None:
+        if self._want_hotspots:
+            self.set_hotspots(True)
+        if self._want_waits:
+            self.set_waits(True)
+
+    def stop(self) -> None:
+        """Stop every sampler (perf ends, temp files go). Idempotent."""
+        with self._lock:
+            self._stopped = True
+        self.set_hotspots(False)
+        self.set_waits(False)
+
+    @property
+    def hotspots_on(self) -> bool:
+        """True while the hotspot sampler runs."""
+        return self._hot is not None and self._hot.running
+
+    @property
+    def waits_on(self) -> bool:
+        """True while the OS wait sampler runs."""
+        return self._os is not None and self._os.running
+
+    # -- toggles ---------------------------------------------------------------
+    def set_hotspots(self, on: bool) -> None:
+        """Start or stop perf sampling. Blocks for the perf check (~50 ms): call off the GUI thread."""
+        with self._lock:
+            self._want_hotspots = on
+            if not on:
+                sampler, self._hot = self._hot, None
+            elif self._stopped or self.hotspots_on or self._hot_starting:
+                return
+            else:
+                sampler = None
+                self._hot_starting = True
+        if sampler is not None:
+            sampler.stop()
+            return
+        if not on:
+            return
+        try:
+            self._start_hotspots()
+        finally:
+            self._hot_starting = False
+
+    def _start_hotspots(self) -> None:
+        problem = check_perf(self.pid)
+        if problem is not None:
+            # Said once per observation: a toggle pressed again says nothing new.
+            if not self._perf_problem_sent:
+                self._perf_problem_sent = True
+                self._problem("hotspots", problem)
+            return
+        sampler = HotspotSampler(
+            self.pid, frequency=self.frequency, window_s=self.window_s,
+            on_window=self.sink, on_error=lambda m: self._problem("hotspots", m),
+            on_samples=lambda samples: self.sink(leaves_of(samples, self.pid)),
+        )
+        try:
+            sampler.start()
+        except UserError as exc:
+            self._problem("hotspots", str(exc))
+            return
+        with self._lock:
+            if self._stopped or not self._want_hotspots:
+                sampler.stop()  # stopped while perf started
+                return
+            self._hot = sampler
+
+    def set_waits(self, on: bool) -> None:
+        """Start or stop the OS wait sampler and the engine's wait source."""
+        with self._lock:
+            self._want_waits = on
+            if on and (self._stopped or self.waits_on):
+                return
+            old_os, self._os = self._os, None
+            old_stop, self._engine_stop = self._engine_stop, None
+            if on:
+                self._os = OsWaitSampler(
+                    self.pid, hz=self.wait_hz, on_sample=self.sink,
+                    on_error=lambda m: self._problem("waits", m),
+                )
+                self._os.start()
+                if self.wait_source is not None:
+                    self._engine_stop = threading.Event()
+                    self._engine_thread = threading.Thread(
+                        target=self._engine_loop, args=(self.wait_source, self._engine_stop),
+                        name="engine-waits", daemon=True,
+                    )
+                    self._engine_thread.start()
+        if old_os is not None:
+            old_os.stop()
+        if old_stop is not None:
+            old_stop.set()
+
+    # -- threads ---------------------------------------------------------------
+    def _problem(self, source: str, message: str) -> None:
+        self.sink(Problem(time.time(), source, message))
+
+    def _engine_loop(self, source: WaitSource, stop: threading.Event) -> None:
+        period = 1.0 / self.engine_hz
+        next_tick = time.monotonic()
+        while not stop.is_set():
+            try:
+                events = source.sample()
+            except UserError as exc:
+                self._problem("engine waits", str(exc))
+                return
+            except Exception as exc:  # noqa: BLE001 - errors cross threads as one line
+                self._problem("engine waits", f"engine wait source failed: {type(exc).__name__}: {exc}")
+                return
+            for ev in events:
+                self.sink(ev)
+            next_tick = max(next_tick + period, time.monotonic())
+            stop.wait(next_tick - time.monotonic())

@@ -1,0 +1,212 @@
+"""What has been observed of one run, kept incrementally for the live views.
+
+:class:`ObservedRun` takes batches of events as they arrive (hotspot windows,
+leaf offsets, wait samples, workload progress, capture times) and answers the
+views' questions cheaply: the profile of the last window, of the whole run or
+of a time range; the encrypted and plain profiles; the wait top-N and the
+per-class series. Whole-run answers come from running totals, so a refresh
+costs the size of the answer, not the length of the run.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tdescope.app.events import HotspotWindow, Marker, WaitSample, WorkloadProgress
+from tdescope.app.hotspots import Profile
+from tdescope.app.observe import HotspotLeaves
+from tdescope.app.oswaits import WAIT_CLASSES
+from tdescope.app.timeline import SideSpan, side_of, side_spans
+
+__all__ = ["ObservedRun", "WaitTopRow"]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitTopRow:
+    """One row of the wait top-N: ``source`` is ``"os"`` or the engine's name."""
+
+    source: str
+    wait_class: str
+    event: str
+    samples: int
+    pct: float
+
+
+class ObservedRun:
+    """Running aggregates of one observed run.
+
+    Parameters
+    ----------
+    bucket_s : float
+        Width of the wait series buckets.
+    """
+
+    def __init__(self, bucket_s: float = 0.25) -> None:
+        self.bucket_s = bucket_s
+        self.t0: float | None = None
+        self.windows: list[HotspotWindow] = []
+        self._self: Counter[str] = Counter()
+        self._total: Counter[str] = Counter()
+        self._dsos: dict[str, str] = {}
+        self._samples = 0
+        self._stacks: Counter[str] = Counter()
+        self._leaves: list[HotspotLeaves] = []
+        self._heat: dict[str, Counter[int]] = {}
+        self.progress: list[WorkloadProgress] = []
+        self.spans: list[SideSpan] = []
+        self.capture_ts: list[float] = []
+        self.markers: list[Marker] = []
+        # waits: parallel lists in arrival order (time order per sampler)
+        self._wait_ts: list[float] = []
+        self._wait_key: list[tuple[str, str, str]] = []
+        self._wait_counts: Counter[tuple[str, str, str]] = Counter()
+        self.series: dict[str, list[int]] = {c: [] for c in WAIT_CLASSES}
+        self.engine_series: dict[str, list[int]] = {}
+
+    def _seen(self, ts: float) -> None:
+        # The first event fixes the origin of the axis; a late one from before
+        # it (a window ending after a progress event) keeps that origin.
+        if self.t0 is None:
+            self.t0 = ts
+
+    # -- adding ------------------------------------------------------------------
+    def add_windows(self, batch: Iterable[HotspotWindow]) -> None:
+        """Count hotspot windows into the running totals."""
+        for w in batch:
+            self._seen(w.start)
+            self.windows.append(w)
+            p = Profile.from_stacks(w.stacks, w.dsos)
+            self._samples += p.samples
+            self._stacks.update(w.stacks)
+            self._self.update(p.self_counts)
+            self._total.update(p.total_counts)
+            for k, v in w.dsos.items():
+                self._dsos.setdefault(k, v)
+
+    def add_leaves(self, batch: Iterable[HotspotLeaves]) -> None:
+        """Count leaf offsets (for the disassembly heat)."""
+        for lv in batch:
+            self._leaves.append(lv)
+            for sym, offs in lv.offsets.items():
+                self._heat.setdefault(sym, Counter()).update(offs)
+
+    def add_waits(self, batch: Iterable[WaitSample]) -> None:
+        """Count wait samples into the top-N totals and the per-class series."""
+        for s in batch:
+            self._seen(s.ts)
+            key = (s.source, s.wait_class, s.event)
+            self._wait_ts.append(s.ts)
+            self._wait_key.append(key)
+            self._wait_counts[key] += 1
+            i = int((s.ts - self.t0) // self.bucket_s) if self.t0 is not None else 0
+            if i < 0:
+                continue
+            series = self.series if s.source == "os" else self.engine_series
+            row = series.setdefault(s.wait_class, [])
+            if len(row) <= i:
+                row.extend([0] * (i + 1 - len(row)))
+            row[i] += 1
+
+    def add_progress(self, batch: Iterable[WorkloadProgress]) -> None:
+        """Record workload progress and recompute the side spans."""
+        batch = list(batch)
+        for ev in batch:
+            self._seen(ev.ts)
+        self.progress.extend(batch)
+        self.spans = side_spans(self.progress)
+
+    def add_markers(self, batch: Iterable[Marker]) -> None:
+        """Record labelled instants (phase boundaries and the like)."""
+        for m in batch:
+            self._seen(m.ts)
+            self.markers.append(m)
+
+    def clear(self) -> None:
+        """Forget everything (the views keep this object)."""
+        self.__init__(self.bucket_s)
+
+    def add_captures(self, times: Iterable[float]) -> None:
+        """Record capture instants (epoch seconds)."""
+        for ts in times:
+            self._seen(ts)
+            self.capture_ts.append(ts)
+
+    # -- hotspots ------------------------------------------------------------------
+    def profile(self, start: float | None = None, end: float | None = None) -> Profile:
+        """The whole run's profile, or the windows overlapping ``[start, end]``."""
+        if start is None and end is None:
+            return Profile(self._samples, dict(self._self), dict(self._total), dict(self._dsos))
+        return Profile.from_windows(self.windows, start, end)
+
+    def last_profile(self) -> Profile:
+        """The profile of the latest window (empty before the first)."""
+        if not self.windows:
+            return Profile()
+        w = self.windows[-1]
+        return Profile.from_stacks(w.stacks, w.dsos)
+
+    def stacks(self, start: float | None = None, end: float | None = None,
+               last: bool = False) -> dict[str, int]:
+        """Folded stacks of the last window, the whole run or a range (for the flame graph)."""
+        if last:
+            return dict(self.windows[-1].stacks) if self.windows else {}
+        if start is None and end is None:
+            return dict(self._stacks)
+        out: Counter[str] = Counter()
+        for w in self.windows:
+            if (start is None or w.ts >= start) and (end is None or w.start <= end):
+                out.update(w.stacks)
+        return dict(out)
+
+    def side_profiles(self) -> dict[str, Profile]:
+        """Profiles per workload side (``encrypted``, ``plain``), windows tagged by overlap."""
+        out: dict[str, Profile] = {}
+        for w in self.windows:
+            side = side_of(w.start, w.ts, self.spans)
+            if side is not None:
+                out[side] = out.get(side, Profile()).merge(Profile.from_stacks(w.stacks, w.dsos))
+        return out
+
+    def window_sides(self) -> list[str | None]:
+        """The side of each window, parallel to :attr:`windows`."""
+        return [side_of(w.start, w.ts, self.spans) for w in self.windows]
+
+    def heat(self, symbol: str, start: float | None = None, end: float | None = None) -> Counter[int]:
+        """Samples per offset inside ``symbol``, whole run or in ``[start, end]``."""
+        if start is None and end is None:
+            return Counter(self._heat.get(symbol, {}))
+        out: Counter[int] = Counter()
+        for lv in self._leaves:
+            if (start is None or lv.ts >= start) and (end is None or lv.ts <= end + 2.0):
+                out.update(lv.offsets.get(symbol, {}))
+        return out
+
+    # -- waits -----------------------------------------------------------------------
+    def wait_top(self, n: int = 15, start: float | None = None, end: float | None = None,
+                 exclude: Iterable[str] = ()) -> list[WaitTopRow]:
+        """The ``n`` most sampled (source, class, event); pct within each source."""
+        if start is None and end is None:
+            counts = self._wait_counts
+        else:
+            lo = 0 if start is None else bisect.bisect_left(self._wait_ts, start)
+            hi = len(self._wait_ts) if end is None else bisect.bisect_right(self._wait_ts, end)
+            counts = Counter(self._wait_key[lo:hi])
+        skip = set(exclude)
+        per_source: Counter[str] = Counter()
+        for (src, cls, _), k in counts.items():
+            if cls not in skip:
+                per_source[src] += k
+        rows = [
+            WaitTopRow(src, cls, ev, k, 100.0 * k / (per_source[src] or 1))
+            for (src, cls, ev), k in counts.items() if cls not in skip
+        ]
+        rows.sort(key=lambda r: (-r.samples, r.source, r.wait_class, r.event))
+        return rows[:n]
+
+    @property
+    def wait_samples(self) -> int:
+        """Number of wait samples seen (OS and engine)."""
+        return len(self._wait_ts)

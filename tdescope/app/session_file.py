@@ -1,0 +1,355 @@
+"""Session files (.tds): one SQLite file in WAL mode holding a whole recorded run.
+
+Tables: ``meta`` (the run's :class:`~tdescope.app.session_meta.SessionMeta`,
+one JSON value per key), ``events`` (ts, kind, payload), ``blobs`` (the bytes of
+captures, zlib'd when it helps), ``notes`` (see :mod:`tdescope.app.notes`).
+The schema is versioned with ``PRAGMA user_version``; a newer, damaged or
+truncated file is refused with one clear line.
+
+:class:`SessionRecorder` appends events from any thread through one writer
+thread that commits at least every :data:`COMMIT_EVERY_S` seconds, so a kill -9
+loses only the events of the last half second and nothing committed.
+:class:`SessionReader` loads them back by kind and time range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import queue
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tdescope.app import _event_codec as codec
+from tdescope.app._session_schema import SCHEMA_VERSION, connect_existing, create, damaged
+from tdescope.app.errors import UserError
+from tdescope.app.events import Event
+from tdescope.app.notes import Note, read_notes
+from tdescope.app.session_meta import SessionMeta
+
+__all__ = ["COMMIT_EVERY_S", "SCHEMA_VERSION", "SessionRecorder", "SessionReader", "SessionSummary", "copy_session"]
+
+#: Longest time an event waits in memory before it is committed to the file.
+COMMIT_EVERY_S = 0.25
+_STOP = object()
+
+
+def _write_meta(conn: sqlite3.Connection, meta: SessionMeta) -> None:
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+        [(k, json.dumps(v, default=str)) for k, v in meta.to_rows().items()],
+    )
+
+
+class SessionRecorder:
+    """Append events to a new session file from any thread.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file to create; it must not exist yet.
+    meta : SessionMeta
+        The run's metadata; secrets are scrubbed before writing.
+
+    Notes
+    -----
+    :meth:`record` only queues; a writer thread serialises, batches and commits.
+    A failure to write (disk full) is kept in :attr:`error` and further events
+    are dropped rather than raising on producer threads.
+    """
+
+    def __init__(self, path: str | os.PathLike, meta: SessionMeta) -> None:
+        self.path = Path(path)
+        self.meta = meta
+        self._conn = create(self.path)
+        self._conn.execute("BEGIN")
+        _write_meta(self._conn, meta)
+        self._conn.execute("COMMIT")
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.error: str | None = None
+        self.written = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="session-writer", daemon=True)
+        self._thread.start()
+
+    def record(self, event: Event) -> None:
+        """Queue ``event`` for writing; safe from any thread, never blocks on disk."""
+        if not self._closed:
+            self._queue.put(event)
+
+    def update_meta(self, meta: SessionMeta) -> None:
+        """Replace the stored metadata (e.g. once the engine's inventory is known)."""
+        self.meta = meta
+        self._queue.put(meta)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Block until every event queued so far is committed."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def close(self) -> None:
+        """Commit what is queued and close the file. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(30)
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
+        self._conn.close()
+
+    def __enter__(self) -> "SessionRecorder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- writer thread ---------------------------------------------------------
+    def _write(self, items: list) -> None:
+        conn = self._conn
+        conn.execute("BEGIN")
+        for item in items:
+            if isinstance(item, SessionMeta):
+                _write_meta(conn, item)
+                continue
+            enc = codec.encode(item)
+            cur = conn.execute("INSERT INTO events (ts, kind, payload) VALUES (?, ?, ?)", (enc.ts, enc.kind, enc.payload))
+            if enc.blobs:
+                conn.executemany(
+                    "INSERT INTO blobs (event_id, field, data, compressed) VALUES (?, ?, ?, ?)",
+                    [(cur.lastrowid, f, data, z) for f, data, z in enc.blobs],
+                )
+            self.written += 1
+        conn.execute("COMMIT")
+
+    def _loop(self) -> None:
+        stop = False
+        while not stop:
+            first = self._queue.get()
+            items, waiters = [], []
+            deadline = time.monotonic() + COMMIT_EVERY_S
+            item = first
+            while True:
+                if item is _STOP:
+                    stop = True
+                elif isinstance(item, threading.Event):
+                    waiters.append(item)
+                    deadline = time.monotonic()  # someone is waiting: commit now
+                else:
+                    items.append(item)
+                remaining = deadline - time.monotonic()
+                if stop or remaining <= 0 or len(items) >= 20000:
+                    break
+                try:
+                    item = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
+            if items and self.error is None:
+                try:
+                    self._write(items)
+                except (sqlite3.Error, OSError, TypeError, ValueError) as exc:
+                    self.error = f"recording to {self.path} stopped: {exc}"
+                    try:
+                        self._conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+            for w in waiters:
+                w.set()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """What ``tdescope info`` prints: span and counts, without loading events."""
+
+    path: str
+    schema_version: int
+    meta: SessionMeta
+    start: float | None
+    end: float | None
+    counts: dict  # short kind -> number
+    notes: int
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first to the last event (0 when empty)."""
+        return (self.end - self.start) if self.start is not None and self.end is not None else 0.0
+
+
+class SessionReader:
+    """Read a session file: metadata, counts, events by kind and time range.
+
+    Parameters
+    ----------
+    path : str or Path
+    writable : bool
+        Open read-write (notes can then be edited through :attr:`conn`).
+    """
+
+    def __init__(self, path: str | os.PathLike, writable: bool = True) -> None:
+        self.path = Path(path)
+        self.conn = connect_existing(self.path, writable=writable)
+        self._lock = threading.Lock()
+        try:
+            rows = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+            self.schema_version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise damaged(self.path, exc) from None
+        try:
+            self.meta = SessionMeta.from_rows({k: json.loads(v) for k, v in rows.items()})
+        except (ValueError, TypeError) as exc:
+            self.conn.close()
+            raise damaged(self.path, exc) from None
+
+    def _query(self, sql: str, args: Iterable = ()) -> list:
+        try:
+            with self._lock:
+                return self.conn.execute(sql, tuple(args)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.path, exc) from None
+
+    def close(self) -> None:
+        """Close the file."""
+        self.conn.close()
+
+    def __enter__(self) -> "SessionReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- summaries ---------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        """Stored kind (class name) -> number of events."""
+        return dict(self._query("SELECT kind, COUNT(*) FROM events GROUP BY kind"))
+
+    def span(self) -> tuple[float | None, float | None]:
+        """First and last event time."""
+        lo, hi = self._query("SELECT MIN(ts), MAX(ts) FROM events")[0]
+        return lo, hi
+
+    def summary(self) -> SessionSummary:
+        """Counts, span and note count (fast: indexes only)."""
+        start, end = self.span()
+        counts = {codec.short_kind(k): n for k, n in sorted(self.counts().items())}
+        notes = self._query("SELECT COUNT(*) FROM notes")[0][0]
+        return SessionSummary(str(self.path), self.schema_version, self.meta, start, end, counts, notes)
+
+    def notes(self) -> list[Note]:
+        """Every note, in time order."""
+        try:
+            with self._lock:
+                return read_notes(self.conn)
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.path, exc) from None
+
+    def wait_class_counts(self, start: float, bucket_s: float) -> list[tuple[int, str, int]]:
+        """``(bucket index, wait class, samples)`` of the WaitSample events, counted inside SQLite.
+
+        A one-hour session holds ~300k wait samples; decoding each in Python
+        would take seconds, json_extract in SQLite takes a fraction of that.
+        """
+        return self._query(
+            "SELECT CAST((ts - ?) / ? AS INTEGER), json_extract(payload, '$.wait_class'), COUNT(*) FROM events "
+            "WHERE kind = 'WaitSample' AND typeof(payload) = 'text' GROUP BY 1, 2", (start, bucket_s))
+
+    # -- events -------------------------------------------------------------------
+    def events(
+        self,
+        kinds: Iterable[type | str] | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        with_bytes: bool = True,
+        limit: int | None = None,
+    ) -> Iterator[Event]:
+        """Events in time order, optionally of some kinds and within ``[start, end)``.
+
+        ``kinds`` takes event classes or their names (``PageCapture``). With
+        ``with_bytes=False`` capture bytes are left empty (cheap listings).
+        Kinds this version does not know are skipped.
+        """
+        where, args = [], []
+        if kinds is not None:
+            names = [k if isinstance(k, str) else k.__name__ for k in kinds]
+            if not names:
+                return
+            where.append(f"kind IN ({','.join('?' * len(names))})")
+            args += names
+        if start is not None:
+            where.append("ts >= ?")
+            args.append(start)
+        if end is not None:
+            where.append("ts < ?")
+            args.append(end)
+        sql = "SELECT id, ts, kind, payload FROM events"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY ts, id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = self._query(sql, args)
+        blob_ids = [r[0] for r in rows if r[2] == "PageCapture" or r[2] not in _NO_BLOBS]
+        blobs = self._blobs(blob_ids) if with_bytes and blob_ids else {}
+        for eid, ts, kind, payload in rows:
+            try:
+                ev = codec.decode(kind, ts, payload, blobs.get(eid) or _empty_bytes(kind, with_bytes))
+            except (ValueError, TypeError) as exc:
+                raise damaged(self.path, exc) from None
+            if ev is not None:
+                yield ev
+
+    def _blobs(self, ids: list[int]) -> dict[int, dict[str, bytes]]:
+        out: dict[int, dict[str, bytes]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            for eid, name, data, z in self._query(
+                f"SELECT event_id, field, data, compressed FROM blobs WHERE event_id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ):
+                out.setdefault(eid, {})[name] = codec.unpack_blob(data, z)
+        return out
+
+
+# kinds known to have no bytes fields: skip the blob lookup for them
+_NO_BLOBS = frozenset({"WaitSample", "HotspotWindow", "WorkloadProgress", "WorkloadResult", "Marker",
+                       "CaptureWindowState", "Problem"})
+
+
+def _empty_bytes(kind: str, with_bytes: bool) -> dict[str, bytes]:
+    if with_bytes:
+        return {}
+    cls = codec.event_class(kind)
+    if cls is None:
+        return {}
+    return {f.name: b"" for f in dataclasses.fields(cls) if f.type in ("bytes", bytes)}
+
+
+def copy_session(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Copy a session file consistently, even while it is being recorded (SQLite backup)."""
+    src, dst = Path(src), Path(dst)
+    if src.resolve() == dst.resolve():
+        return
+    tmp = dst.with_name(dst.name + ".part")
+    try:
+        tmp.unlink(missing_ok=True)
+        source = connect_existing(src, writable=False)
+        target = sqlite3.connect(str(tmp))
+        with target:
+            source.backup(target)
+        target.execute("PRAGMA journal_mode = WAL")
+        target.close()
+        source.close()
+        shutil.move(str(tmp), str(dst))
+    except OSError as exc:
+        raise UserError(f"cannot save {dst}: {exc.strerror or exc}") from None
+    except sqlite3.Error as exc:
+        raise UserError(f"cannot save {dst}: {exc}") from None

@@ -1,0 +1,112 @@
+"""What ``tdescope top`` and ``tdescope waits`` share: pick the target, observe it for a while.
+
+With ``--lab`` the engine's lab starts and its first workload runs again and
+again until the seconds are up (then it is cancelled), so there is something
+to observe; with ``--pid`` the process is observed as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from tdescope.app.errors import UserError
+from tdescope.commands._args import engine_named, positive_int, seconds
+from tdescope.commands._dsn import add_dsn_arguments, dsn_workload, open_dsn_session
+
+__all__ = ["add_target_arguments", "observe"]
+
+
+def add_target_arguments(parser) -> None:
+    """--pid / --lab ENGINE, --seconds, --limit, --json."""
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--pid", type=positive_int, help="observe this process")
+    where.add_argument("--lab", metavar="ENGINE", help="start ENGINE's lab and observe it running its workload")
+    # server engines (postgres): connect, and observe the backend serving tdescope's connection
+    where.add_argument("--dsn", help="connect to this server (--engine, default postgres) and observe its backend")
+    add_dsn_arguments(parser)
+    parser.add_argument("--seconds", type=seconds, default=5.0, help="how long to observe (default 5)")
+    parser.add_argument("--limit", type=positive_int, default=20, help="rows to print (default 20)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per row")
+
+
+def _repeat_workload(session, control, workload=None, params=None) -> None:
+    workload = workload or session.workloads()[0]
+    while not control.cancelled:
+        try:
+            result = workload.run(params if params is not None else workload.params, control)
+        except UserError:
+            return
+        if result.cancelled:
+            return
+
+
+def observe(args, hotspots: bool, waits: bool):
+    """Observe the target of ``args`` for ``args.seconds``.
+
+    Returns
+    -------
+    (events, problems, engine) : list of Event, list of str, Engine or None
+        Every event the samplers sent, the Problem messages among them, and
+        the engine when ``--lab`` was used.
+    """
+    from tdescope.app.engines.api import ConnectParams, WorkloadControl
+    from tdescope.app.events import Problem
+    from tdescope.app.observe import Observation
+
+    events: list = []
+    lock = threading.Lock()
+
+    def sink(ev) -> None:
+        with lock:
+            events.append(ev)
+
+    engine = None
+    session = None
+    runner = None
+    control = WorkloadControl()
+    dsn_work: tuple = ()
+    try:
+        if getattr(args, "dsn", None):
+            engine = engine_named(getattr(args, "engine", None) or "postgres")
+            session = open_dsn_session(engine, args)
+            dsn_work = dsn_workload(session, args)
+            pid = session.server_pid()
+            source = session.wait_source() if waits else None
+        elif args.lab:
+            engine = engine_named(args.lab)
+            session = engine.connect(ConnectParams(options={"lab": True}))
+            pid = session.server_pid()
+            source = session.wait_source() if waits else None
+        else:
+            pid = args.pid
+            if not os.path.exists(f"/proc/{pid}"):
+                raise UserError(f"pid {pid} is gone (no such process)")
+            source = None
+        # Short runs get shorter windows, so a 2 s run still yields several.
+        window_s = min(1.0, max(0.25, args.seconds / 4))
+        obs = Observation(pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s)
+        obs.start_blocking()
+        if hotspots and not obs.hotspots_on:
+            problem = next((e.message for e in events if isinstance(e, Problem)), "perf did not start")
+            obs.stop()
+            raise UserError(problem)
+        if session is not None:
+            runner = threading.Thread(target=_repeat_workload, args=(session, control, *dsn_work), daemon=True)
+            runner.start()
+        try:
+            deadline = time.monotonic() + args.seconds
+            while time.monotonic() < deadline:
+                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        finally:
+            # Give perf the last window: it is cut on the next window edge.
+            obs.stop()
+            control.cancel()
+            if runner is not None:
+                runner.join(30)
+    finally:
+        if session is not None:
+            session.close()
+    problems = [e.message for e in events if isinstance(e, Problem)]
+    return events, problems, engine

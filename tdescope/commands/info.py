@@ -1,0 +1,46 @@
+"""``tdescope info``: what a recorded session holds, without opening the GUI."""
+
+from __future__ import annotations
+
+import json
+import time
+
+HELP = "summarise a recorded session file (.tds): duration, events per kind, notes"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", metavar="FILE.tds", help="a recorded session")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args) -> int:
+    from tdescope.app.session_file import SessionReader
+
+    with SessionReader(args.file, writable=False) as reader:
+        s = reader.summary()
+        notes = reader.notes()
+    meta = s.meta
+    if args.json:
+        print(json.dumps({
+            "file": s.path,
+            "schema_version": s.schema_version,
+            "engine": meta.engine,
+            "host": meta.host,
+            "started": s.start,
+            "duration_s": round(s.duration_s, 3),
+            "counts": s.counts,
+            "notes": [{"ts": n.when, "target": n.target.kind, "about": n.target.describe(), "text": n.text}
+                      for n in notes],
+            "aes_ni": meta.aes_ni,
+            "versions": meta.versions,
+        }, indent=1))
+        return 0
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.start)) if s.start else "no events"
+    print(f"{s.path}: {meta.engine_label or meta.engine or 'unknown engine'} on {meta.host or '?'}, {when}, "
+          f"{s.duration_s:.1f} s (session format {s.schema_version})")
+    for kind, n in s.counts.items():
+        print(f"  {kind:<22} {n:>9}")
+    print(f"  {'notes':<22} {len(notes):>9}")
+    for n in notes:
+        print(f"  - {time.strftime('%H:%M:%S', time.localtime(n.when))} {n.target.describe()}: {n.text}")
+    return 0

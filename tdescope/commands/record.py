@@ -1,0 +1,146 @@
+"""``tdescope record``: record a session headless (a database server rarely has a screen).
+
+Runs the workload (lab) or just watches a process (``--pid``) for ``--seconds``,
+with a bounded capture window and the OS wait and perf hotspot samplers, and
+writes every event to a .tds file as it happens: a kill -9 loses at most the
+last half second.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+from tdescope.app.errors import UserError
+from tdescope.commands._args import engine_named, positive_int, recipe_named, seconds
+
+HELP = "record a session (workload, captures, hotspots, waits) to a .tds file, headless"
+
+
+def add_arguments(parser) -> None:
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--lab", metavar="ENGINE", help="start this engine's lab and run its workload")
+    where.add_argument("--pid", type=positive_int, help="watch this process (with --engine)")
+    parser.add_argument("--engine", default="sqlcipher", help="engine of --pid (default sqlcipher)")
+    parser.add_argument("--workload", help="lab workload to run (default: the lab's first)")
+    parser.add_argument("--captures", type=int, default=50, metavar="N",
+                        help="page pairs to capture in the probe window (0: no probe; default 50)")
+    parser.add_argument("--recipe", default="decrypt", help="probe recipe: decrypt (default), encrypt or a key")
+    parser.add_argument("--seconds", type=seconds, required=True, metavar="S", help="how long to record")
+    parser.add_argument("--no-hotspots", action="store_true", help="do not run perf")
+    parser.add_argument("--no-waits", action="store_true", help="do not sample OS waits")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE.tds", help="the session file to write")
+
+
+def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
+    """OS waits (/proc, 20 Hz), engine waits and perf hotspots (1 s windows) on ``pid``.
+
+    The same :class:`~tdescope.app.observe.Observation` that feeds the live docks,
+    so the CLI and the GUI record the same streams. Returns its stop function.
+    """
+    from tdescope.app.hotspots import check_perf
+    from tdescope.app.observe import Observation
+
+    hotspots = not args.no_hotspots
+    if hotspots and (why := check_perf(pid)) is not None:
+        notes.append(f"hotspots not recorded: {why}")
+        hotspots = False
+    obs = Observation(pid, record, hotspots=hotspots, waits=not args.no_waits, wait_source=wait_source)
+    obs.start_blocking()
+    return [obs.stop]
+
+
+def run(args) -> int:
+    from tdescope.app.capture import CaptureLimits
+    from tdescope.app.engines.api import ConnectParams
+    from tdescope.app.events import Marker, PageCapture
+    from tdescope.app.experiment import Experiment
+    from tdescope.app.session_file import SessionRecorder
+    from tdescope.app.session_meta import SessionMeta
+
+    if args.captures < 0:
+        raise UserError("--captures must be 0 or more")
+    if not args.output.endswith(".tds"):
+        raise UserError(f"name the session file .tds, not {args.output}")
+    if os.path.exists(args.output):
+        raise UserError(f"{args.output} already exists; choose another name")
+    engine = engine_named(args.lab or args.engine)
+    recipe = recipe_named(engine, args.recipe) if args.captures else None
+    if recipe is not None:
+        from tdescope.app.gdb.mi import find_gdb
+
+        find_gdb()
+    stop = threading.Event()
+    # SIGTERM ends the recording cleanly, like Ctrl+C
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    session = None
+    recorder = None
+    stops: list = []
+    notes: list[str] = []
+    captured = [0]
+    try:
+        if args.lab:
+            session = engine.connect(ConnectParams(options={"lab": True}))
+            pid = session.server_pid()
+            workloads = session.workloads()
+            workload = next((w for w in workloads if w.name == args.workload), None) if args.workload else workloads[0]
+            if workload is None:
+                raise UserError(f"the {engine.name} lab has no workload {args.workload!r} "
+                                f"(has: {', '.join(w.name for w in workloads)})")
+            inventory = session.inventory().rows
+        else:
+            pid, workload, inventory = args.pid, None, ()
+            if not os.path.exists(f"/proc/{pid}"):
+                raise UserError(f"pid {pid} is gone (no such process)")
+        params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
+                  "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
+        meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
+        recorder = SessionRecorder(args.output, meta)
+
+        def record(event) -> None:
+            if isinstance(event, PageCapture):
+                captured[0] += 1
+            recorder.record(event)
+
+        stops = _start_samplers(pid, args, record, session.wait_source() if session else None, notes)
+        deadline = time.monotonic() + args.seconds
+        limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds)
+        run_no = 0
+        while not stop.is_set() and time.monotonic() < deadline:
+            run_no += 1
+            want = recipe if captured[0] < args.captures and run_no == 1 else None
+            label = f"{workload.name} run {run_no}" if workload else "watching"
+            record(Marker(time.time(), f"{label} start", "phase"))
+            exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
+                             record, pid=pid)
+            exp.start()
+            while not exp.wait(0.1):
+                if stop.is_set() or time.monotonic() >= deadline:
+                    exp.cancel()
+                    exp.wait(15)
+                    break
+            record(Marker(time.time(), f"{label} end", "phase"))
+            if workload is None:
+                # watching only: the probe window ended, keep the samplers running to the deadline
+                while not stop.is_set() and time.monotonic() < deadline:
+                    stop.wait(0.1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for s in stops:
+            s()
+        if recorder is not None:
+            recorder.close()
+        if session is not None:
+            session.close()
+    if recorder is None:
+        return 1
+    if recorder.error:
+        raise UserError(recorder.error)
+    for n in notes:
+        print(f"tdescope: {n}", file=sys.stderr)
+    print(f"recorded {recorder.written} events ({captured[0]} captures) to {args.output}", file=sys.stderr)
+    return 0

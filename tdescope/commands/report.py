@@ -1,0 +1,61 @@
+"""``tdescope report``: an annotated report (HTML or PDF) from a recorded session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tdescope.app.errors import UserError
+
+HELP = "export a recorded session (.tds) as a self-contained HTML or PDF report"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", metavar="FILE.tds", help="a recorded session")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT.html|OUT.pdf", help="where to write the report")
+    parser.add_argument("--include-plaintext", action="store_true",
+                        help="show decrypted bytes and values (masked by default)")
+    parser.add_argument("--captures", type=int, default=4, metavar="N",
+                        help="captures to show besides those notes point at (default 4)")
+
+
+def decoder_for(engine_name: str):
+    """The engine's page decoder through the registry, or None when that engine is not installed here."""
+    from tdescope.app.engines import discover_engines
+
+    engines, _ = discover_engines()
+    engine = engines.get(engine_name)
+    return engine.page_decoder() if engine is not None else None
+
+
+def export(file: str | Path, output: str | Path, include_plaintext: bool = False, captures: int = 4) -> Path:
+    """Write the report of ``file`` to ``output`` (format by suffix); shared with the GUI."""
+    from tdescope.app.report import build_report, render_html
+    from tdescope.app.session_file import SessionReader
+
+    out = Path(output)
+    suffix = out.suffix.lower()
+    if suffix not in (".html", ".htm", ".pdf"):
+        raise UserError(f"cannot tell the report format from {out.name}: name it .html or .pdf")
+    with SessionReader(file, writable=False) as reader:
+        decoder = decoder_for(reader.meta.engine)
+        if decoder is None and reader.meta.engine:
+            print(f"tdescope: engine {reader.meta.engine} is not installed here: pages are shown undecoded",
+                  file=sys.stderr)
+        report = build_report(reader, decoder, include_plaintext=include_plaintext, max_captures=captures)
+    try:
+        if suffix == ".pdf":
+            from tdescope.ui.report_pdf import write_pdf
+
+            write_pdf(report, out)
+        else:
+            out.write_text(render_html(report), encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return out
+
+
+def run(args) -> int:
+    out = export(args.file, args.output, args.include_plaintext, args.captures)
+    print(f"report written to {out}", file=sys.stderr)
+    return 0

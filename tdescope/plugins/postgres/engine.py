@@ -1,0 +1,51 @@
+"""The PostgreSQL engine: pgcrypto decryption and page reads inside the backend serving a connection."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+
+from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe
+
+__all__ = ["PostgresEngine"]
+
+
+class PostgresEngine:
+    """Engine plugin for PostgreSQL (psycopg 3), stock or with pgcrypto columns."""
+
+    name = "postgres"
+    label = "PostgreSQL"
+
+    def connect(self, params: ConnectParams):
+        """Open the workload and control connections.
+
+        ``params.dsn`` and/or ``options`` (host, port, dbname, user, sslmode,
+        connect_timeout) say where; ``options["pid"]`` picks another backend as
+        the target, ``options["allow_critical"]`` allows background processes,
+        ``options["prompt"]`` is asked for a password when the server wants one.
+        """
+        from tdescope.plugins.postgres.connection import spec_from_params
+        from tdescope.plugins.postgres.session import PostgresSession
+
+        opts = params.options or {}
+        return PostgresSession(spec_from_params(params), opts.get("prompt"), opts.get("pid"),
+                               bool(opts.get("allow_critical", False)))
+
+    def probe_recipes(self) -> list[ProbeRecipe]:
+        """PGP decrypt (the default), raw EVP decrypt, and the page read from disk."""
+        from tdescope.plugins.postgres.recipes import RECIPES
+
+        return list(RECIPES)
+
+    def page_decoder(self, columns=None) -> PageDecoder:
+        """PostgreSQL pages; heap attributes when ``columns`` (from ``session.columns(rel)``) are given."""
+        from tdescope.plugins.postgres.pages import PgPageDecoder
+
+        return PgPageDecoder(columns)
+
+    @cache
+    def glossary(self) -> Mapping[str, str]:
+        """PostgreSQL, pgcrypto and OpenSSL functions as they show in profiles."""
+        from tdescope.app.glossary import load_glossary
+
+        return load_glossary("openssl", "postgres")

@@ -1,0 +1,52 @@
+"""Where decryption and page reads happen inside a PostgreSQL backend. Data, not code.
+
+Debian's PostgreSQL 15 and pgcrypto carry no DWARF, so arguments are read from
+the x86-64 SysV registers at the function's first instruction (the capture
+machinery breaks at ``*symbol`` when every reference is a register).
+"""
+
+from __future__ import annotations
+
+from tdescope.app.engines.api import ArgRef, ProbeRecipe
+
+__all__ = ["PGP_DECRYPT", "EVP_DECRYPT", "PAGE_READ", "RECIPES"]
+
+#: pgcrypto's PGP CFB decrypt, pgp_cfb_decrypt(ctx, data, len, dst): ciphertext in, plaintext out.
+#: pgcrypto.so loads on a backend's first pgcrypto call, so the probe may wait for the library.
+PGP_DECRYPT = ProbeRecipe(
+    key="postgres.pgp-decrypt",
+    label="pgcrypto PGP decrypt (pgp_cfb_decrypt)",
+    symbols=("pgp_cfb_decrypt",),
+    before=ArgRef(register="rsi"),
+    length=ArgRef(register="rdx"),
+    after=ArgRef(register="rcx"),
+    direction="decrypt",
+    library="pgcrypto",
+)
+
+#: decrypt()/decrypt_iv() go to OpenSSL: EVP_DecryptUpdate(ctx, out, outl, in, inl).
+EVP_DECRYPT = ProbeRecipe(
+    key="postgres.evp-decrypt",
+    label="pgcrypto raw decrypt (EVP_DecryptUpdate in libcrypto)",
+    symbols=("EVP_DecryptUpdate",),
+    before=ArgRef(register="rcx"),
+    length=ArgRef(register="r8"),
+    after=ArgRef(register="rsi"),
+    direction="decrypt",
+    library="libcrypto",
+)
+
+#: mdread(reln, forknum, blocknum, buffer): the 8 KB block as it came from disk, main fork only.
+PAGE_READ = ProbeRecipe(
+    key="postgres.page-read",
+    label="Page read from disk (mdread, 8 KB)",
+    symbols=("mdread",),
+    before=ArgRef(register="rcx"),
+    length=ArgRef(constant=8192),
+    after=ArgRef(register="rcx"),
+    pgno=ArgRef(register="rdx"),
+    condition=(ArgRef(register="rsi"), 0),
+    direction="read",
+)
+
+RECIPES = (PGP_DECRYPT, EVP_DECRYPT, PAGE_READ)

@@ -1,0 +1,137 @@
+"""A live PostgreSQL session: the workload connection (the probe target) and a control connection.
+
+The workload connection's backend is what the probes stop, so everything else
+(inventory, pg_attribute look-ups, target checks) runs on a second, control
+connection, and wait sampling on a third: the probed backend is never the one
+answering tdescope's own questions.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+
+from tdescope.app.engines.api import Inventory, Workload
+from tdescope.app.errors import UserError
+from tdescope.plugins.postgres import workloads as wl
+from tdescope.plugins.postgres._tuples import PgColumn
+from tdescope.plugins.postgres.connection import ConnectionSpec, open_connection
+from tdescope.plugins.postgres.inventory import build_inventory
+from tdescope.plugins.postgres.target import Backend, check_backend, list_backends
+from tdescope.plugins.postgres.waits import PgWaitSource
+
+__all__ = ["PostgresSession"]
+
+
+class PostgresSession:
+    """One server, one probe target.
+
+    Parameters
+    ----------
+    spec : ConnectionSpec
+        Where to connect.
+    prompt : callable, optional
+        ``prompt(where) -> password`` when the server asks for one (CLI: getpass).
+    target_pid : int, optional
+        Probe another backend (from pg_stat_activity) instead of the workload's own.
+    allow_critical : bool
+        Allow the postmaster and background processes as targets.
+    """
+
+    def __init__(self, spec: ConnectionSpec, prompt: Callable[[str], str | None] | None = None,
+                 target_pid: int | None = None, allow_critical: bool = False) -> None:
+        self.conn, self._spec = open_connection(spec, prompt, "tdescope workload")
+        self._lock = threading.Lock()
+        try:
+            self.control, _ = open_connection(self._spec, None, "tdescope control")
+        except UserError:
+            self.conn.close()
+            raise
+        try:
+            self.own_pid = int(self.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+            self.target: Backend = check_backend(self.control, target_pid or self.own_pid, allow_critical)
+        except Exception:
+            self.close()
+            raise
+        self._wait_source: PgWaitSource | None = None
+
+    # -- EngineSession ----------------------------------------------------------
+    def server_pid(self) -> int:
+        """The probed backend: the workload connection's own unless another was chosen."""
+        return self.target.pid
+
+    def inventory(self) -> Inventory:
+        with self._lock:
+            label = "this workload connection" if self.target.pid == self.own_pid else \
+                f"{self.target.backend_type}, {self.target.user}, {self.target.application or 'no application'}"
+            return build_inventory(self.control, self.target.pid, label)
+
+    def workloads(self) -> list[Workload]:
+        run = functools.partial
+        return [
+            Workload("ab_dml", "A/B DML (pgcrypto column vs plain)",
+                     "Seed 000's insert/delete/update/select groups on a table with a pgp_sym_encrypt'ed "
+                     "column, then on the same table plain.", wl.DEFAULTS["ab_dml"], run(wl.ab_dml, self.conn)),
+            Workload("matrix", "Column-crypto matrix (pgcrypto)",
+                     "Seed 003 on pgcrypto: avg(length(pgp_sym_decrypt(col))) over N rows for plain, AES-128/"
+                     "192/256 and 3DES, each with and without the MDC integrity check.",
+                     wl.DEFAULTS["matrix"], run(wl.column_crypto_matrix, self.conn)),
+            Workload("pgbench", "pgbench read-only / read-write",
+                     "Seed 004's shape: pgbench -S then the TPC-B-like run on a scratch database; TPS.",
+                     wl.DEFAULTS["pgbench"], lambda p, c: wl.pgbench_ro_rw(self.conn, p, c, self.libpq_env)),
+        ]
+
+    def wait_source(self) -> PgWaitSource:
+        """pg_stat_activity (or pg_wait_sampling) for the target, on a connection of its own."""
+        if self._wait_source is None:
+            conn, _ = open_connection(self._spec, None, "tdescope waits")
+            self._wait_source = PgWaitSource(conn, self.target.pid)
+        return self._wait_source
+
+    def close(self) -> None:
+        for conn in (getattr(self, "conn", None), getattr(self, "control", None)):
+            if conn is not None:
+                try:
+                    conn.close()
+                except Exception:  # noqa: BLE001 - closing a broken connection has nothing to report
+                    pass
+        if getattr(self, "_wait_source", None) is not None:
+            self._wait_source.close()
+            self._wait_source = None
+
+    # -- PostgreSQL specifics ---------------------------------------------------
+    def sql_workload(self, sql: str, repeat: int = 1) -> Workload:
+        """The user's SQL as a workload on the probed connection."""
+        return Workload("sql", "SQL", sql, {"sql": sql, "repeat": repeat}, functools.partial(wl.run_sql, self.conn))
+
+    def backends(self) -> list[Backend]:
+        """pg_stat_activity, client backends first, to pick a target from."""
+        with self._lock:
+            return list_backends(self.control)
+
+    def require_extension(self, name: str) -> None:
+        """UserError when ``name`` is not created in the connected database."""
+        with self._lock:
+            n = self.control.execute("SELECT count(*) FROM pg_extension WHERE extname = %s", (name,)).fetchone()[0]
+        if not n:
+            raise UserError(f"extension {name} is missing in database {self.conn.info.dbname}: "
+                            f"CREATE EXTENSION {name} (needs a privileged role)")
+
+    def columns(self, relation: str) -> tuple[PgColumn, ...]:
+        """The relation's attributes in attnum order (dropped ones too: they still occupy tuple slots)."""
+        with self._lock:
+            rows = self.control.execute(
+                "SELECT CASE WHEN a.attisdropped THEN '(dropped)' ELSE a.attname END, "
+                "coalesce(t.typname, 'dropped'), a.attlen, a.attalign::text FROM pg_attribute a "
+                "LEFT JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s::regclass AND a.attnum > 0 "
+                "ORDER BY a.attnum", (relation,)).fetchall()
+        return tuple(PgColumn(*r) for r in rows)
+
+    def libpq_env(self, dbname: str) -> dict:
+        """Environment for libpq tools (pgbench) reaching the same server; the password via env, not argv."""
+        info = self.conn.info
+        env = {"PGHOST": info.host, "PGPORT": str(info.port), "PGUSER": info.user, "PGDATABASE": dbname}
+        if self._spec.password is not None:
+            env["PGPASSWORD"] = self._spec.password
+        return env

@@ -1,0 +1,93 @@
+"""Choosing the backend to probe, and refusing the processes nobody should stop.
+
+A probe stops its target for a moment at each hit. Stopping a client backend
+slows that one connection; stopping the postmaster or a background process
+(checkpointer, walwriter, bgwriter, autovacuum launcher...) stalls the whole
+server, and an int3 left behind kills it. Those are refused unless the user
+overrides explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from tdescope.app.errors import UserError
+
+__all__ = ["Backend", "check_backend", "list_backends", "parent_pid"]
+
+_PROBE_OK = {"client backend"}
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """One row of pg_stat_activity."""
+
+    pid: int
+    backend_type: str
+    user: str
+    application: str
+    state: str
+    query: str
+
+
+def parent_pid(pid: int) -> int | None:
+    """PPid of ``pid`` from /proc, None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def list_backends(conn) -> list[Backend]:
+    """Every process pg_stat_activity shows, client backends first."""
+    rows = conn.execute(
+        "SELECT pid, coalesce(backend_type, ''), coalesce(usename, ''), coalesce(application_name, ''), "
+        "coalesce(state, ''), coalesce(query, '') FROM pg_stat_activity "
+        "ORDER BY backend_type <> 'client backend', pid"
+    ).fetchall()
+    return [Backend(*r) for r in rows]
+
+
+def check_backend(conn, pid: int, allow_critical: bool = False) -> Backend:
+    """The backend ``pid`` of the server behind ``conn``, if it may be probed.
+
+    Raises
+    ------
+    UserError
+        The pid is not on this machine, not a process of this server, the
+        postmaster, or a background process (unless ``allow_critical``).
+    """
+    own = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    if not os.path.exists(f"/proc/{own}"):
+        raise UserError(f"the server's backends are not on this machine (backend pid {own} not found here): "
+                        "run tdescope on the database host")
+    if not os.path.exists(f"/proc/{pid}"):
+        raise UserError(f"pid {pid} is not running on this machine")
+    postmaster = parent_pid(own)
+    if pid == postmaster:
+        if allow_critical:
+            return Backend(pid, "postmaster", "", "", "", "")
+        raise UserError(f"pid {pid} is the postmaster: probing it would stall every connection "
+                        "(--allow-critical overrides)")
+    row = conn.execute(
+        "SELECT pid, coalesce(backend_type, ''), coalesce(usename, ''), coalesce(application_name, ''), "
+        "coalesce(state, ''), coalesce(query, '') FROM pg_stat_activity WHERE pid = %s", (pid,)
+    ).fetchone()
+    if row is None or parent_pid(pid) != postmaster:
+        what = _cmdline(pid) or "unknown"
+        raise UserError(f"pid {pid} is not a backend of this server ({what[:60]})")
+    backend = Backend(*row)
+    if backend.backend_type not in _PROBE_OK and not allow_critical:
+        raise UserError(f"pid {pid} is the {backend.backend_type}, a background process: probing it stalls "
+                        "the server (--allow-critical overrides)")
+    return backend

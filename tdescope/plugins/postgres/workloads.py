@@ -1,0 +1,220 @@
+"""Experiments on a PostgreSQL server: seed 000's A/B DML, seed 003's column-crypto matrix, seed 004's pgbench.
+
+Each function takes the workload connection (whose backend is the probe
+target), the parameters and a :class:`~tdescope.app.engines.api.WorkloadControl`,
+and returns a :class:`~tdescope.app.events.WorkloadResult`. They stop at the
+next statement boundary once cancelled. The lab passphrase is passed as a bound
+parameter, so it never shows in pg_stat_activity's query text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tdescope.app.engines.api import WorkloadControl
+from tdescope.app.errors import UserError
+from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
+
+__all__ = ["DEFAULTS", "MATRIX_CELLS", "ab_dml", "column_crypto_matrix", "pgbench_ro_rw", "run_sql"]
+
+LAB_KEY = "tdescope-lab-passphrase"  # a lab table's key: the data is generated, nothing to protect
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "ab_dml": {"groups": 10, "ids_per_group": 500},
+    "matrix": {"rows": 2000, "value_bytes": 256, "s2k_mode": 3},
+    "pgbench": {"scale": 2, "clients": 2, "seconds": 5, "database": "tdescope_pgbench"},
+    "sql": {"sql": "SELECT 1", "repeat": 1},
+}
+#: (label, pgp_sym_encrypt options or None for the plain column)
+MATRIX_CELLS = (
+    ("plain", None),
+    *((f"{name}{' no-mdc' if nomdc else ''}", f"cipher-algo={algo}" + (", disable-mdc=1" if nomdc else ""))
+      for name, algo in (("AES-128", "aes128"), ("AES-192", "aes192"), ("AES-256", "aes256"), ("3DES", "3des"))
+      for nomdc in (False, True)),
+)
+
+
+def _progress(control: WorkloadControl, workload: str, side: str, done: int, total: int, msg: str) -> None:
+    control.emit(WorkloadProgress(time.time(), workload, side, done, total, msg))
+
+
+def _need_pgcrypto(conn) -> None:
+    if not conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgcrypto'").fetchone()[0]:
+        raise UserError("extension pgcrypto is missing in database "
+                        f"{conn.info.dbname}: CREATE EXTENSION pgcrypto (needs a privileged role)")
+
+
+def ab_dml(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+    """Seed 000's procedure on a table whose ``name`` is pgp_sym_encrypt'ed, then on the plain twin.
+
+    Per group: insert ``ids_per_group`` rows, delete them (odd groups) or
+    update them (even groups), select them back (decrypting), commit.
+    """
+    _need_pgcrypto(conn)
+    groups, ids = int(params["groups"]), int(params["ids_per_group"])
+    if groups < 1 or ids < 1:
+        raise UserError("groups and ids_per_group must be positive")
+    enc = ("pgp_sym_encrypt(%s, %s)", "bytea", "pgp_sym_decrypt(name, %s)")
+    plain = ("%s", "text", "name")
+    timings: list[PhaseTiming] = []
+    counts: dict[str, dict[str, int]] = {}
+    cancelled = False
+    for side, (put, coltype, get) in (("encrypted", enc), ("plain", plain)):
+        table = f"tdescope_ab_{side}"
+        key = (LAB_KEY,) if side == "encrypted" else ()
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(f"CREATE TABLE {table} (grp int, id int, name {coltype}, ts timestamptz)")
+        conn.execute(f"CREATE INDEX ON {table} (grp, id)")
+        phase = dict.fromkeys(("insert", "delete", "update", "select", "commit"), 0.0)
+        n = {"Insert": 0, "Delete": 0, "Update": 0, "Select": 0}
+        start = time.perf_counter()
+        for g in range(1, groups + 1):
+            if control.cancelled:
+                cancelled = True
+                break
+            with conn.transaction():
+                with conn.cursor() as cur:
+                    t = time.perf_counter()
+                    cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, {put}, now())",
+                                    [(g, i, f"abc_{i}".ljust(100, "x"), *key) for i in range(1, ids + 1)])
+                    phase["insert"] += time.perf_counter() - t
+                    n["Insert"] += ids
+                    t = time.perf_counter()
+                    if g % 2:
+                        cur.execute(f"DELETE FROM {table} WHERE grp = %s", (g,))
+                        n["Delete"] += cur.rowcount
+                        phase["delete"] += time.perf_counter() - t
+                    else:
+                        new = put.replace("%s", "('abc_' || id || repeat('y', 90))", 1)
+                        cur.execute(f"UPDATE {table} SET name = {new} WHERE grp = %s", (*key, g))
+                        n["Update"] += cur.rowcount
+                        phase["update"] += time.perf_counter() - t
+                    t = time.perf_counter()
+                    cur.execute(f"SELECT grp, id, {get} FROM {table} WHERE grp = %s", (*key, g))
+                    n["Select"] += len(cur.fetchall())
+                    phase["select"] += time.perf_counter() - t
+                t = time.perf_counter()
+            phase["commit"] += time.perf_counter() - t
+            _progress(control, "ab_dml", side, g, groups, f"{side}: group {g}/{groups}")
+        phase["total"] = time.perf_counter() - start
+        timings.extend(PhaseTiming(side, p, s) for p, s in phase.items())
+        counts[side] = n
+        if cancelled:
+            break
+    return WorkloadResult(time.time(), "ab_dml", dict(params), tuple(timings), counts, cancelled)
+
+
+def column_crypto_matrix(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+    """Seed 003 on pgcrypto: ``avg(length(decrypted))`` over N rows per cipher, with and without MDC.
+
+    Each cell decrypts every row of its own bytea column; ``s2k_mode`` 3 is
+    pgcrypto's default (iterated+salted S2K: a key derivation of 65 536 hashed
+    bytes per row, which dominates), 1 leaves only the cipher and integrity work.
+    """
+    _need_pgcrypto(conn)
+    rows, size, s2k = int(params["rows"]), int(params["value_bytes"]), int(params["s2k_mode"])
+    if rows < 1 or not 1 <= size <= 100_000 or s2k not in (0, 1, 3):
+        raise UserError("rows must be positive, value_bytes 1..100000, s2k_mode 0, 1 or 3")
+    total = len(MATRIX_CELLS)
+    conn.execute("DROP TABLE IF EXISTS tdescope_matrix")
+    conn.execute("CREATE TABLE tdescope_matrix (id int, plain text)")
+    conn.execute("INSERT INTO tdescope_matrix SELECT g, left(repeat(md5(g::text), %s), %s) "
+                 "FROM generate_series(1, %s) g", ((size + 31) // 32, size, rows))
+    for i, (label, options) in enumerate(MATRIX_CELLS[1:], start=1):
+        if control.cancelled:
+            break
+        col = f"c{i}"
+        conn.execute(f"ALTER TABLE tdescope_matrix ADD COLUMN {col} bytea")
+        conn.execute(f"UPDATE tdescope_matrix SET {col} = pgp_sym_encrypt(plain, %s, %s)",
+                     (LAB_KEY, f"{options}, s2k-mode={s2k}"))
+        _progress(control, "matrix", "setup", i, total - 1, f"encrypted column {label}")
+    conn.execute("VACUUM ANALYZE tdescope_matrix")
+    timings: list[PhaseTiming] = []
+    for i, (label, _) in enumerate(MATRIX_CELLS):
+        if control.cancelled:
+            break
+        expr = "plain" if i == 0 else f"pgp_sym_decrypt(c{i}, %s)"
+        args = () if i == 0 else (LAB_KEY,)
+        t = time.perf_counter()
+        conn.execute(f"SELECT avg(length({expr})) FROM tdescope_matrix", args).fetchone()
+        elapsed = time.perf_counter() - t
+        timings.append(PhaseTiming(label, "total", elapsed))
+        _progress(control, "matrix", label, i + 1, total, f"{label}: {elapsed:.3f} s")
+    plain = timings[0].elapsed_s if timings else 0.0
+    table = [("cell", "seconds", "µs per row", "ratio to plain")]
+    for t in timings:
+        ratio = t.elapsed_s / plain if plain else float("nan")
+        table.append((t.side, f"{t.elapsed_s:.3f}", f"{t.elapsed_s / rows * 1e6:.1f}", f"{ratio:.1f}"))
+    return WorkloadResult(time.time(), "matrix", dict(params), tuple(timings),
+                          {t.side: {"Rows": rows} for t in timings}, control.cancelled, tuple(table))
+
+
+_TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
+
+
+def pgbench_ro_rw(conn, params: Mapping[str, Any], control: WorkloadControl,
+                  env_for: Callable[[str], dict]) -> WorkloadResult:
+    """Seed 004's shape: pgbench read-only then read-write on a scratch database; TPS per mode.
+
+    ``env_for(dbname)`` gives libpq environment variables (PGHOST, PGPORT,
+    PGUSER, PGPASSWORD...) so the password never reaches a command line.
+    """
+    pgbench = shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"
+    if not os.path.exists(pgbench):
+        raise UserError("pgbench is not installed (postgresql-contrib / postgresql-client)")
+    scale, clients, secs = int(params["scale"]), int(params["clients"]), int(params["seconds"])
+    db = str(params["database"])
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", db):
+        raise UserError(f"scratch database name {db!r} must be a plain lower-case identifier")
+    if not conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (db,)).fetchone()[0]:
+        try:
+            conn.execute(f"CREATE DATABASE {db}")
+        except Exception as exc:  # noqa: BLE001 - one line for the user
+            raise UserError(f"cannot create scratch database {db}: {str(exc).strip().splitlines()[0]}") from None
+    env = {**os.environ, **env_for(db)}
+
+    def bench(argv: list[str], what: str) -> str:
+        proc = subprocess.run([pgbench, *argv], env=env, capture_output=True, text=True, timeout=secs * 4 + 600)
+        if proc.returncode != 0:
+            raise UserError(f"pgbench {what} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
+        return proc.stdout + proc.stderr
+
+    _progress(control, "pgbench", "init", 0, 3, f"pgbench -i -s {scale}")
+    t = time.perf_counter()
+    bench(["-i", "-q", "-s", str(scale)], "init")
+    timings = [PhaseTiming("init", "total", time.perf_counter() - t)]
+    table = [("mode", "scale", "clients", "seconds", "TPS")]
+    for step, (mode, flags) in enumerate((("read-only", ["-S"]), ("read-write", [])), start=1):
+        if control.cancelled:
+            break
+        out = bench([*flags, "-c", str(clients), "-j", str(min(clients, 2)), "-T", str(secs)], mode)
+        m = _TPS.search(out)
+        tps = float(m.group(1)) if m else float("nan")
+        timings.append(PhaseTiming(mode, "tps", tps))
+        table.append((mode, str(scale), str(clients), str(secs), f"{tps:.0f}"))
+        _progress(control, "pgbench", mode, step + 1, 3, f"{mode}: {tps:.0f} TPS")
+    return WorkloadResult(time.time(), "pgbench", dict(params), tuple(timings), {}, control.cancelled, tuple(table))
+
+
+def run_sql(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+    """The user's SQL, ``repeat`` times, on the probed backend (``tdescope capture --sql``)."""
+    sql, repeat = str(params["sql"]), int(params.get("repeat", 1))
+    t = time.perf_counter()
+    done = 0
+    for _ in range(repeat):
+        if control.cancelled:
+            break
+        try:
+            cur = conn.execute(sql)
+            if cur.description is not None:
+                cur.fetchall()
+        except Exception as exc:  # noqa: BLE001 - the user's SQL failing is a one-line user error
+            raise UserError(f"SQL failed: {str(exc).strip().splitlines()[0]}") from None
+        done += 1
+    return WorkloadResult(time.time(), "sql", {"repeat": repeat}, (PhaseTiming("sql", "total", time.perf_counter() - t),),
+                          {"sql": {"Executions": done}}, control.cancelled)

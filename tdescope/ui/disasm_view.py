@@ -1,0 +1,189 @@
+"""The Disassembly view: one function's instructions with perf samples per instruction.
+
+Disassembly runs on a worker thread (the first call on a big library indexes
+its symbols, about a second); the result comes back through a queued signal.
+AES-NI and carry-less multiply rows are highlighted, call targets named.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
+
+from tdescope.app.disasm import HeatRow, Insn, annotate, disassemble
+from tdescope.app.errors import UserError
+
+__all__ = ["DisassemblyView", "HeatModel"]
+
+# One worker: requests queue up instead of indexing the same library twice at once.
+_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="disassemble")
+
+_COLUMNS = ("Samples", "%", "Address", "Bytes", "Instruction", "Target")
+
+
+class HeatModel(QAbstractTableModel):
+    """Instructions with their sample counts; the heat updates in place."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.rows: list[HeatRow] = []
+        self._max = 1
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(_COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 - Qt API
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return _COLUMNS[section]
+        return None
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        row = self.rows[index.row()]
+        insn, col = row.insn, index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == 0:
+                return str(row.samples) if row.samples else ""
+            if col == 1:
+                return f"{row.pct:.1f}" if row.samples else ""
+            if col == 2:
+                return f"{insn.address:x}"
+            if col == 3:
+                return insn.bytes_hex
+            if col == 4:
+                return f"{insn.mnemonic} {insn.op_str}".strip()
+            return insn.target_name
+        if role == Qt.ItemDataRole.BackgroundRole:
+            if col in (0, 1) and row.samples:
+                a = int(40 + 200 * row.samples / self._max)
+                return QBrush(QColor(230, 80, 40, a))
+            if insn.is_crypto:
+                return QBrush(QColor(200, 190, 255))
+            if insn.is_call:
+                return QBrush(QColor(232, 244, 232))
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (0, 1):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.ToolTipRole and insn.is_crypto:
+            return "AES-NI / carry-less multiply / SHA instruction: the cipher itself"
+        return None
+
+    def set_rows(self, rows: list[HeatRow]) -> None:
+        """Replace every row (a new function)."""
+        self.beginResetModel()
+        self.rows = rows
+        self._max = max((r.samples for r in rows), default=0) or 1
+        self.endResetModel()
+
+    def set_heat(self, rows: list[HeatRow]) -> None:
+        """Same instructions, new counts: one dataChanged over the heat columns."""
+        if len(rows) != len(self.rows):
+            self.set_rows(rows)
+            return
+        self.rows = rows
+        self._max = max((r.samples for r in rows), default=0) or 1
+        if rows:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, 1))
+
+
+class DisassemblyView(QWidget):
+    """Shows the function picked in the hotspot table, with its sample heat."""
+
+    _loaded = Signal(object, object, object)
+    """Internal: (request id, symbol, list of Insn or error text), from the worker thread."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.title = QLabel("Pick a function in the hotspot table (double-click) to disassemble it.")
+        self.title.setWordWrap(True)
+        self.about = QLabel("")
+        self.about.setWordWrap(True)
+        self.about.setStyleSheet("color: #555; font-style: italic;")
+        self.model = HeatModel(self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(18)
+        self.table.setFont(QFont("monospace", 9))
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        for col, w in enumerate((60, 48, 80, 150, 300)):
+            self.table.setColumnWidth(col, w)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addWidget(self.title)
+        lay.addWidget(self.about)
+        lay.addWidget(self.table)
+        self.symbol: str | None = None
+        self.insns: list[Insn] = []
+        self._request = 0
+        self.busy = False
+        self._loaded.connect(self._on_loaded)
+
+    def show_function(self, symbol: str, dso: str, about: str, heat: Counter[int]) -> None:
+        """Disassemble ``symbol`` from ``dso`` off the GUI thread, then show it with ``heat``."""
+        self._request += 1
+        req = self._request
+        self.symbol = symbol
+        self._pending_heat = heat
+        self.about.setText(about)
+        if not dso.startswith("/"):
+            self.busy = False
+            self.insns = []
+            self.model.set_rows([])
+            self.title.setText(f"<b>{symbol}</b> lives in {dso or 'an unknown object'}: "
+                               "only code in a file on disk is disassembled.")
+            return
+        self.busy = True
+        self._dso = dso
+        self.title.setText(f"<b>{symbol}</b> · {dso} · disassembling…")
+
+        def work() -> None:
+            if req != self._request:
+                return  # superseded while queued: skip the work
+            try:
+                result: object = disassemble(dso.replace(" (deleted)", ""), symbol)
+            except UserError as exc:
+                result = str(exc)
+            except Exception as exc:  # noqa: BLE001 - shown as one line
+                result = f"{type(exc).__name__}: {exc}"
+            try:
+                self._loaded.emit(req, symbol, result)
+            except RuntimeError:
+                pass  # the view was deleted meanwhile
+
+        _WORKER.submit(work)
+
+    def _on_loaded(self, req: int, symbol: str, result) -> None:
+        if req != self._request:
+            return  # the user picked another function meanwhile
+        self.busy = False
+        if isinstance(result, str):
+            self.insns = []
+            self.model.set_rows([])
+            self.title.setText(f"<b>{symbol}</b>: {result}")
+            return
+        self.insns = result
+        n_crypto = sum(1 for i in result if i.is_crypto)
+        extra = f" · {n_crypto} AES-NI/PCLMUL/SHA instructions" if n_crypto else ""
+        self.title.setText(f"<b>{symbol}</b> · {self._dso} · {len(result)} instructions{extra}")
+        self.model.set_rows(self._rows(self._pending_heat))
+
+    def _rows(self, heat: Counter[int]) -> list[HeatRow]:
+        if not self.insns:
+            return []
+        start = self.insns[0].address
+        return annotate(self.insns, Counter({start + off: n for off, n in heat.items()}))
+
+    def update_heat(self, heat: Counter[int]) -> None:
+        """New samples for the shown function (cheap: one dataChanged)."""
+        self._pending_heat = heat
+        if self.insns:
+            self.model.set_heat(self._rows(heat))

@@ -1,0 +1,186 @@
+"""A flame graph of folded stacks, custom-painted: click a frame to focus, the root to reset."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
+from PySide6.QtWidgets import QToolTip, QWidget
+
+from tdescope.app.hotspots import is_crypto
+
+__all__ = ["FlameGraph", "FlameNode", "build_tree"]
+
+_ROW = 18
+
+
+class FlameNode:
+    """One frame of the merged call tree: ``value`` samples pass through it."""
+
+    __slots__ = ("name", "value", "self_value", "children", "parent")
+
+    def __init__(self, name: str, parent: FlameNode | None = None) -> None:
+        self.name = name
+        self.value = 0
+        self.self_value = 0
+        self.children: dict[str, FlameNode] = {}
+        self.parent = parent
+
+    def path(self) -> tuple[str, ...]:
+        """Names from the root's child down to this node."""
+        out = []
+        node: FlameNode | None = self
+        while node is not None and node.parent is not None:
+            out.append(node.name)
+            node = node.parent
+        return tuple(reversed(out))
+
+
+def build_tree(stacks: dict[str, int]) -> FlameNode:
+    """Merge folded stacks (outermost first) into a tree under a root called ``all``."""
+    root = FlameNode("all")
+    for stack, count in stacks.items():
+        node = root
+        node.value += count
+        for name in stack.split(";"):
+            child = node.children.get(name)
+            if child is None:
+                child = node.children[name] = FlameNode(name, node)
+            child.value += count
+            node = child
+        node.self_value += count
+    return root
+
+
+def _color(name: str) -> QColor:
+    if is_crypto(name):
+        return QColor(120, 110, 230)  # crypto stands out in blue-violet
+    if name.startswith("["):
+        return QColor(190, 190, 190)  # unsymbolized code grouped by DSO
+    h = zlib.crc32(name.encode()) & 0xFFFF
+    return QColor(205 + h % 50, 80 + (h >> 4) % 120, 40 + (h >> 8) % 40)
+
+
+class FlameGraph(QWidget):
+    """Flame graph: the root at the bottom, callees above, widths proportional to samples.
+
+    Only frames at least one pixel wide are drawn, so the cost of a paint is
+    bounded by the widget's width times its depth, not by the profile's size.
+    """
+
+    frameClicked = Signal(str)
+    """Emitted with the frame's symbol when the user clicks one (after focusing it)."""
+
+    def __init__(self, describe: Callable[[str], str] | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMouseTracking(True)
+        self.setMinimumHeight(120)
+        self._describe = describe or (lambda _name: "")
+        self.root = FlameNode("all")
+        self._focus: tuple[str, ...] = ()
+        self._hits: list[tuple[QRectF, FlameNode]] = []
+
+    def set_stacks(self, stacks: dict[str, int]) -> None:
+        """Show these folded stacks; the focus stays on the same path when it still exists."""
+        self.root = build_tree(stacks)
+        self.update()
+
+    def focus_node(self) -> FlameNode:
+        """The node drawn full width (the root when nothing is focused)."""
+        node = self.root
+        for name in self._focus:
+            child = node.children.get(name)
+            if child is None:
+                return self.root
+            node = child
+        return node
+
+    def set_focus(self, path: tuple[str, ...]) -> None:
+        """Zoom to the frame at ``path`` (names from the root's child); ``()`` resets."""
+        self._focus = tuple(path)
+        self.update()
+
+    def paintEvent(self, _event) -> None:  # noqa: N802 - Qt API
+        p = QPainter(self)
+        p.fillRect(self.rect(), QColor(250, 250, 248))
+        self._hits = []
+        focus = self.focus_node()
+        if self.root.value == 0:
+            p.setPen(QColor(120, 120, 120))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "no samples yet")
+            return
+        fm = QFontMetrics(self.font())
+        width = float(self.width())
+        bottom = float(self.height())
+        # Ancestors of the focus, full width, so clicking one zooms back out.
+        chain = []
+        node: FlameNode | None = focus
+        while node is not None:
+            chain.append(node)
+            node = node.parent
+        chain.reverse()
+        depth = 0
+        for anc in chain[:-1]:
+            self._draw(p, fm, anc, 0.0, width, bottom - (depth + 1) * _ROW, dim=True)
+            depth += 1
+        scale = width / max(focus.value, 1)
+        stack = [(focus, 0.0, depth)]
+        while stack:
+            node, x, d = stack.pop()
+            w = node.value * scale
+            y = bottom - (d + 1) * _ROW
+            if y + _ROW < 0:
+                continue
+            self._draw(p, fm, node, x, w, y)
+            cx = x
+            for child in sorted(node.children.values(), key=lambda c: c.name):
+                cw = child.value * scale
+                if cw >= 1.0:
+                    stack.append((child, cx, d + 1))
+                cx += cw
+        p.end()
+
+    def _draw(self, p: QPainter, fm: QFontMetrics, node: FlameNode, x: float, w: float, y: float,
+              dim: bool = False) -> None:
+        rect = QRectF(x, y, w, _ROW - 1)
+        color = QColor(225, 225, 225) if dim else _color(node.name)
+        p.fillRect(rect, color)
+        p.setPen(QPen(QColor(255, 255, 255)))
+        p.drawLine(rect.topRight(), rect.bottomRight())
+        if w > 24:
+            p.setPen(QColor(20, 20, 20) if not dim else QColor(90, 90, 90))
+            label = node.name if node.parent is not None else f"all ({self.root.value} samples)"
+            text = fm.elidedText(label, Qt.TextElideMode.ElideRight, int(w - 6))
+            p.drawText(rect.adjusted(3, 0, -3, 0), Qt.AlignmentFlag.AlignVCenter, text)
+        self._hits.append((rect, node))
+
+    def node_at(self, x: float, y: float) -> FlameNode | None:
+        """The frame drawn at widget coordinates (x, y), or None."""
+        for rect, node in reversed(self._hits):
+            if rect.contains(x, y):
+                return node
+        return None
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt API
+        node = self.node_at(event.position().x(), event.position().y())
+        if node is None:
+            return
+        self.set_focus(node.path())
+        if node.parent is not None:
+            self.frameClicked.emit(node.name)
+
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802 - Qt API
+        node = self.node_at(event.position().x(), event.position().y())
+        if node is None:
+            QToolTip.hideText()
+            return
+        total = self.root.value or 1
+        text = f"<b>{node.name}</b><br>{node.value} samples ({100.0 * node.value / total:.1f}%)"
+        if node.self_value:
+            text += f", self {node.self_value}"
+        about = self._describe(node.name) if node.parent is not None else ""
+        if about:
+            text += f"<br><i>{about}</i>"
+        QToolTip.showText(event.globalPosition().toPoint(), text, self)

@@ -1,0 +1,153 @@
+"""Item models of the hotspot views: the live symbol table and the encrypted-vs-plain diff.
+
+Both update in place: rows of symbols already shown change with one
+``dataChanged``, new symbols are appended, and the model resets only when
+symbols leave it, so a refresh costs little and the selection stays put.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QBrush, QColor
+
+from tdescope.app.hotspots import DiffRow, SymbolStat, is_crypto
+
+__all__ = ["HotspotModel", "DiffModel", "SymbolFilter"]
+
+_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+_CRYPTO_BG = QBrush(QColor(225, 220, 255))
+SORT_ROLE = Qt.ItemDataRole.UserRole
+
+
+class _RowsModel(QAbstractTableModel):
+    """Rows keyed by symbol, updated in place."""
+
+    columns: tuple[str, ...] = ()
+
+    def __init__(self, describe: Callable[[str], str], parent=None) -> None:
+        super().__init__(parent)
+        self._describe = describe
+        self.rows: list = []
+        self._index: dict[str, int] = {}
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(self.columns)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 - Qt API
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.columns[section]
+        return None
+
+    def set_rows(self, rows: Sequence) -> None:
+        """Show ``rows`` (each with a ``.symbol``)."""
+        new_index = {r.symbol: i for i, r in enumerate(rows)}
+        if not set(self._index) <= set(new_index):
+            self.beginResetModel()
+            self.rows = list(rows)
+            self._index = new_index
+            self.endResetModel()
+            return
+        old = self.rows
+        appended = [r for r in rows if r.symbol not in self._index]
+        merged = list(old)
+        for r in rows:
+            i = self._index.get(r.symbol)
+            if i is not None:
+                merged[i] = r
+        self.rows = merged
+        if old:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(old) - 1, len(self.columns) - 1))
+        if appended:
+            first = len(self.rows)
+            self.beginInsertRows(QModelIndex(), first, first + len(appended) - 1)
+            for r in appended:
+                self._index[r.symbol] = len(self.rows)
+                self.rows.append(r)
+            self.endInsertRows()
+
+    def row_of(self, symbol: str) -> int | None:
+        """Source row of ``symbol``, or None."""
+        return self._index.get(symbol)
+
+
+class HotspotModel(_RowsModel):
+    """Symbol, DSO, self %, total %, samples, crypto mark, glossary."""
+
+    columns = ("Symbol", "DSO", "Self %", "Total %", "Samples", "Crypto", "What it does")
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        r: SymbolStat = self.rows[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == 0:
+                return r.symbol
+            if col == 1:
+                return r.dso.rsplit("/", 1)[-1]
+            if col == 2:
+                return f"{r.self_pct:.1f}"
+            if col == 3:
+                return f"{r.total_pct:.1f}"
+            if col == 4:
+                return str(r.self_samples)
+            if col == 5:
+                return "🔒 crypto" if is_crypto(r.symbol) else ""
+            return self._describe(r.symbol)
+        if role == SORT_ROLE:
+            return (r.symbol, r.dso, r.self_pct, r.total_pct, r.self_samples,
+                    int(is_crypto(r.symbol)), self._describe(r.symbol))[col]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            about = self._describe(r.symbol)
+            return f"{r.symbol}\n{r.dso}" + (f"\n\n{about}" if about else "")
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (2, 3, 4):
+            return _RIGHT
+        if role == Qt.ItemDataRole.BackgroundRole and is_crypto(r.symbol):
+            return _CRYPTO_BG
+        return None
+
+
+class DiffModel(_RowsModel):
+    """Functions ranked by how much bigger a share of the CPU they take when encrypted."""
+
+    columns = ("Symbol", "Encrypted %", "Plain %", "Δ points", "Added % of plain", "Crypto", "What it does")
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        r: DiffRow = self.rows[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return (r.symbol, f"{r.enc_pct:.1f}", f"{r.plain_pct:.1f}", f"{r.delta_pct:+.1f}",
+                    f"{r.added_pct:+.1f}", "🔒 crypto" if r.crypto else "", self._describe(r.symbol))[col]
+        if role == SORT_ROLE:
+            return (r.symbol, r.enc_pct, r.plain_pct, r.delta_pct, r.added_pct, int(r.crypto),
+                    self._describe(r.symbol))[col]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            about = self._describe(r.symbol)
+            return (f"{r.symbol}: {r.enc_samples} samples encrypted, {r.plain_samples} plain"
+                    + (f"\n\n{about}" if about else ""))
+        if role == Qt.ItemDataRole.TextAlignmentRole and 1 <= col <= 4:
+            return _RIGHT
+        if role == Qt.ItemDataRole.BackgroundRole:
+            if col == 3 and r.delta_pct > 0:
+                return QBrush(QColor(240, 120, 80, min(220, int(30 + 12 * r.delta_pct))))
+            if r.crypto:
+                return _CRYPTO_BG
+        return None
+
+
+class SymbolFilter(QSortFilterProxyModel):
+    """Sorts by the raw values and keeps rows whose symbol, DSO or glossary text matches."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setSortRole(SORT_ROLE)
+        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.setFilterKeyColumn(-1)
+        self.setDynamicSortFilter(True)

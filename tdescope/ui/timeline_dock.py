@@ -1,0 +1,188 @@
+"""The Timeline dock: workload phases, hotspot windows, wait density and captures on one axis.
+
+Lanes, top to bottom: workload sides (encrypted / plain spans), hotspot
+windows (shaded by their share of crypto), non-idle wait density, capture
+ticks. Tick "Filter to range" and drag the shaded region: the hotspot and
+wait views narrow to it (``rangeChanged``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from tdescope.app.hotspots import Profile, crypto_pct
+from tdescope.app.observed import ObservedRun
+
+__all__ = ["TimelineDock"]
+
+_SIDE_COLORS = {"encrypted": (192, 57, 43, 150), "plain": (39, 174, 96, 150)}
+_LANES = {"workload": 3.0, "hotspots": 2.0, "waits": 1.0, "captures": 0.0}
+
+
+class TimelineDock(QDockWidget):
+    """One time axis (seconds since the first event) for everything observed."""
+
+    rangeChanged = Signal(object)
+    """Emitted with ``(start, end)`` epoch seconds, or None when the filter is off."""
+
+    def __init__(self, run: ObservedRun, parent: QWidget | None = None) -> None:
+        super().__init__("Timeline", parent)
+        self.setObjectName("TimelineDock")
+        self.run = run
+        self._seen: tuple = ()
+        self._win_crypto: list[float] = []  # crypto % per window, computed once each
+        self.plot = pg.PlotWidget(background="w")
+        self.plot.setMouseEnabled(x=True, y=False)
+        self.plot.hideButtons()
+        self.plot.showGrid(x=True, alpha=0.2)
+        axis = self.plot.getAxis("left")
+        axis.setTicks([[(y + 0.4, name) for name, y in _LANES.items()]])
+        axis.setWidth(70)
+        self.plot.setYRange(-0.1, 4.0, padding=0)
+        self.sides = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[])
+        self.windows = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[])
+        self.density = pg.PlotDataItem([], [], pen=pg.mkPen(33, 118, 210), fillLevel=_LANES["waits"],
+                                       brush=pg.mkBrush(33, 118, 210, 80))
+        self.density.setDownsampling(auto=True, method="peak")
+        self.density.setClipToView(True)
+        self.captures = pg.ScatterPlotItem(symbol="s", size=4, pen=None, brush=pg.mkBrush(60, 60, 60, 200))
+        for item in (self.sides, self.windows, self.density, self.captures):
+            self.plot.addItem(item)
+        self._labels: list[pg.TextItem] = []
+        self._marker_lines: list[pg.InfiniteLine] = []
+        self.region = pg.LinearRegionItem(brush=pg.mkBrush(255, 193, 7, 60))
+        self.region.setZValue(50)
+        self.region.hide()
+        self.plot.addItem(self.region)
+        self.filter = QCheckBox("Filter views to range")
+        self.info = QLabel("x axis: seconds since the first event")
+        self.info.setStyleSheet("color: #555;")
+        top = QHBoxLayout()
+        top.addWidget(self.filter)
+        top.addWidget(self.info, 1)
+        body = QWidget()
+        lay = QVBoxLayout(body)
+        lay.setContentsMargins(4, 2, 4, 2)
+        lay.addLayout(top)
+        lay.addWidget(self.plot)
+        self.setWidget(body)
+        self.filter.toggled.connect(self._on_filter)
+        self.region.sigRegionChangeFinished.connect(self._emit_range)
+
+    # -- range -------------------------------------------------------------------
+    def _on_filter(self, on: bool) -> None:
+        if on:
+            (x0, x1), _ = self.plot.viewRange()
+            span = x1 - x0
+            if not self.region.isVisible():
+                self.region.setRegion((x0 + span * 0.4, x0 + span * 0.6))
+            self.region.show()
+        else:
+            self.region.hide()
+        self._emit_range()
+
+    def set_range(self, start: float, end: float) -> None:
+        """Select ``[start, end]`` (epoch seconds) and turn the filter on."""
+        t0 = self.run.t0 or start
+        self.region.setRegion((start - t0, end - t0))
+        self.region.show()
+        if self.filter.isChecked():
+            self._emit_range()
+        else:
+            self.filter.setChecked(True)
+
+    def selected_range(self) -> tuple[float, float] | None:
+        """The filter range in epoch seconds, or None."""
+        if not self.filter.isChecked() or self.run.t0 is None:
+            return None
+        a, b = self.region.getRegion()
+        return (self.run.t0 + a, self.run.t0 + b)
+
+    def _emit_range(self) -> None:
+        rng = self.selected_range()
+        self.info.setText("x axis: seconds since the first event" if rng is None
+                          else f"range: {rng[1] - rng[0]:.1f} s (drag its edges)")
+        self.rangeChanged.emit(rng)
+
+    # -- refresh -------------------------------------------------------------------
+    def refresh(self, force: bool = False) -> None:
+        """Redraw lanes that got new data."""
+        run = self.run
+        if run.t0 is None:
+            return
+        key = (len(run.windows), len(run.spans), run.wait_samples, len(run.capture_ts),
+               run.spans[-1].end if run.spans else 0, len(run.markers))
+        if key == self._seen and not force:
+            return
+        self._seen = key
+        t0 = run.t0
+        self._draw_sides(t0)
+        self._draw_windows(t0)
+        self._draw_density()
+        if run.capture_ts:
+            ts = np.asarray(run.capture_ts) - t0
+            self.captures.setData(ts, np.full(len(ts), _LANES["captures"] + 0.4))
+        for m in run.markers[len(self._marker_lines):]:
+            line = pg.InfiniteLine(m.ts - t0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine),
+                                   label=m.label, labelOpts={"position": 0.95, "color": (60, 60, 60)})
+            self.plot.addItem(line)
+            self._marker_lines.append(line)
+
+    def _draw_sides(self, t0: float) -> None:
+        spans = self.run.spans
+        y = _LANES["workload"]
+        self.sides.setOpts(
+            x0=[s.start - t0 for s in spans], width=[max(s.end - s.start, 0.05) for s in spans],
+            y0=[y + 0.1] * len(spans), height=[0.6] * len(spans),
+            brushes=[pg.mkBrush(*_SIDE_COLORS.get(s.side, (120, 120, 120, 150))) for s in spans],
+            pen=pg.mkPen(None),
+        )
+        while len(self._labels) < len(spans):
+            label = pg.TextItem(anchor=(0, 0.5), color=(30, 30, 30))
+            self.plot.addItem(label)
+            self._labels.append(label)
+        for label, s in zip(self._labels, spans):
+            label.setText(f"{s.side}")
+            label.setPos(s.start - t0, y + 0.4)
+
+    def _draw_windows(self, t0: float) -> None:
+        wins = self.run.windows
+        for w in wins[len(self._win_crypto):]:
+            self._win_crypto.append(crypto_pct(Profile.from_stacks(w.stacks)))
+        y = _LANES["hotspots"]
+        self.windows.setOpts(
+            x0=[w.start - t0 for w in wins], width=[w.ts - w.start for w in wins],
+            y0=[y + 0.1] * len(wins), height=[0.6] * len(wins),
+            brushes=[pg.mkBrush(120, 110, 230, int(40 + 2 * c)) for c in self._win_crypto],
+            pen=pg.mkPen(255, 255, 255),
+        )
+
+    def _draw_density(self) -> None:
+        series = self.run.series
+        n = max((len(v) for v in series.values()), default=0)
+        if n == 0:
+            return
+        busy = np.zeros(n)
+        for cls, row in series.items():
+            if cls != "Idle" and row:
+                busy[: len(row)] += row
+        peak = busy.max() or 1.0
+        x = np.arange(n) * self.run.bucket_s
+        self.density.setData(x, _LANES["waits"] + 0.8 * busy / peak)
+
+    def reset(self) -> None:
+        """Forget what was drawn (the run was cleared)."""
+        self._seen = ()
+        self._win_crypto.clear()
+        for item in self._labels + self._marker_lines:
+            self.plot.removeItem(item)
+        self._labels.clear()
+        self._marker_lines.clear()
+        self.filter.setChecked(False)
+        for item in (self.sides, self.windows):
+            item.setOpts(x0=[], width=[], y0=[], height=[], brushes=[])
+        self.density.setData([], [])
+        self.captures.setData([], [])

@@ -1,0 +1,206 @@
+"""The Waits dock: what the target waits on, as a live stacked area chart and a top-N table.
+
+The chart shows the average number of threads in each class per bucket (like
+Oracle's average active sessions), OS classes above and the engine's own
+classes below when the engine has a wait source. The table ranks (source,
+class, event) by samples, narrowed to the timeline's range when one is selected.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QHeaderView, QLabel, QSplitter, QTableView, QVBoxLayout, QWidget
+
+from tdescope.app.observed import ObservedRun, WaitTopRow
+from tdescope.app.oswaits import WAIT_CLASSES
+
+__all__ = ["WaitsDock", "WaitTopModel", "CLASS_COLORS"]
+
+#: One colour per class, the same in the chart, the table and the timeline.
+CLASS_COLORS = {
+    "CPU": (76, 175, 80),
+    "File I/O": (33, 118, 210),
+    "Sync": (0, 172, 193),
+    "Memory operation": (255, 152, 0),
+    "Lock": (229, 57, 53),
+    "Network": (142, 36, 170),
+    "Idle": (189, 189, 189),
+    "Other": (121, 85, 72),
+}
+_ENGINE_COLORS = [(63, 81, 181), (0, 150, 136), (205, 220, 57), (255, 87, 34), (96, 125, 139), (233, 30, 99)]
+
+
+def class_color(name: str, i: int = 0) -> tuple[int, int, int]:
+    """Colour of a wait class (engine classes cycle through a second palette)."""
+    return CLASS_COLORS.get(name, _ENGINE_COLORS[i % len(_ENGINE_COLORS)])
+
+
+class WaitTopModel(QAbstractTableModel):
+    """Source, class, event, samples, %: refreshed in place."""
+
+    columns = ("Source", "Class", "Event", "Samples", "%")
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.rows: list[WaitTopRow] = []
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(self.columns)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 - Qt API
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.columns[section]
+        return None
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        r = self.rows[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return (r.source, r.wait_class, r.event, str(r.samples), f"{r.pct:.1f}")[col]
+        if role == Qt.ItemDataRole.DecorationRole and col == 1:
+            return QColor(*class_color(r.wait_class))
+        if role == Qt.ItemDataRole.TextAlignmentRole and col >= 3:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def set_rows(self, rows: list[WaitTopRow]) -> None:
+        """Show ``rows``; same length: one dataChanged, else a reset."""
+        if len(rows) == len(self.rows) and rows:
+            self.rows = rows
+            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(self.columns) - 1))
+            return
+        self.beginResetModel()
+        self.rows = rows
+        self.endResetModel()
+
+
+class _StackedChart(pg.PlotWidget):
+    """Stacked areas of per-class counts over time; cumulative curves filled to zero."""
+
+    def __init__(self, title: str, bucket_s: float, ticks_per_s: float) -> None:
+        super().__init__()
+        self.setBackground("w")
+        self.bucket_s = bucket_s
+        self.scale = 1.0 / max(ticks_per_s * bucket_s, 1e-9)
+        self.setLabel("left", title)
+        self.setLabel("bottom", "s since start")
+        self.showGrid(x=True, y=True, alpha=0.2)
+        self.setMouseEnabled(x=True, y=False)
+        self.legend = self.addLegend(offset=(5, 5), colCount=4)
+        self.curves: dict[str, pg.PlotDataItem] = {}
+        self.region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 25))
+        self.region.setZValue(100)
+        self.region.hide()
+        self.addItem(self.region)
+
+    def _curve(self, name: str, order: int) -> pg.PlotDataItem:
+        c = self.curves.get(name)
+        if c is None:
+            color = class_color(name, order)
+            c = self.plot([], [], name=name, pen=pg.mkPen(color, width=1), fillLevel=0,
+                          brush=pg.mkBrush(*color, 200))
+            c.setDownsampling(auto=True, method="peak")
+            c.setClipToView(True)
+            self.curves[name] = c
+        return c
+
+    def set_series(self, series: dict[str, list[int]], order: list[str]) -> None:
+        """Stack ``series`` in ``order`` (first at the bottom)."""
+        names = [n for n in order if n in series and any(series[n])]
+        n = max((len(series[k]) for k in names), default=0)
+        if n == 0:
+            return
+        x = np.arange(n, dtype=float) * self.bucket_s
+        acc = np.zeros(n)
+        for z, name in enumerate(names):
+            row = series[name]
+            acc = acc + np.pad(np.asarray(row, dtype=float), (0, n - len(row))) * self.scale
+            c = self._curve(name, z)
+            c.setData(x, acc.copy())
+            c.setZValue(-z)  # the highest cumulative curve lies behind the others
+        for name, c in self.curves.items():
+            if name not in names:
+                c.setData([], [])
+
+
+class WaitsDock(QDockWidget):
+    """Live wait classes and the top events."""
+
+    def __init__(self, run: ObservedRun, ticks_per_s: float = 20.0, parent: QWidget | None = None) -> None:
+        super().__init__("Waits", parent)
+        self.setObjectName("WaitsDock")
+        self.run = run
+        self.range: tuple[float, float] | None = None
+        self._seen = -1
+        self.show_idle = QCheckBox("Show idle")
+        self.summary = QLabel("Waiting for samples…")
+        self.summary.setStyleSheet("color: #555;")
+        self.chart = _StackedChart("threads (avg)", run.bucket_s, ticks_per_s)
+        self.engine_chart = _StackedChart("engine waits", run.bucket_s, 10.0)
+        self.engine_chart.setXLink(self.chart)
+        self.engine_chart.hide()
+        self.model = WaitTopModel(self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(20)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        for col, w in enumerate((60, 130, 170, 70)):
+            self.table.setColumnWidth(col, w)
+        top = QHBoxLayout()
+        top.addWidget(self.summary, 1)
+        top.addWidget(self.show_idle)
+        charts = QWidget()
+        cl = QVBoxLayout(charts)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.addWidget(self.chart, 3)
+        cl.addWidget(self.engine_chart, 2)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(charts)
+        split.addWidget(self.table)
+        split.setSizes([300, 200])
+        body = QWidget()
+        lay = QVBoxLayout(body)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(top)
+        lay.addWidget(split)
+        self.setWidget(body)
+        self.show_idle.toggled.connect(lambda _on: self.refresh(force=True))
+
+    def set_range(self, rng: tuple[float, float] | None) -> None:
+        """Narrow the table to ``(start, end)`` epoch seconds and shade it on the chart."""
+        self.range = rng
+        if rng is None or self.run.t0 is None:
+            self.chart.region.hide()
+        else:
+            self.chart.region.setRegion((rng[0] - self.run.t0, rng[1] - self.run.t0))
+            self.chart.region.show()
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = False) -> None:
+        """Redraw when new samples arrived (or ``force``)."""
+        n = self.run.wait_samples
+        if n == self._seen and not force:
+            return
+        self._seen = n
+        order = [c for c in WAIT_CLASSES if c != "Idle" or self.show_idle.isChecked()]
+        self.chart.set_series(self.run.series, order)
+        if self.run.engine_series:
+            self.engine_chart.show()
+            self.engine_chart.set_series(self.run.engine_series, sorted(self.run.engine_series))
+        exclude = () if self.show_idle.isChecked() else ("Idle",)
+        rng = self.range or (None, None)
+        rows = self.run.wait_top(15, *rng, exclude=exclude)
+        self.model.set_rows(rows)
+        busy = sum(r.samples for r in rows if r.source == "os")
+        scope = "selected range" if self.range else "whole run"
+        self.summary.setText(f"{n} samples · {scope} · top {len(rows)} events ({busy} OS samples shown)")

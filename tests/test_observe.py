@@ -1,0 +1,200 @@
+"""Observation of a real target: perf + /proc (+ an engine wait source) into one sink;
+side spans and the observed-run aggregates the live views read."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from tdescope.app.engines.api import WorkloadControl
+from tdescope.app.events import HotspotWindow, Problem, WaitSample, WorkloadProgress
+from tdescope.app.hotspots import check_perf, is_crypto
+from tdescope.app.observe import HotspotLeaves, Observation
+from tdescope.app.observed import ObservedRun
+from tdescope.app.oswaits import WAIT_CLASSES
+from tdescope.app.timeline import SideSpan, side_of, side_spans
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events = []
+        self.lock = threading.Lock()
+
+    def __call__(self, ev) -> None:
+        with self.lock:
+            self.events.append(ev)
+
+    def of(self, kind):
+        with self.lock:
+            return [e for e in self.events if isinstance(e, kind)]
+
+
+@pytest.mark.perf
+def test_observation_of_the_lab_sees_crypto_and_classifies_waits(lab):
+    problem = check_perf()
+    if problem is not None:
+        pytest.skip(problem)
+    sink = Sink()
+    obs = Observation(lab.server_pid(), sink, window_s=0.5).start()
+    control = WorkloadControl(sink)
+    workload = next(w for w in lab.workloads() if w.name == "ab_dml")
+    params = {**workload.params, "groups": 12}
+
+    def drive() -> None:
+        while not control.cancelled:
+            workload.run(params, control)
+
+    runner = threading.Thread(target=drive, daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 4.5
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        obs.stop()
+        control.cancel()
+        runner.join(30)
+    assert not obs.hotspots_on and not obs.waits_on
+    assert not sink.of(Problem), sink.of(Problem)
+    run = ObservedRun()
+    run.add_windows(sink.of(HotspotWindow))
+    run.add_leaves(sink.of(HotspotLeaves))
+    run.add_waits(sink.of(WaitSample))
+    run.add_progress(sink.of(WorkloadProgress))
+    assert len(run.windows) >= 4
+    top = [r.symbol for r in run.profile().top(12)]
+    assert any(is_crypto(s) for s in top), top
+    assert any(s.startswith(("aesni_", "sha512_block")) for s in top), top
+    # the disassembly heat has offsets for the crypto leaves
+    crypto_leaves = [s for s in run._heat if s.startswith(("aesni_", "sha512_block"))]
+    assert crypto_leaves and sum(run.heat(crypto_leaves[0]).values()) > 0
+    waits = sink.of(WaitSample)
+    assert len(waits) > 40 and {w.wait_class for w in waits} <= set(WAIT_CLASSES)
+    assert Counter(w.wait_class for w in waits).most_common(1)[0][0] == "CPU"
+    # both sides ran, and the windows were told apart
+    sides = run.side_profiles()
+    assert {"encrypted", "plain"} <= set(sides), [s.side for s in run.spans]
+
+
+def test_perf_missing_is_one_problem_and_waits_go_on(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no perf here
+    target = subprocess.Popen(["/bin/sleep", "10"])
+    sink = Sink()
+    try:
+        obs = Observation(target.pid, sink, wait_hz=40).start()
+        time.sleep(0.6)
+        obs.set_hotspots(True)  # asked again: nothing new to say
+        time.sleep(0.1)
+        obs.stop()
+    finally:
+        target.kill()
+        target.wait()
+    problems = sink.of(Problem)
+    assert len(problems) == 1, problems
+    assert problems[0].source == "hotspots" and "perf not found" in problems[0].message
+    assert "\n" not in problems[0].message
+    waits = sink.of(WaitSample)
+    assert len(waits) >= 10 and Counter(w.wait_class for w in waits).most_common(1)[0][0] == "Idle"
+    assert not sink.of(HotspotWindow)
+
+
+class CountingSource:
+    """A minimal engine wait source (the real ones arrive with PostgreSQL and Oracle)."""
+
+    def __init__(self, pid: int, fail_after: int | None = None) -> None:
+        self.pid, self.calls, self.fail_after = pid, 0, fail_after
+
+    def sample(self):
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            raise ConnectionError("server closed the connection")
+        return [WaitSample(time.time(), self.pid, self.pid, "testdb", "IO", "DataFileRead")]
+
+
+def test_engine_waits_beside_os_waits_and_a_failing_source_stops_alone():
+    target = subprocess.Popen(["/bin/sleep", "10"])
+    sink = Sink()
+    try:
+        good = CountingSource(target.pid)
+        obs = Observation(target.pid, sink, hotspots=False, wait_source=good, engine_hz=20).start()
+        time.sleep(0.5)
+        obs.stop()
+        engine = [w for w in sink.of(WaitSample) if w.source == "testdb"]
+        assert 5 <= len(engine) <= 15 and good.calls == len(engine)
+        assert any(w.source == "os" for w in sink.of(WaitSample))
+
+        sink2 = Sink()
+        bad = CountingSource(target.pid, fail_after=2)
+        obs = Observation(target.pid, sink2, hotspots=False, wait_source=bad, engine_hz=20).start()
+        time.sleep(0.5)
+        os_before = len([w for w in sink2.of(WaitSample) if w.source == "os"])
+        time.sleep(0.3)
+        obs.stop()
+    finally:
+        target.kill()
+        target.wait()
+    problems = sink2.of(Problem)
+    assert len(problems) == 1 and "ConnectionError" in problems[0].message
+    assert bad.calls == 3
+    assert len([w for w in sink2.of(WaitSample) if w.source == "os"]) > os_before  # OS waits went on
+
+
+def _progress(ts, side, done, total=4, workload="ab_dml"):
+    return WorkloadProgress(ts, workload, side, done, total)
+
+
+@pytest.mark.parametrize("events, expected", [
+    # four steps of 1 s each side: the span starts one step before its first event
+    ([_progress(101, "encrypted", 1), _progress(102, "encrypted", 2), _progress(103, "encrypted", 3),
+      _progress(104, "plain", 1), _progress(105, "plain", 2)],
+     [SideSpan("ab_dml", "encrypted", 100, 103), SideSpan("ab_dml", "plain", 104, 105)]),
+    # one event per side (cold/warm): starts at the previous event
+    ([_progress(10, "encrypted", 1, 2, "cold_warm"), _progress(12.5, "plain", 2, 2, "cold_warm")],
+     [SideSpan("cold_warm", "encrypted", 9, 10), SideSpan("cold_warm", "plain", 10, 12.5)]),
+    # a second run of the same side restarts done: a new span
+    ([_progress(1, "plain", 1), _progress(2, "plain", 2), _progress(50, "plain", 1), _progress(51, "plain", 2)],
+     [SideSpan("ab_dml", "plain", 0, 2), SideSpan("ab_dml", "plain", 50, 51)]),
+    ([], []),
+])
+def test_side_spans(events, expected):
+    assert side_spans(reversed(events)) == expected
+
+
+def test_side_of_picks_the_largest_overlap():
+    spans = [SideSpan("w", "encrypted", 0, 10), SideSpan("w", "plain", 10, 14)]
+    assert side_of(8, 11, spans) == "encrypted"
+    assert side_of(9.5, 13, spans) == "plain"
+    assert side_of(20, 21, spans) is None
+
+
+def test_observed_run_ranges_and_wait_top():
+    run = ObservedRun(bucket_s=0.5)
+    run.add_windows([
+        HotspotWindow(ts=101, start=100, pid=1, stacks={"main;aesni_cbc_encrypt": 6, "main;memcpy": 2}, dsos={}),
+        HotspotWindow(ts=102, start=101, pid=1, stacks={"main;sqlite3VdbeExec": 8}, dsos={}),
+    ])
+    assert run.profile().samples == 16
+    assert run.profile(101.5, 102).samples == 8
+    assert run.last_profile().top(1)[0].symbol == "sqlite3VdbeExec"
+    assert run.stacks() == {"main;aesni_cbc_encrypt": 6, "main;memcpy": 2, "main;sqlite3VdbeExec": 8}
+    waits = [WaitSample(100 + i * 0.1, 1, 1, "os", "CPU" if i < 10 else "File I/O",
+                        "on CPU" if i < 10 else "pread64") for i in range(20)]
+    waits.append(WaitSample(100.5, 1, 1, "os", "Idle", "epoll_wait"))
+    run.add_waits(waits)
+    top = run.wait_top(5, exclude=("Idle",))
+    assert [(r.wait_class, r.samples) for r in top] == [("CPU", 10), ("File I/O", 10)]
+    assert top[0].pct == pytest.approx(50.0)
+    ranged = run.wait_top(5, 101.0, 102.0)
+    assert [(r.wait_class, r.samples) for r in ranged] == [("File I/O", 10)]
+    assert run.series["CPU"][:2] == [5, 5] and sum(run.series["File I/O"]) == 10
+
+
+def test_strace_exists_for_the_overhead_bench():
+    # The bench compares observation with strace; say early when it cannot.
+    if shutil.which("strace") is None:
+        pytest.skip("strace not installed")

@@ -1,0 +1,186 @@
+"""Target safety, proven by fault injection: kill the workbench, kill gdb, look for int3 left behind.
+
+These promises are the ones in DESIGN.md's "gdb/MI and the safety of the target":
+a workbench crash must never crash or hang the database process.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import proc_state, tracer_pid
+from tdescope.app import capture as capture_module
+from tdescope.app.capture import CaptureLimits, CaptureWindow
+from tdescope.app.gdb.guard import text_mismatches
+from tdescope.plugins.sqlcipher.engine import DECRYPT
+
+pytestmark = pytest.mark.gdb
+TRIALS = int(os.environ.get("TDESCOPE_SAFETY_TRIALS", "50"))
+
+
+def _released(pid: int, within: float) -> float | None:
+    """Seconds until ``pid`` is untraced and not stopped, or None if not within ``within``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < within:
+        if tracer_pid(pid) == 0 and proc_state(pid) not in "tT":
+            return time.monotonic() - t0
+        time.sleep(0.005)
+    return None
+
+
+def test_killing_the_cli_at_random_moments_releases_the_target(sqlcipher_app):
+    """kill -9 of `tdescope capture` while attaching, armed and running, or stopped in a capture."""
+    app = sqlcipher_app()
+    app.go()  # the app decrypts pages continuously: hits happen all the time while armed
+    rng = random.Random(1234)
+    release_times = []
+    for _ in range(TRIALS):
+        cli = subprocess.Popen([sys.executable, "-m", "tdescope", "capture", "--pid", str(app.pid),
+                                "--count", "100000", "--timeout", "120", "--json"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # from "not attached yet" through "attached" to "armed, hits under way"
+        t0 = time.monotonic()
+        if rng.random() < 0.7:
+            while tracer_pid(app.pid) == 0 and time.monotonic() - t0 < 15:
+                time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.4))
+        cli.kill()
+        cli.wait()
+        took = _released(app.pid, within=1.0)
+        assert took is not None, f"target still traced/stopped 1 s after the kill ({proc_state(app.pid)})"
+        release_times.append(took)
+        assert app.proc.poll() is None, f"target died: {app.proc.returncode}"
+    app.stop()
+    code, out, err = app.finish()
+    assert code == 0 and out.startswith("ok "), err  # it verified every row it read
+    print(f"\n{TRIALS} kills: release p50 {sorted(release_times)[len(release_times) // 2] * 1000:.0f} ms, "
+          f"max {max(release_times) * 1000:.0f} ms")
+
+
+def test_killing_the_gui_stops_the_lab_cleanly(tmp_path):
+    """kill -9 of the GUI mid-capture: gdb detaches, the lab worker sees EOF and exits 0."""
+    code = (
+        "import os, sys, time\n"
+        "os.environ['QT_QPA_PLATFORM'] = 'offscreen'\n"
+        "from PySide6.QtWidgets import QApplication\n"
+        "from PySide6.QtCore import QSettings\n"
+        "from tdescope.app.engines import ConnectParams, discover_engines\n"
+        "from tdescope.ui.main_window import MainWindow\n"
+        "app = QApplication([])\n"
+        f"w = MainWindow(discover_engines()[0]['sqlcipher'], QSettings({str(tmp_path / 's.ini')!r}, QSettings.Format.IniFormat))\n"
+        "w.show(); w.connect_engine(ConnectParams(options={'lab': True}))\n"
+        "while w.session is None: app.processEvents(); time.sleep(0.01)\n"
+        "w.workload_dock.max_captures.setValue(100000)\n"
+        "w.workload_dock._spins['groups'].setValue(100000)\n"
+        "w.workload_dock.run_button.click()\n"
+        "print(w.session.server_pid(), flush=True)\n"
+        "app.exec()\n"
+    )
+    for _ in range(3):
+        gui = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        worker = int(gui.stdout.readline())
+        t0 = time.monotonic()
+        while tracer_pid(worker) == 0 and time.monotonic() - t0 < 20:
+            time.sleep(0.01)
+        assert tracer_pid(worker) != 0, "never armed"
+        time.sleep(0.3)
+        gui.kill()
+        gui.wait()
+        t0 = time.monotonic()
+        while os.path.exists(f"/proc/{worker}") and proc_state(worker) != "Z" and time.monotonic() - t0 < 15:
+            assert proc_state(worker) not in "T", "worker left stopped"
+            time.sleep(0.01)
+        # the worker is not our child: its exit status is gone with it; it must not linger or hang
+        assert not os.path.exists(f"/proc/{worker}") or proc_state(worker) == "Z"
+
+
+def _arm_on_idle(app, guard: bool):
+    window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=1000, max_seconds=120), "sqlcipher",
+                           lambda c: None)
+    saved = capture_module._start_guard
+    if not guard:
+        capture_module._start_guard = lambda *a: None
+    try:
+        t = threading.Thread(target=window.run)
+        t.start()
+        assert window.armed.wait(20)
+    finally:
+        capture_module._start_guard = saved
+    return window, t
+
+
+@pytest.mark.parametrize("guard", [True, False], ids=["with-guard", "without-guard"])
+def test_gdb_killed_while_armed(sqlcipher_app, guard):
+    """gdb dies while int3 sits in an idle target. With the guard the target's code is restored
+    before its next hit; without it, the next hit kills the target with SIGTRAP (the control)."""
+    trials = 5 if guard else 1
+    for _ in range(trials):
+        app = sqlcipher_app()
+        window, t = _arm_on_idle(app, guard)
+        assert any(m.memory == 0xCC for m in text_mismatches(app.pid)), "no breakpoint in the target?"
+        os.kill(window._gdb._proc.pid, signal.SIGKILL)
+        t.join(20)
+        time.sleep(0.1)
+        left = [m for m in text_mismatches(app.pid) if m.memory == 0xCC]
+        app.go()  # now it decrypts: every breakpoint address is hit
+        time.sleep(0.5)
+        if guard:
+            assert left == []
+            app.stop()
+            code, out, _ = app.finish()
+            assert code == 0 and out.startswith("ok ")
+        else:
+            assert left
+            code, _, _ = app.finish()
+            assert code == -signal.SIGTRAP
+
+
+def test_no_int3_left_after_a_normal_window(sqlcipher_app):
+    app = sqlcipher_app()
+    window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=50, max_seconds=60), "sqlcipher",
+                           lambda c: None)
+    t = threading.Thread(target=window.run)
+    t.start()
+    assert window.armed.wait(20)
+    app.go()
+    t.join(60)
+    assert text_mismatches(app.pid) == []  # the code in memory equals the files on disk
+    assert tracer_pid(app.pid) == 0
+
+
+def test_watchdog_detaches_a_target_held_stopped(sqlcipher_app):
+    """A probe that keeps the target stopped too long is cut off by the watchdog."""
+    app = sqlcipher_app()
+    window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=1000, max_seconds=60, watchdog_s=0.25),
+                           "sqlcipher", lambda c: None)
+    t = threading.Thread(target=lambda: setattr(window, "summary", window.run()))
+    t.start()
+    assert window.armed.wait(20)
+    # hold the target in a ptrace stop, as a wedged gdb would
+    window._gdb.command("-exec-interrupt")
+    t.join(10)
+    assert window.summary.reason.startswith("watchdog")
+    assert _released(app.pid, within=1.0) is not None
+    app.go()
+    app.stop()
+    assert app.finish()[0] == 0
+
+
+def test_stop_budget_disarms_the_window(sqlcipher_app):
+    app = sqlcipher_app()
+    app.go()
+    window = CaptureWindow(app.pid, DECRYPT,
+                           CaptureLimits(max_captures=100000, max_seconds=10, max_busy_fraction=0.01), "sqlcipher",
+                           lambda c: None)
+    summary = window.run()
+    assert summary.reason == "limit: stop budget"
+    assert summary.elapsed_s < 10  # it closed itself long before the window's end
+    assert summary.stopped_s <= 0.1 * 1.5
+    app.stop()
+    assert app.finish()[0] == 0
