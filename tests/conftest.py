@@ -95,3 +95,15 @@ def qsettings(tmp_path):
 
 def pytest_report_header(config):
     return [f"gdb: {shutil.which('gdb')}, perf: {shutil.which('perf')}"]
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A real PostgreSQL 15 cluster of our own (tests/pgcluster.py), torn down after the session."""
+    from pgcluster import PgCluster
+
+    if not Path("/usr/lib/postgresql/15/bin/initdb").exists() and shutil.which("initdb") is None:
+        pytest.skip("PostgreSQL server binaries (initdb) are not installed")
+    cluster = PgCluster().start()
+    yield cluster
+    cluster.stop()

@@ -3,7 +3,6 @@ side spans and the observed-run aggregates the live views read."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 import time
@@ -52,8 +51,10 @@ def test_observation_of_the_lab_sees_crypto_and_classifies_waits(lab):
     runner = threading.Thread(target=drive, daemon=True)
     runner.start()
     try:
-        deadline = time.monotonic() + 4.5
-        while time.monotonic() < deadline:
+        # perf script lags behind on a loaded 2-core box: wait for windows, not for a clock
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and (
+                len(sink.of(HotspotWindow)) < 5 or len({e.side for e in sink.of(WorkloadProgress)}) < 2):
             time.sleep(0.1)
     finally:
         obs.stop()
@@ -75,7 +76,8 @@ def test_observation_of_the_lab_sees_crypto_and_classifies_waits(lab):
     assert crypto_leaves and sum(run.heat(crypto_leaves[0]).values()) > 0
     waits = sink.of(WaitSample)
     assert len(waits) > 40 and {w.wait_class for w in waits} <= set(WAIT_CLASSES)
-    assert Counter(w.wait_class for w in waits).most_common(1)[0][0] == "CPU"
+    busy = Counter(w.wait_class for w in waits if w.wait_class != "Idle")  # its stdin reader idles
+    assert busy.most_common(1)[0][0] == "CPU", busy
     # both sides ran, and the windows were told apart
     sides = run.side_profiles()
     assert {"encrypted", "plain"} <= set(sides), [s.side for s in run.spans]
@@ -152,13 +154,13 @@ def _progress(ts, side, done, total=4, workload="ab_dml"):
     # four steps of 1 s each side: the span starts one step before its first event
     ([_progress(101, "encrypted", 1), _progress(102, "encrypted", 2), _progress(103, "encrypted", 3),
       _progress(104, "plain", 1), _progress(105, "plain", 2)],
-     [SideSpan("ab_dml", "encrypted", 100, 103), SideSpan("ab_dml", "plain", 104, 105)]),
+     [SideSpan("ab_dml", "encrypted", 100, 103), SideSpan("ab_dml", "plain", 103, 105)]),
     # one event per side (cold/warm): starts at the previous event
     ([_progress(10, "encrypted", 1, 2, "cold_warm"), _progress(12.5, "plain", 2, 2, "cold_warm")],
      [SideSpan("cold_warm", "encrypted", 9, 10), SideSpan("cold_warm", "plain", 10, 12.5)]),
     # a second run of the same side restarts done: a new span
     ([_progress(1, "plain", 1), _progress(2, "plain", 2), _progress(50, "plain", 1), _progress(51, "plain", 2)],
-     [SideSpan("ab_dml", "plain", 0, 2), SideSpan("ab_dml", "plain", 50, 51)]),
+     [SideSpan("ab_dml", "plain", 0, 2), SideSpan("ab_dml", "plain", 49, 51)]),
     ([], []),
 ])
 def test_side_spans(events, expected):
@@ -193,8 +195,3 @@ def test_observed_run_ranges_and_wait_top():
     assert [(r.wait_class, r.samples) for r in ranged] == [("File I/O", 10)]
     assert run.series["CPU"][:2] == [5, 5] and sum(run.series["File I/O"]) == 10
 
-
-def test_strace_exists_for_the_overhead_bench():
-    # The bench compares observation with strace; say early when it cannot.
-    if shutil.which("strace") is None:
-        pytest.skip("strace not installed")

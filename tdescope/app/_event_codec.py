@@ -11,6 +11,7 @@ their defaults, so files from older or newer versions still load what they can.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import re
 import sys
@@ -54,8 +55,18 @@ def _subclasses(cls: type):
         yield from _subclasses(sub)
 
 
-def event_class(kind: str) -> type | None:
-    """The Event dataclass called ``kind`` (any imported subclass), or None."""
+def event_class(kind: str, module: str | None = None) -> type | None:
+    """The Event dataclass called ``kind`` (any imported subclass), or None.
+
+    ``module`` is where the recorder found the class; a tdescope module named
+    there is imported when the class is not loaded yet (e.g. ``HotspotLeaves``
+    lives in ``tdescope.app.observe``, which a headless reader never imports).
+    """
+    if module and module.startswith("tdescope.app.") and module not in sys.modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
     known = getattr(_events, kind, None)
     if isinstance(known, type) and dataclasses.is_dataclass(known):
         return known
@@ -148,9 +159,10 @@ def _build(cls: type, values: dict):
     return cls(**kwargs)
 
 
-def decode(kind: str, ts: float, payload: str | bytes, blobs: dict[str, bytes] | None = None):
+def decode(kind: str, ts: float, payload: str | bytes, blobs: dict[str, bytes] | None = None,
+           module: str | None = None):
     """Rebuild the event, or None when this version has no such kind or it no longer fits."""
-    cls = event_class(kind)
+    cls = event_class(kind, module)
     if cls is None:
         return None
     text = zlib.decompress(payload).decode() if isinstance(payload, bytes) else payload

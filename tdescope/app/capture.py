@@ -237,7 +237,16 @@ class CaptureWindow:
                     break
                 for kind, seq, pgno, mode, ts, busy, data in reader.frames():
                     stopped += busy / 1e6
-                    if kind == _BEFORE:
+                    if kind == _BEFORE and self.recipe.after is None:
+                        # entry-only recipe: no return frame will come, the capture is complete now
+                        captures += 1
+                        self._on_capture(
+                            PageCapture(
+                                ts=ts, seq=seq, symbol=armed_symbol, direction=self.recipe.direction,
+                                pgno=pgno, before=data, after=b"", stop_us=busy, engine=self.engine,
+                            )
+                        )
+                    elif kind == _BEFORE:
                         pending[seq] = (ts, pgno, data, busy)
                     elif kind == _AFTER and seq in pending:
                         t0, pg, before, busy0 = pending.pop(seq)
@@ -296,7 +305,13 @@ class CaptureWindow:
             _live_windows.discard(self)
             # frames written between the last read and the disarm
             for kind, seq, pgno, mode, ts, busy, data in reader.frames():
-                if kind == _AFTER and seq in pending and captures < self.limits.max_captures:
+                if kind == _BEFORE and self.recipe.after is None and captures < self.limits.max_captures:
+                    captures += 1
+                    self._on_capture(
+                        PageCapture(ts=ts, seq=seq, symbol=armed_symbol or "", direction=self.recipe.direction,
+                                    pgno=pgno, before=data, after=b"", stop_us=busy, engine=self.engine)
+                    )
+                elif kind == _AFTER and seq in pending and captures < self.limits.max_captures:
                     t0, pg, before, busy0 = pending.pop(seq)
                     captures += 1
                     self._on_capture(

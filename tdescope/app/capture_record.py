@@ -45,11 +45,24 @@ class CaptureRecord:
         )
 
 
-def describe_capture(capture: PageCapture, decoder: PageDecoder | None) -> tuple[CaptureRecord, DecodedPage | None]:
-    """Summarise ``capture``, decoding its plaintext side with ``decoder``."""
+def describe_capture(
+    capture: PageCapture, decoder: PageDecoder | None, full: bool = True
+) -> tuple[CaptureRecord, DecodedPage | None]:
+    """Summarise ``capture``, decoding its plaintext side with ``decoder``.
+
+    With ``full=False`` only the page type and cell count are read (through the
+    decoder's optional ``summarize``), which keeps a capture storm cheap; the
+    full decode happens when someone looks at the page.
+    """
     # decrypt and read ("read" = a page as it came from disk) decode the output buffer
     plain = capture.before if capture.direction == "encrypt" else capture.after
-    decoded = decoder.decode(plain, capture.pgno) if decoder is not None and plain else None
+    if not capture.after:  # an entry-only recipe (e.g. Oracle kcbchk_ctx): the one buffer there is
+        plain = capture.before
+    if not full and decoder is not None and plain and hasattr(decoder, "summarize"):
+        page_type, cells = decoder.summarize(plain, capture.pgno)
+        decoded = DecodedPage(page_type, cells=cells)
+    else:
+        decoded = decoder.decode(plain, capture.pgno) if decoder is not None and plain else None
     record = CaptureRecord(
         seq=capture.seq,
         ts=capture.ts,

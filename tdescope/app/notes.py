@@ -66,6 +66,8 @@ class NoteTarget:
             return f"wait {self.symbol}" if self.symbol else "wait interval"
         if k == "range":
             span = (self.ts_end or 0) - (self.ts or 0)
+            if span <= 0 and self.ts is not None:
+                return "moment " + time.strftime("%H:%M:%S", time.localtime(self.ts))
             return f"time range ({span:.1f} s)"
         return "free note"
 

@@ -19,7 +19,7 @@ from tdescope.app.events import HotspotWindow, Marker, WaitSample, WorkloadProgr
 from tdescope.app.hotspots import Profile
 from tdescope.app.observe import HotspotLeaves
 from tdescope.app.oswaits import WAIT_CLASSES
-from tdescope.app.timeline import SideSpan, side_of, side_spans
+from tdescope.app.timeline import SideSpan, SpanCutter, side_of
 
 __all__ = ["ObservedRun", "WaitTopRow"]
 
@@ -57,6 +57,10 @@ class ObservedRun:
         self._heat: dict[str, Counter[int]] = {}
         self.progress: list[WorkloadProgress] = []
         self.spans: list[SideSpan] = []
+        self._cutter = SpanCutter()
+        self._decided = 0  # windows whose side is final
+        self._side_acc: dict[str, list] = {}
+        self._ends: list[float] = []
         self.capture_ts: list[float] = []
         self.markers: list[Marker] = []
         # waits: parallel lists in arrival order (time order per sampler)
@@ -98,8 +102,14 @@ class ObservedRun:
         for s in batch:
             self._seen(s.ts)
             key = (s.source, s.wait_class, s.event)
-            self._wait_ts.append(s.ts)
-            self._wait_key.append(key)
+            if self._wait_ts and s.ts < self._wait_ts[-1]:
+                # Two samplers interleave: keep the list sorted for range lookups.
+                i = bisect.bisect_right(self._wait_ts, s.ts)
+                self._wait_ts.insert(i, s.ts)
+                self._wait_key.insert(i, key)
+            else:
+                self._wait_ts.append(s.ts)
+                self._wait_key.append(key)
             self._wait_counts[key] += 1
             i = int((s.ts - self.t0) // self.bucket_s) if self.t0 is not None else 0
             if i < 0:
@@ -116,7 +126,7 @@ class ObservedRun:
         for ev in batch:
             self._seen(ev.ts)
         self.progress.extend(batch)
-        self.spans = side_spans(self.progress)
+        self.spans = self._cutter.add(batch)
 
     def add_markers(self, batch: Iterable[Marker]) -> None:
         """Record labelled instants (phase boundaries and the like)."""
@@ -162,13 +172,44 @@ class ObservedRun:
         return dict(out)
 
     def side_profiles(self) -> dict[str, Profile]:
-        """Profiles per workload side (``encrypted``, ``plain``), windows tagged by overlap."""
-        out: dict[str, Profile] = {}
-        for w in self.windows:
-            side = side_of(w.start, w.ts, self.spans)
+        """Profiles per workload side (``encrypted``, ``plain``), windows tagged by overlap.
+
+        A window is tagged once for good when every span it overlaps is
+        closed; only the windows near the open span are tagged again.
+        """
+        closed_end = self.spans[-2].end if len(self.spans) >= 2 else float("-inf")
+        while self._decided < len(self.windows) and self.windows[self._decided].ts <= closed_end:
+            w = self.windows[self._decided]
+            side = self._side_of(w)
+            if side is not None:
+                acc = self._side_acc.setdefault(side, [0, Counter(), Counter(), {}])
+                p = Profile.from_stacks(w.stacks, w.dsos)
+                acc[0] += p.samples
+                acc[1].update(p.self_counts)
+                acc[2].update(p.total_counts)
+                acc[3].update(w.dsos)
+            self._decided += 1
+        out = {side: Profile(a[0], dict(a[1]), dict(a[2]), dict(a[3])) for side, a in self._side_acc.items()}
+        for w in self.windows[self._decided:]:
+            side = self._side_of(w)
             if side is not None:
                 out[side] = out.get(side, Profile()).merge(Profile.from_stacks(w.stacks, w.dsos))
         return out
+
+    def _side_of(self, w: HotspotWindow) -> str | None:
+        # Spans are in time order and never overlap: look only at those near the window.
+        i = bisect.bisect_right(self._span_ends(), w.start)
+        near = []
+        while i < len(self.spans) and self.spans[i].start < w.ts:
+            near.append(self.spans[i])
+            i += 1
+        return side_of(w.start, w.ts, near)
+
+    def _span_ends(self) -> list[float]:
+        if len(self._ends) != len(self.spans) or (self.spans and self._ends[-1] != self.spans[-1].end):
+            # the open span's end moves; rebuilding is cheap next to a refresh
+            self._ends = [s.end for s in self.spans]
+        return self._ends
 
     def window_sides(self) -> list[str | None]:
         """The side of each window, parallel to :attr:`windows`."""

@@ -79,6 +79,7 @@ class CaptureSection:
     page_type: str
     cells: int
     structure: tuple[tuple[int, str, str, str], ...]  # depth, name, span, value
+    records: tuple[tuple[str, ...], ...]  # first decoded rows; empty when redacted
     entropy_svg: str
     redacted: bool
     notes: tuple[Note, ...] = ()
@@ -233,6 +234,11 @@ def _structure(decoded: DecodedPage | None, masked: bool, limit: int = 24) -> tu
     return tuple(rows)
 
 
+def _cell(value) -> str:
+    text = value.hex() if isinstance(value, (bytes, bytearray)) else str(value)
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
 def _capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plaintext: bool,
                      notes: list[Note]) -> CaptureSection:
     plain_side = "after" if cap.direction == "decrypt" else "before"
@@ -253,6 +259,8 @@ def _capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plai
         before_verdict=verdict(cap.before), after_verdict=verdict(cap.after),
         page_type=decoded.page_type if decoded else "unknown", cells=decoded.cells if decoded else 0,
         structure=_structure(decoded, masked=not include_plaintext),
+        records=() if not include_plaintext or decoded is None else tuple(
+            tuple(_cell(v) for v in row) for row in decoded.records[:8]),
         entropy_svg=entropy_strip(chunk_entropy(cap.before), chunk_entropy(cap.after)),
         redacted=not include_plaintext,
         notes=tuple(notes),

@@ -123,8 +123,10 @@ def flame_graph(stacks: Mapping[str, int], width: int = 900, max_depth: int = 18
     tree: dict = {}
     for stack, n in stacks.items():
         node = tree
-        for frame in stack.split(";")[:max_depth]:
-            entry = node.setdefault(frame, [0, {}])
+        for frame in stack.split(";", max_depth)[:max_depth]:
+            entry = node.get(frame)  # not setdefault: it would allocate a node per frame per stack
+            if entry is None:
+                entry = node[frame] = [0, {}]
             entry[0] += n
             node = entry[1]
     row_h = 17

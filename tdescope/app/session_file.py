@@ -74,6 +74,7 @@ class SessionRecorder:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self.error: str | None = None
         self.written = 0
+        self._modules: dict[str, str] = {}  # kind -> defining module, so readers can import it
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="session-writer", daemon=True)
         self._thread.start()
@@ -122,6 +123,10 @@ class SessionRecorder:
                 _write_meta(conn, item)
                 continue
             enc = codec.encode(item)
+            if enc.kind not in self._modules:
+                self._modules[enc.kind] = type(item).__module__
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('event_modules', ?)",
+                             (json.dumps(self._modules),))
             cur = conn.execute("INSERT INTO events (ts, kind, payload) VALUES (?, ?, ?)", (enc.ts, enc.kind, enc.payload))
             if enc.blobs:
                 conn.executemany(
@@ -205,6 +210,7 @@ class SessionReader:
             self.conn.close()
             raise damaged(self.path, exc) from None
         try:
+            self._modules = json.loads(rows.get("event_modules", "{}"))
             self.meta = SessionMeta.from_rows({k: json.loads(v) for k, v in rows.items()})
         except (ValueError, TypeError) as exc:
             self.conn.close()
@@ -301,7 +307,8 @@ class SessionReader:
         blobs = self._blobs(blob_ids) if with_bytes and blob_ids else {}
         for eid, ts, kind, payload in rows:
             try:
-                ev = codec.decode(kind, ts, payload, blobs.get(eid) or _empty_bytes(kind, with_bytes))
+                ev = codec.decode(kind, ts, payload, blobs.get(eid) or _empty_bytes(kind, with_bytes),
+                                  self._modules.get(kind))
             except (ValueError, TypeError) as exc:
                 raise damaged(self.path, exc) from None
             if ev is not None:

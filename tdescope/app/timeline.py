@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tdescope.app.events import WorkloadProgress
 
-__all__ = ["SideSpan", "side_spans", "side_of"]
+__all__ = ["SideSpan", "SpanCutter", "side_spans", "side_of"]
 
 #: Longest gap (s) still read as "the previous step ended where this one began".
 _MAX_STEP_S = 10.0
@@ -31,14 +31,7 @@ class SideSpan:
     end: float
 
 
-def side_spans(progress: Iterable[WorkloadProgress]) -> list[SideSpan]:
-    """Cut progress events into spans of one side, in time order.
-
-    A span ends at its last event; it starts one typical step (the median gap
-    between its events) before its first one, or at the previous event when
-    the span has a single event and that event is close.
-    """
-    events = sorted(progress, key=lambda e: e.ts)
+def _groups(events: list[WorkloadProgress]) -> list[list[WorkloadProgress]]:
     groups: list[list[WorkloadProgress]] = []
     for ev in events:
         g = groups[-1] if groups else None
@@ -46,9 +39,24 @@ def side_spans(progress: Iterable[WorkloadProgress]) -> list[SideSpan]:
             g.append(ev)
         else:
             groups.append([ev])
-    spans = []
-    prev_end: float | None = None
-    for g in groups:
+    return groups
+
+
+def side_spans(progress: Iterable[WorkloadProgress], after: float | None = None) -> list[SideSpan]:
+    """Cut progress events into spans of one side, in time order.
+
+    A span ends at its last event; it starts one typical step (the median gap
+    between its events) before its first one, or at the previous event when
+    the span has a single event and that event is close. ``after`` is the end
+    of an earlier span, when the events continue a run already cut.
+    """
+    return [span for span, _ in _spans(sorted(progress, key=lambda e: e.ts), after)]
+
+
+def _spans(events: list[WorkloadProgress], prev_end: float | None) -> list[tuple[SideSpan, int]]:
+    """Spans with the number of events in each."""
+    out = []
+    for g in _groups(events):
         first, last = g[0].ts, g[-1].ts
         if len(g) > 1:
             step = statistics.median(b.ts - a.ts for a, b in zip(g, g[1:]))
@@ -59,9 +67,33 @@ def side_spans(progress: Iterable[WorkloadProgress]) -> list[SideSpan]:
             start = first - 1.0
         if prev_end is not None:
             start = max(start, prev_end)  # spans never overlap
-        spans.append(SideSpan(g[0].workload, g[0].side, start, last))
+        out.append((SideSpan(g[0].workload, g[0].side, start, last), len(g)))
         prev_end = last
-    return spans
+    return out
+
+
+class SpanCutter:
+    """:func:`side_spans` kept incrementally: only the last, still open, span is recut.
+
+    Progress arrives in time order (one workload runner), so every span but
+    the last is final; adding a batch costs the size of the open span.
+    """
+
+    def __init__(self) -> None:
+        self.spans: list[SideSpan] = []
+        self._open: list[WorkloadProgress] = []  # events of the last span
+
+    def add(self, batch: Iterable[WorkloadProgress]) -> list[SideSpan]:
+        """Add events; returns every span so far."""
+        events = sorted([*self._open, *batch], key=lambda e: e.ts)
+        if not events:
+            return self.spans
+        closed = self.spans[:-1] if self._open else self.spans
+        cut = _spans(events, closed[-1].end if closed else None)
+        n_last = cut[-1][1]
+        self._open = events[-n_last:]
+        self.spans = closed + [span for span, _ in cut]
+        return self.spans
 
 
 def side_of(start: float, end: float, spans: Iterable[SideSpan]) -> str | None:

@@ -13,4 +13,5 @@ COMMANDS = {
     "record": "tdescope.commands.record",
     "report": "tdescope.commands.report",
     "info": "tdescope.commands.info",
+    "oracle": "tdescope.commands.oracle",
 }

@@ -42,6 +42,20 @@ def _repeat_workload(session, control, workload=None, params=None) -> None:
             return
 
 
+def _await_window_after(events: list, lock, epoch: float, grace_s: float) -> None:
+    """Wait for the hotspot window that covers ``epoch`` (perf script lags a window behind)."""
+    from tdescope.app.events import HotspotWindow, Problem
+
+    end = time.monotonic() + grace_s
+    while time.monotonic() < end:
+        with lock:
+            if any(isinstance(e, HotspotWindow) and e.ts >= epoch - 0.05 for e in events):
+                return
+            if any(isinstance(e, Problem) for e in events):
+                return
+        time.sleep(0.05)
+
+
 def observe(args, hotspots: bool, waits: bool):
     """Observe the target of ``args`` for ``args.seconds``.
 
@@ -57,6 +71,7 @@ def observe(args, hotspots: bool, waits: bool):
 
     events: list = []
     lock = threading.Lock()
+    window_s = min(1.0, max(0.25, args.seconds / 4))
 
     def sink(ev) -> None:
         with lock:
@@ -84,8 +99,7 @@ def observe(args, hotspots: bool, waits: bool):
             if not os.path.exists(f"/proc/{pid}"):
                 raise UserError(f"pid {pid} is gone (no such process)")
             source = None
-        # Short runs get shorter windows, so a 2 s run still yields several.
-        window_s = min(1.0, max(0.25, args.seconds / 4))
+        # Short runs get shorter windows (above), so a 2 s run still yields several.
         obs = Observation(pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s)
         obs.start_blocking()
         if hotspots and not obs.hotspots_on:
@@ -99,8 +113,9 @@ def observe(args, hotspots: bool, waits: bool):
             deadline = time.monotonic() + args.seconds
             while time.monotonic() < deadline:
                 time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+            if hotspots:
+                _await_window_after(events, lock, time.time(), grace_s=window_s + 3.0)
         finally:
-            # Give perf the last window: it is cut on the next window edge.
             obs.stop()
             control.cancel()
             if runner is not None:

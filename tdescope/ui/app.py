@@ -11,6 +11,27 @@ from tdescope.app.errors import UserError
 __all__ = ["run_gui"]
 
 
+def _run_replay(path: str) -> int:
+    """Open the workbench on a recorded session: no database, no process."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from tdescope.app.session_file import SessionReader
+    from tdescope.ui.session_controller import open_replay_window
+
+    SessionReader(path, writable=False).close()  # a bad file fails here, as one line, before any window
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("tdescope")
+    app.setOrganizationName("tdescope")
+    window = open_replay_window(path)
+    window.show()
+    signal.signal(signal.SIGINT, lambda *_: window.close())
+    heartbeat = QTimer()
+    heartbeat.start(200)
+    heartbeat.timeout.connect(lambda: None)
+    return app.exec()
+
+
 def run_gui(lab: str = "sqlcipher", session_file: str | None = None) -> int:
     """Open the workbench on the ``lab`` engine; returns the exit status."""
     from PySide6.QtCore import QTimer
@@ -19,11 +40,14 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None) -> int:
     from tdescope.ui.main_window import MainWindow
 
     if session_file is not None:
-        raise UserError("opening recorded sessions (.tds) is not available yet in this version")
+        return _run_replay(session_file)
     engines, errors = discover_engines()
     if lab not in engines:
         why = next((e.message for e in errors if e.name == lab), f"no engine called {lab!r}")
         raise UserError(why)
+    # Worker threads (capture windows, samplers) share the GIL with the GUI thread:
+    # a shorter switch interval keeps the event loop's waits short under a storm.
+    sys.setswitchinterval(0.001)
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
     app.setOrganizationName("tdescope")

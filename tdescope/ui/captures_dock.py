@@ -94,7 +94,8 @@ class CapturesDock(QDockWidget):
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.view.verticalHeader().setVisible(False)
         self.view.verticalHeader().setDefaultSectionSize(20)
-        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # Interactive, not ResizeToContents: that would measure every row on every batch.
+        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
         self.view.selectionModel().currentRowChanged.connect(self._on_current)
         self.empty = QLabel("No captures yet. Tick “Capture pages” in the Workload dock and press Run (Ctrl+R).")
@@ -121,6 +122,7 @@ class CapturesDock(QDockWidget):
         self.view.show()
         self.count_label.setText(f"{self.model.rowCount()} captures")
         if was_empty:
+            self.view.resizeColumnsToContents()
             self.view.selectRow(0)
 
     def clear(self) -> None:

@@ -34,6 +34,7 @@ class EventPump(QObject):
         super().__init__(parent)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._subscribers: dict[type, list[Callable[[list], None]]] = defaultdict(list)
+        self._taps: list[Callable[[object], None]] = []
         self._budget = budget_ms / 1000.0
         self._timer = QTimer(self)
         self._timer.setInterval(interval_ms)
@@ -42,7 +43,22 @@ class EventPump(QObject):
 
     def put(self, event: object) -> None:
         """Queue ``event``; safe from any thread."""
+        for tap in self._taps:
+            tap(event)
         self._queue.put(event)
+
+    def add_tap(self, tap: Callable[[object], None]) -> None:
+        """Also hand every event to ``tap(event)`` as it is put, on the producer's thread.
+
+        For consumers that must see each event at once and off the GUI thread (the
+        session recorder); ``tap`` must be quick and thread-safe.
+        """
+        self._taps.append(tap)
+
+    def remove_tap(self, tap: Callable[[object], None]) -> None:
+        """Undo :meth:`add_tap`."""
+        if tap in self._taps:
+            self._taps.remove(tap)
 
     def subscribe(self, kind: type, handler: Callable[[list], None]) -> None:
         """Call ``handler(batch)`` on the GUI thread with the queued events of type ``kind``."""

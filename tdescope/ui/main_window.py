@@ -24,6 +24,7 @@ from tdescope.ui.engine_panel import EngineDock
 from tdescope.ui.event_pump import EventPump
 from tdescope.ui.observation import attach_observation
 from tdescope.ui.pageview import PageView
+from tdescope.ui.session_controller import attach_sessions
 from tdescope.ui.workload_dock import WorkloadDock
 
 __all__ = ["MainWindow"]
@@ -88,6 +89,7 @@ class MainWindow(QMainWindow):
         self.pump.subscribe(Problem, self._on_problems)
         self.pump.subscribe(_Connected, self._on_connected)
         self.observation = attach_observation(self)  # Hotspots, Waits, Timeline docks + Observe menu
+        self.sessions = attach_sessions(self)  # recording, replay, notes, File > Open/Save As/Export
         self._restore_layout()
 
     # -- menus -----------------------------------------------------------------
@@ -171,10 +173,14 @@ class MainWindow(QMainWindow):
         self.workload_dock.set_running(False)
         self._set_armed(False)
 
+    def feed(self, event) -> None:
+        """Show ``event`` as if a producer emitted it (replay of a recorded session)."""
+        self._sink(event)
+
     def _sink(self, event) -> None:
         # Runs on worker threads: summarise captures here, not on the GUI thread.
         if isinstance(event, PageCapture):
-            record, _ = describe_capture(event, self.decoder)
+            record, _ = describe_capture(event, self.decoder, full=False)
             self.pump.put(_Captured(event, record))
         else:
             self.pump.put(event)
@@ -267,6 +273,7 @@ class MainWindow(QMainWindow):
         """Disarm, detach and stop the engine session. Safe to call twice."""
         self.pump.stop()
         self.observation.shutdown()
+        self.sessions.shutdown()
         if self.experiment is not None:
             self.experiment.cancel()
             self.experiment.wait(15)

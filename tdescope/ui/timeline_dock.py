@@ -19,6 +19,8 @@ from tdescope.app.observed import ObservedRun
 __all__ = ["TimelineDock"]
 
 _SIDE_COLORS = {"encrypted": (192, 57, 43, 150), "plain": (39, 174, 96, 150)}
+_SIDE_BRUSHES = {side: pg.mkBrush(*rgba) for side, rgba in _SIDE_COLORS.items()}
+_OTHER_BRUSH = pg.mkBrush(120, 120, 120, 150)
 _LANES = {"workload": 3.0, "hotspots": 2.0, "waits": 1.0, "captures": 0.0}
 
 
@@ -34,6 +36,7 @@ class TimelineDock(QDockWidget):
         self.run = run
         self._seen: tuple = ()
         self._win_crypto: list[float] = []  # crypto % per window, computed once each
+        self._win_brushes: list = []
         self.plot = pg.PlotWidget(background="w")
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.hideButtons()
@@ -87,12 +90,15 @@ class TimelineDock(QDockWidget):
     def set_range(self, start: float, end: float) -> None:
         """Select ``[start, end]`` (epoch seconds) and turn the filter on."""
         t0 = self.run.t0 or start
+        # Signals held back so that exactly one rangeChanged goes out, with the new range.
+        for widget in (self.filter, self.region):
+            widget.blockSignals(True)
+        self.filter.setChecked(True)
         self.region.setRegion((start - t0, end - t0))
+        for widget in (self.filter, self.region):
+            widget.blockSignals(False)
         self.region.show()
-        if self.filter.isChecked():
-            self._emit_range()
-        else:
-            self.filter.setChecked(True)
+        self._emit_range()
 
     def selected_range(self) -> tuple[float, float] | None:
         """The filter range in epoch seconds, or None."""
@@ -137,7 +143,7 @@ class TimelineDock(QDockWidget):
         self.sides.setOpts(
             x0=[s.start - t0 for s in spans], width=[max(s.end - s.start, 0.05) for s in spans],
             y0=[y + 0.1] * len(spans), height=[0.6] * len(spans),
-            brushes=[pg.mkBrush(*_SIDE_COLORS.get(s.side, (120, 120, 120, 150))) for s in spans],
+            brushes=[_SIDE_BRUSHES.get(s.side, _OTHER_BRUSH) for s in spans],
             pen=pg.mkPen(None),
         )
         while len(self._labels) < len(spans):
@@ -151,12 +157,14 @@ class TimelineDock(QDockWidget):
     def _draw_windows(self, t0: float) -> None:
         wins = self.run.windows
         for w in wins[len(self._win_crypto):]:
-            self._win_crypto.append(crypto_pct(Profile.from_stacks(w.stacks)))
+            c = crypto_pct(Profile.from_stacks(w.stacks))
+            self._win_crypto.append(c)
+            self._win_brushes.append(pg.mkBrush(120, 110, 230, int(40 + 2 * c)))
         y = _LANES["hotspots"]
         self.windows.setOpts(
             x0=[w.start - t0 for w in wins], width=[w.ts - w.start for w in wins],
             y0=[y + 0.1] * len(wins), height=[0.6] * len(wins),
-            brushes=[pg.mkBrush(120, 110, 230, int(40 + 2 * c)) for c in self._win_crypto],
+            brushes=list(self._win_brushes),
             pen=pg.mkPen(255, 255, 255),
         )
 
@@ -177,6 +185,7 @@ class TimelineDock(QDockWidget):
         """Forget what was drawn (the run was cleared)."""
         self._seen = ()
         self._win_crypto.clear()
+        self._win_brushes.clear()
         for item in self._labels + self._marker_lines:
             self.plot.removeItem(item)
         self._labels.clear()

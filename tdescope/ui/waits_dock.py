@@ -94,7 +94,7 @@ class _StackedChart(pg.PlotWidget):
         self.setLabel("bottom", "s since start")
         self.showGrid(x=True, y=True, alpha=0.2)
         self.setMouseEnabled(x=True, y=False)
-        self.legend = self.addLegend(offset=(5, 5), colCount=4)
+        self.legend = self.addLegend(offset=(5, 5), colCount=4, brush=pg.mkBrush(255, 255, 255, 190))
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 25))
         self.region.setZValue(100)

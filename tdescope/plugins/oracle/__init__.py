@@ -6,3 +6,9 @@ tested against recorded text written in Oracle's formats (10046 SQL trace,
 published in the seed material; see each module for what is not verified
 against a live instance.
 """
+
+from tdescope.plugins.oracle.engine import OracleEngine
+
+__all__ = ["ENGINE"]
+
+ENGINE = OracleEngine()

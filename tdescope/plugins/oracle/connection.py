@@ -209,7 +209,7 @@ def open_connection(spec: OracleConnectSpec, password: str):
     """
     oracledb = _ensure_mode(spec)
     mode = {"normal": oracledb.AUTH_MODE_DEFAULT, "sysdba": oracledb.AUTH_MODE_SYSDBA,
-            "syskm": oracledb.AUTH_MODE_SYSKM}[spec.mode]
+            "syskm": oracledb.AUTH_MODE_SYSKMT}[spec.mode]  # SYSKM is "SYSKMT" in the driver
     outcome: dict = {}
     done = threading.Event()
     abandoned = threading.Event()

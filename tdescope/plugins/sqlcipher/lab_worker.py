@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         elif cmd == "inventory":
             _send({"ev": "inventory", "rows": lab.inventory()})
         elif cmd == "run":
+            if job is not None:
+                job.join(timeout=1.0)  # a job that just sent its result is still exiting
             if job is not None and job.is_alive():
                 _send({"ev": "error", "message": "a workload is already running"})
                 continue

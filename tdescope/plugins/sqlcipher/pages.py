@@ -147,6 +147,29 @@ class SqlitePageDecoder:
             return DecodedPage("unknown", problems=(f"decoder error: {type(exc).__name__}: {exc}",))
 
 
+    def summarize(self, data: bytes, pgno: int = -1) -> tuple[str, int]:
+        """(page type, cell count) from the b-tree header alone: cheap enough per capture.
+
+        Falls back to :meth:`decode` when the header does not make sense.
+        """
+        data = bytes(data)
+        n = len(data)
+        start = 0
+        if pgno == 1:
+            start = 84 if _is_page_size(n + 16) else 100
+        if n >= start + 8:
+            kind = data[start]
+            cells = int.from_bytes(data[start + 3 : start + 5], "big")
+            header = 12 if kind in (2, 5) else 8
+            if kind in _SUMMARY_TYPES and start + header + 2 * cells <= n:
+                return _SUMMARY_TYPES[kind], cells
+        page = self.decode(data, pgno)
+        return page.page_type, page.cells
+
+
+_SUMMARY_TYPES = {0x02: "index interior", 0x05: "table interior", 0x0A: "index leaf", 0x0D: "table leaf"}
+
+
 class _Decode:
     """State of one decode call; works in page offsets, shifts spans to buffer offsets at the end."""
 

@@ -1,0 +1,1 @@
+"""tdescope's benchmarks: `make bench` (full) and `make bench-quick` (fewer repetitions)."""

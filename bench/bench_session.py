@@ -1,0 +1,166 @@
+"""Session file benchmark: a synthetic one-hour session at default rates.
+
+Rates (the live defaults): hotspot windows at 1 Hz (with their leaf offsets),
+OS waits at 20 Hz x 4 threads, 300 page captures (4 KB before/after), workload
+progress at 5 Hz, a result and two markers every 36 s. Measures the file size,
+the time to open it and count its events (``SessionReader`` + ``summary()``),
+and the time to export the report (HTML and PDF). Goals: <= 100 MB, <= 2 s,
+<= 10 s.
+
+Run: ``.venv/bin/python bench/bench_session.py [--minutes N] [--keep DIR]``.
+Writes bench/results/session.json and session.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tdescope.app.events import (HotspotWindow, Marker, PageCapture, PhaseTiming, WaitSample,  # noqa: E402
+                                 WorkloadProgress, WorkloadResult)
+from tdescope.app.session_file import SessionReader, SessionRecorder  # noqa: E402
+from tdescope.app.session_meta import SessionMeta  # noqa: E402
+
+_SYMS = ["main", "PostgresMain", "exec_simple_query", "PortalRun", "ExecScan", "heap_getnext", "ReadBuffer",
+         "smgrread", "mdread", "FileRead", "pread64", "sqlite3VdbeExec", "sqlite3BtreeNext", "sqlcipher_page_cipher",
+         "EVP_CipherUpdate", "aesni_cbc_encrypt", "sha512_block_data_order_avx2", "memcpy", "malloc", "free"]
+_CLASSES = [("CPU", "running"), ("File I/O", "pread64"), ("Idle", "read (pipe)"), ("Memory operation", "mmap"),
+            ("Lock", "futex"), ("Sync", "fdatasync")]
+
+
+def _stacks(rng: random.Random) -> dict:
+    out = {}
+    for _ in range(60):
+        depth = rng.randint(4, 12)
+        out[";".join(rng.choice(_SYMS) for _ in range(depth))] = rng.randint(1, 20)
+    return out
+
+
+def _page(rng: random.Random, pgno: int) -> bytes:
+    # a structured page: header, pointers, zeros, then text rows (like the lab's)
+    rows = b"".join(f"abc_{pgno * 40 + i}".ljust(100, "x").encode() for i in range(20))
+    body = bytes([13, 0, 0, 0, 20]) + bytes(rng.randrange(256) for _ in range(40))
+    return (body + bytes(4096 - len(body) - len(rows)) + rows)[:4096]
+
+
+def synthesise(path: Path, minutes: float) -> dict:
+    rng = random.Random(7)
+    seconds = int(minutes * 60)
+    t0 = time.time() - seconds
+    meta = SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)", params={"bench": True})
+    counts = dict.fromkeys(("hotspot", "wait", "capture", "progress", "other"), 0)
+    capture_every = max(seconds // 300, 1)
+    started = time.perf_counter()
+    with SessionRecorder(path, meta) as rec:
+        for s in range(seconds):
+            t = t0 + s
+            rec.record(HotspotWindow(t + 1, t, 4242, _stacks(rng), {k: "libcrypto.so.3" for k in _SYMS[-6:]}))
+            counts["hotspot"] += 1
+            for k in range(20):
+                for tid in range(4):
+                    cls, ev = _CLASSES[rng.randrange(len(_CLASSES))]
+                    rec.record(WaitSample(t + k / 20, 4242, 4242 + tid, "os", cls, ev, "wchan=do_epoll_wait"))
+                    counts["wait"] += 1
+            for k in range(5):
+                rec.record(WorkloadProgress(t + k / 5, "ab_dml", "encrypted" if s % 36 < 20 else "plain",
+                                            s % 36, 36, f"group {s % 36}/36"))
+                counts["progress"] += 1
+            if s % capture_every == 0:
+                pgno = s // capture_every
+                after = _page(rng, pgno)
+                rec.record(PageCapture(t + 0.5, pgno + 1, "sqlcipher_page_cipher", "decrypt", pgno, os.urandom(4096),
+                                       after, 25.0, "sqlcipher"))
+                counts["capture"] += 1
+            if s % 36 == 35:
+                rec.record(WorkloadResult(t, "ab_dml", {"groups": 40},
+                                          (PhaseTiming("encrypted", "total", 1.5), PhaseTiming("plain", "total", 1.0)),
+                                          {"encrypted": {"Insert": 80000}}))
+                rec.record(Marker(t - 35, "ab_dml run start"))
+                rec.record(Marker(t, "ab_dml run end"))
+                counts["other"] += 3
+    counts["write_s"] = round(time.perf_counter() - started, 2)
+    return counts
+
+
+_MEASURE = r"""
+import json, sys, time
+t = time.perf_counter()
+from tdescope.app.session_file import SessionReader
+with SessionReader(sys.argv[1], writable=False) as r:
+    s = r.summary()
+opened = time.perf_counter() - t
+t = time.perf_counter()
+from tdescope.app.engines import discover_engines
+from tdescope.app.report import build_report, render_html
+with SessionReader(sys.argv[1], writable=False) as r:
+    report = build_report(r, discover_engines()[0]["sqlcipher"].page_decoder())
+html = render_html(report)
+open(sys.argv[2] + ".html", "w").write(html)
+html_s = time.perf_counter() - t
+t = time.perf_counter()
+from tdescope.ui.report_pdf import write_pdf
+write_pdf(report, sys.argv[2] + ".pdf")
+pdf_s = time.perf_counter() - t
+print(json.dumps({"open_and_count_s": round(opened, 3), "events": sum(s.counts.values()),
+                  "report_html_s": round(html_s, 2), "report_pdf_extra_s": round(pdf_s, 2),
+                  "html_kb": len(html) // 1024}))
+"""
+
+
+def measure(minutes: float, folder: Path) -> dict:
+    """Synthesise, open and export; the figures of one run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "hour.tds"
+    for old in folder.glob("hour.tds*"):
+        old.unlink()
+    counts = synthesise(path, minutes)
+    size_mb = sum(p.stat().st_size for p in folder.glob("hour.tds*")) / 1e6
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    out = subprocess.run([sys.executable, "-c", _MEASURE, str(path), str(folder / "hour-report")],
+                         capture_output=True, text=True, env=env, check=True)
+    measured = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"minutes": minutes, "file_mb": round(size_mb, 1), **counts, **measured}
+
+
+def run(quick: bool = False) -> dict:
+    """Entry point for ``python -m bench``: the hour (10 minutes with ``quick``), prefixed figures."""
+    with tempfile.TemporaryDirectory(prefix="tdescope-bench-") as tmp:
+        figures = measure(10.0 if quick else 60.0, Path(tmp))
+    return {f"session_{k}": v for k, v in figures.items() if isinstance(v, (int, float))}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--keep", help="folder to keep the session and reports in")
+    args = parser.parse_args()
+    folder = Path(args.keep or tempfile.mkdtemp(prefix="tdescope-bench-"))
+    figures = measure(args.minutes, folder)
+    counts = figures
+    result = {**figures, "goals": {"file_mb": 100, "open_and_count_s": 2, "report_html_s": 10}}
+    results = Path(__file__).with_name("results")
+    results.mkdir(exist_ok=True)
+    (results / "session.json").write_text(json.dumps(result, indent=1))
+    md = ["# Session file benchmark", "", f"Synthetic {args.minutes:g}-minute session at default rates.", "",
+          "| measure | value | goal |", "|---|---|---|",
+          f"| file size | {result['file_mb']} MB | ≤ 100 MB |",
+          f"| open + count events | {result['open_and_count_s']} s | ≤ 2 s |",
+          f"| report export (HTML) | {result['report_html_s']} s | ≤ 10 s |",
+          f"| PDF on top of that | {result['report_pdf_extra_s']} s | |",
+          f"| events | {result['events']} | |", f"| recording (write) time | {counts['write_s']} s | |"]
+    (results / "session.md").write_text("\n".join(md) + "\n")
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""A live Oracle session for tdescope: the workload connection and a monitor connection.
+
+Two connections, both opened with the password once at connect time: the
+*workload* connection runs the experiments and its server process (SPID) is
+the probe target; the *monitor* connection samples V$ views, reads trace files
+and takes block dumps while the workload connection is busy (a python-oracledb
+connection runs one call at a time).
+
+Not verified against a live instance (Oracle cannot run where tdescope is
+built): every SQL text here follows Oracle's documentation of the views and
+packages it names.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from tdescope.app.engines.api import Inventory, Workload
+from tdescope.app.errors import UserError
+from tdescope.plugins.oracle import target as tg
+from tdescope.plugins.oracle.inventory import collect_inventory
+from tdescope.plugins.oracle.tracefile import (
+    OWN_TRACE_FILE_SQL,
+    SESSION_TRACE_FILE_SQL,
+    TraceCursor,
+    TraceLocation,
+    block_dump_statements,
+    trace_disable_sql,
+    trace_enable_sql,
+)
+from tdescope.plugins.oracle.waits import OracleWaitSource
+
+__all__ = ["OracleSession", "Querier"]
+
+
+class Querier:
+    """``query(sql, **binds) -> list of rows`` on one connection, one call at a time."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self._lock = threading.Lock()
+
+    def __call__(self, sql: str, **binds) -> list[tuple]:
+        with self._lock:
+            cur = self.conn.cursor()
+            try:
+                cur.execute(sql, binds) if binds else cur.execute(sql)
+                return cur.fetchall() if cur.description else []
+            finally:
+                cur.close()
+
+
+class OracleSession:
+    """:class:`~tdescope.app.engines.api.EngineSession` for Oracle.
+
+    Parameters
+    ----------
+    work_conn, monitor_conn : oracledb.Connection
+    target_sid : int or None
+        Probe this session's process instead of the workload connection's.
+    allow_background : bool
+        Allow a background process (PMON, LGWR...) as the target.
+    """
+
+    def __init__(self, work_conn, monitor_conn, target_sid: int | None = None,
+                 allow_background: bool = False) -> None:
+        self.work_conn = work_conn
+        self.work = Querier(work_conn)
+        self.monitor = Querier(monitor_conn)
+        own = self.work(tg.OWN_SPID_SQL)
+        if not own or own[0][0] is None:
+            raise UserError("Oracle: cannot find this session's server process (V$SESSION/V$PROCESS not readable?)")
+        spid, sid, serial, user, program = own[0]
+        self.own = tg.OracleSessionRow(int(sid), int(serial), user or "", program or "", "", "USER",
+                                       int(str(spid).strip()))
+        self.target = self.own
+        if target_sid is not None:
+            self.choose_target(target_sid, allow_background)
+        rows = self.monitor(tg.HOST_SQL)
+        self.db_host = str(rows[0][0]) if rows else "?"
+        self._trace: TraceCursor | None = None
+        self._dump: TraceCursor | None = None
+
+    # -- target ----------------------------------------------------------------------------
+    def sessions(self) -> list[tg.OracleSessionRow]:
+        """Every session with a dedicated server process, to pick a target from."""
+        return tg.session_rows(self.monitor(tg.SESSIONS_SQL))
+
+    def choose_target(self, sid: int, allow_background: bool = False) -> tg.OracleSessionRow:
+        """Make session ``sid`` the probe target (background processes refused unless allowed)."""
+        row = next((r for r in self.sessions() if r.sid == int(sid)), None)
+        if row is None:
+            raise UserError(f"Oracle: no session with SID {sid} and a dedicated server process")
+        tg.target_pid(row, allow_background)
+        self.target = row
+        return row
+
+    def local_check(self) -> tg.LocalCheck:
+        """Whether gdb and perf can reach the target from here."""
+        return tg.check_local(self.db_host, self.target.spid)
+
+    def server_pid(self) -> int:
+        """The target's SPID."""
+        return self.target.spid
+
+    # -- contract ----------------------------------------------------------------------------
+    def inventory(self) -> Inventory:
+        """Wallet, encrypted tablespaces and columns, version, AES-NI (when the host is this machine)."""
+        cpuinfo = None
+        if self.local_check().local:
+            try:
+                with open("/proc/cpuinfo") as fh:
+                    cpuinfo = fh.read()
+            except OSError:
+                cpuinfo = None
+        return collect_inventory(lambda sql: self.monitor(sql), cpuinfo)
+
+    def workloads(self) -> list[Workload]:
+        """Seeds 000, 003 and 001 on the workload connection."""
+        from tdescope.plugins.oracle.workload_columns import column_timing_workload
+        from tdescope.plugins.oracle.workload_lobs import lob_workload
+        from tdescope.plugins.oracle.workload_tde import tde_compare_workload
+
+        return [tde_compare_workload(self.work_conn), column_timing_workload(self.work_conn),
+                lob_workload(self.work_conn)]
+
+    def wait_source(self) -> OracleWaitSource:
+        """ASH-like sampling and snapper deltas of the target session, on the monitor connection."""
+        return OracleWaitSource(self.monitor, self.target.sid, self.target.spid)
+
+    # -- SQL trace ----------------------------------------------------------------------------
+    def start_sql_trace(self, level: int = 8) -> TraceLocation:
+        """10046 on the target session; later :meth:`read_sql_trace` returns only new lines."""
+        sql, binds = trace_enable_sql(self.target.sid, self.target.serial, level)
+        self.monitor(sql, **binds)
+        rows = self.monitor(SESSION_TRACE_FILE_SQL, sid=self.target.sid)
+        if not rows or not rows[0][0]:
+            raise UserError("Oracle: V$PROCESS.TRACEFILE is empty for the target session")
+        loc = TraceLocation(str(rows[0][0]))
+        self._trace = TraceCursor(self.monitor, loc, self.local_check().local)
+        self._trace.mark()
+        return loc
+
+    def read_sql_trace(self) -> list[str]:
+        """Trace lines written since :meth:`start_sql_trace` (or the previous read)."""
+        if self._trace is None:
+            raise UserError("SQL trace is not running")
+        return self._trace.read()
+
+    def stop_sql_trace(self) -> list[str]:
+        """Disable 10046 on the target and return the last lines."""
+        sql, binds = trace_disable_sql(self.target.sid, self.target.serial)
+        self.monitor(sql, **binds)
+        return self.read_sql_trace()
+
+    # -- block dumps ----------------------------------------------------------------------------
+    def dump_block(self, file_no: int, block_no: int, clear_dump: bool = False) -> str:
+        """``alter system dump datafile F block B`` on the monitor session; the dump text.
+
+        ``clear_dump`` writes decrypted block contents to a server trace file:
+        see :data:`~tdescope.plugins.oracle.tracefile.SGA_CLEAR_DUMP_WARNING`.
+        """
+        if self._dump is None:
+            rows = self.monitor(OWN_TRACE_FILE_SQL)
+            if not rows or not rows[0][0]:
+                raise UserError("Oracle: V$DIAG_INFO has no 'Default Trace File' for this session")
+            self._dump = TraceCursor(self.monitor, TraceLocation(str(rows[0][0])), self.local_check().local)
+        self._dump.mark()
+        for sql in block_dump_statements(file_no, block_no, clear_dump):
+            try:
+                self.monitor(sql)
+            except Exception as exc:  # noqa: BLE001 - privilege errors are the user's to fix
+                raise UserError(f"Oracle: {sql!r} failed: {str(exc).splitlines()[0]}") from None
+        return "\n".join(self._dump.read())
+
+    def close(self) -> None:
+        """Close both connections."""
+        for q in (self.work, self.monitor):
+            try:
+                q.conn.close()
+            except Exception:  # noqa: BLE001 - already closed or the network is gone
+                pass

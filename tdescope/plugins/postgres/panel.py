@@ -1,0 +1,65 @@
+"""The PostgreSQL panel: the column-crypto matrix as a table and a bar chart of the ratio to plain.
+
+Imported lazily by the UI (the only module of the plugin that may import Qt).
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt
+
+from tdescope.app.events import WorkloadResult
+
+__all__ = ["MatrixPanel"]
+
+_PLAIN = (120, 170, 120)
+_MDC = (70, 110, 190)
+_NO_MDC = (150, 180, 230)
+
+
+class MatrixPanel(QWidget):
+    """Shows a ``matrix`` :class:`WorkloadResult`: seconds, µs per row, and the ratio to plain as bars."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.title = QLabel("<b>Column-crypto matrix</b> — avg(length(pgp_sym_decrypt(col))) per cell")
+        self.table = QTableWidget(0, 4)
+        self.table.setHorizontalHeaderLabels(["cell", "seconds", "µs per row", "ratio to plain"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.plot = pg.PlotWidget()
+        self.plot.setBackground("w")
+        self.plot.showGrid(y=True, alpha=0.3)
+        self.plot.setLabel("left", "time ÷ plain")
+        self.plot.setMouseEnabled(x=False, y=False)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(self.plot)
+        split.setSizes([220, 300])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.title)
+        lay.addWidget(split, 1)
+
+    def show_result(self, result: WorkloadResult) -> None:
+        """Fill the table and the bars from ``result.table`` (header row first)."""
+        if not result.table:
+            return
+        _, *rows = result.table
+        self.table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                item = QTableWidgetItem(str(value))
+                if c:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+        self.plot.clear()
+        ratios = [float(row[3]) for row in rows]
+        brushes = [_PLAIN if row[0] == "plain" else _NO_MDC if "no-mdc" in row[0] else _MDC for row in rows]
+        self.plot.addItem(pg.BarGraphItem(x=list(range(len(rows))), height=ratios, width=0.7, brushes=brushes))
+        axis = self.plot.getAxis("bottom")
+        axis.setTicks([[(i, row[0].replace(" no-mdc", "\nno-mdc")) for i, row in enumerate(rows)]])
+        params = ", ".join(f"{k} {v}" for k, v in result.params.items())
+        self.title.setText(f"<b>Column-crypto matrix</b> — avg(length(pgp_sym_decrypt(col))), {params}")

@@ -1,0 +1,121 @@
+"""``tdescope top`` and ``tdescope waits`` as a user runs them: real lab, real processes, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tdescope.app.hotspots import check_perf
+
+TDESCOPE = [sys.executable, "-m", "tdescope"]
+CLIENTS = Path(__file__).parent / "clients"
+
+
+def run(*args, env=None, timeout=120):
+    return subprocess.run([*TDESCOPE, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def assert_one_line_error(result, fragment):
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.perf
+def test_top_on_the_lab_json():
+    if check_perf() is not None:
+        pytest.skip(check_perf())
+    result = run("top", "--lab", "sqlcipher", "--seconds", "3", "--limit", "15", "--json")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert 5 <= len(records) <= 15
+    for r in records:
+        assert {"symbol", "dso", "samples", "self_pct", "crypto", "glossary"} <= set(r)
+        assert isinstance(r["crypto"], bool) and r["samples"] >= 0
+    crypto = [r for r in records if r["crypto"]]
+    assert crypto, [r["symbol"] for r in records]
+    assert any(r["glossary"] for r in crypto)  # the OpenSSL glossary explains them
+    assert records == sorted(records, key=lambda r: -r["samples"])
+
+
+@pytest.fixture(scope="module")
+def preader(tmp_path_factory):
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    d = tmp_path_factory.mktemp("preader")
+    exe = d / "preader"
+    subprocess.run(["cc", "-O1", "-o", str(exe), str(CLIENTS / "preader.c")], check=True)
+    data = d / "data.bin"
+    data.write_bytes(os.urandom(16 << 20))
+    proc = subprocess.Popen([str(exe), str(data)])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_waits_on_a_pid_json(preader):
+    result = run("waits", "--pid", str(preader.pid), "--seconds", "1.5", "--json")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert records
+    for r in records:
+        assert {"class", "event", "samples", "pct"} <= set(r)
+    assert ("File I/O", "pread64") in {(r["class"], r["event"]) for r in records}
+    assert sum(r["pct"] for r in records) == pytest.approx(100.0, abs=0.1)
+
+
+@pytest.mark.perf
+def test_top_on_a_pid_ranks_the_hot_function_first(tmp_path):
+    if check_perf() is not None:
+        pytest.skip(check_perf())
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    exe = tmp_path / "hot"
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(exe), str(CLIENTS / "hot.c")],
+                   check=True)
+    proc = subprocess.Popen([str(exe), "30"])
+    try:
+        result = run("top", "--pid", str(proc.pid), "--seconds", "1.5")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0].split()
+    assert first[3] == "hot_loop" and float(first[0].rstrip("%")) > 50, result.stdout
+    assert "samples in" in result.stderr
+
+
+def test_waits_on_the_lab_text():
+    result = run("waits", "--lab", "sqlcipher", "--seconds", "2")
+    assert result.returncode == 0, result.stderr
+    assert "CPU" in result.stdout and "samples" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["top", "waits"])
+def test_gone_pid_is_one_line(command):
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    assert_one_line_error(run(command, "--pid", str(proc.pid), "--seconds", "1"), "is gone")
+
+
+def test_top_without_perf_is_one_line(tmp_path, preader):
+    env = {**os.environ, "PATH": str(tmp_path)}
+    assert_one_line_error(run("top", "--pid", str(preader.pid), "--seconds", "1", env=env), "perf not found")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["top", "--seconds", "1"], "one of the arguments --pid --lab"),
+    (["waits", "--pid", "1", "--seconds", "0"], "must be between 0 and 3600"),
+    (["top", "--lab", "nosuchdb", "--seconds", "1"], "unknown engine 'nosuchdb'"),
+])
+def test_bad_arguments(args, fragment):
+    result = run(*args)
+    assert result.returncode != 0 and fragment in result.stderr and "Traceback" not in result.stderr

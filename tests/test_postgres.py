@@ -1,0 +1,235 @@
+"""The PostgreSQL plugin against a real cluster (tests/pgcluster.py): captures, pages, waits, workloads, errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import tracer_pid
+from pgcluster import PASSWORD, PASSWORD_ROLE
+from tdescope.app.capture import CaptureLimits
+from tdescope.app.engines.api import ConnectParams, WorkloadControl
+from tdescope.app.errors import UserError
+from tdescope.app.events import PageCapture, WaitSample
+from tdescope.app.experiment import Experiment
+from tdescope.plugins.postgres import ENGINE
+from tdescope.plugins.postgres.pages import PgPageDecoder
+from tdescope.plugins.postgres.pgp import parse_pgp_message
+from tdescope.plugins.postgres.recipes import PAGE_READ, PGP_DECRYPT
+from tdescope.plugins.postgres.waits import WaitSampler
+
+MARKER = "TDESCOPE-MARKER-4711"
+
+
+@pytest.fixture(scope="module")
+def filled(pg_cluster):
+    """A small table with a pgcrypto column holding the marker, and one larger than shared_buffers."""
+    pg_cluster.psql(
+        "DROP TABLE IF EXISTS secrets, big;"
+        f"CREATE TABLE secrets (id int, note text, s bytea);"
+        f"INSERT INTO secrets SELECT g, 'row ' || g, pgp_sym_encrypt('{MARKER} ' || g, 'k', 'cipher-algo=aes256') "
+        "FROM generate_series(1, 20) g;"
+        "CREATE TABLE big AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 20000) g;"
+        "DELETE FROM big WHERE id % 97 = 0;"
+    )
+    return pg_cluster
+
+
+@pytest.fixture
+def session(filled):
+    s = ENGINE.connect(ConnectParams(dsn=filled.dsn()))
+    yield s
+    s.close()
+
+
+def _capture(session, recipe, sql, count, repeat=1):
+    captures: list[PageCapture] = []
+    exp = Experiment(session, session.sql_workload(sql, repeat), {"sql": sql, "repeat": repeat}, recipe,
+                     CaptureLimits(max_captures=count, max_seconds=30, first_hit_timeout=20), "postgres",
+                     lambda e: captures.append(e) if isinstance(e, PageCapture) else None,
+                     repeat_until_captured=True)
+    exp.start()
+    assert exp.wait(60)
+    assert exp.error is None, exp.error
+    assert tracer_pid(session.server_pid()) == 0  # disarmed and detached
+    return captures
+
+
+@pytest.mark.gdb
+def test_decrypt_capture_plaintext_holds_marker_ciphertext_does_not(session):
+    # pgcrypto.so is not loaded in this fresh backend: the probe waits for the library to load
+    caps = _capture(session, PGP_DECRYPT, "SELECT pgp_sym_decrypt(s, 'k') FROM secrets WHERE id <= 3", 40)
+    assert caps
+    assert any(MARKER.encode() in c.after for c in caps)
+    assert not any(MARKER.encode() in c.before for c in caps)
+
+
+@pytest.mark.gdb
+def test_page_read_decodes_like_heap_page_items(session, filled):
+    cur = session.conn
+    cur.execute("SELECT count(*) FROM big").fetchone()  # catalogs cached: the next scan reads big's blocks
+    caps = _capture(session, PAGE_READ, "SELECT count(*) FROM big", 6)
+    decoder = PgPageDecoder(session.columns("big"))
+    ctl = session.control
+    nblocks = ctl.execute("SELECT pg_relation_size('big') / 8192").fetchone()[0]
+    assert nblocks * 8192 > 256 * 1024  # bigger than shared_buffers: blocks come through mdread
+    matched = 0
+    for cap in caps:
+        page = decoder.decode(cap.after, cap.pgno)
+        if page.page_type != "heap" or page.problems or not 0 <= cap.pgno < nblocks:
+            continue
+        raw = bytes(ctl.execute("SELECT get_raw_page('big', %s)", (cap.pgno,)).fetchone()[0])
+        lower = int.from_bytes(raw[12:14], "little")
+        if cap.after[24:lower] != raw[24:lower]:
+            continue  # the same block number of another relation (a catalog)
+        ids = [r[0] for r in page.records]
+        items = ctl.execute("SELECT lp, lp_off, lp_len FROM heap_page_items(get_raw_page('big', %s))",
+                            (cap.pgno,)).fetchall()
+        assert page.cells == len(items)
+        assert len(page.records) == sum(1 for r in items if r[2])
+        starts = sorted(f.start for f in page.fields if f.name.startswith("tuple "))
+        assert starts == sorted(r[1] for r in items if r[2])
+        attrs = ctl.execute("SELECT t_attrs FROM heap_page_item_attrs(get_raw_page('big', %s), 'big'::regclass) "
+                            "WHERE lp_len > 0 ORDER BY lp_off", (cap.pgno,)).fetchall()
+        assert sorted(ids) == sorted(int.from_bytes(a[0][0], "little", signed=True) for a in attrs)
+        matched += 1
+    assert matched >= 1, [(c.pgno, decoder.decode(c.after).page_type) for c in caps]
+
+
+def test_decoder_against_pageinspect(session, filled):
+    ctl = session.control
+    page_bytes = ctl.execute("SELECT get_raw_page('secrets', 0)").fetchone()[0]
+    page = PgPageDecoder(session.columns("secrets")).decode(page_bytes, 0)
+    items = ctl.execute("SELECT lp, lp_off, lp_len, t_xmin::text::bigint, t_ctid::text, t_infomask, t_hoff "
+                        "FROM heap_page_items(get_raw_page('secrets', 0)) ORDER BY lp").fetchall()
+    assert page.page_type == "heap" and not page.problems
+    assert page.cells == len(items) == 20
+    for lp, off, length, xmin, ctid, mask, hoff in items:
+        tup = next(f for f in page.fields if f.name == f"tuple {lp}")
+        assert (tup.start, tup.end) == (off, off + length)
+        got = {f.name: f.value for f in tup.walk()}
+        assert got["t_xmin"] == str(xmin) and got["t_ctid"] == ctid and got["t_hoff"] == str(hoff)
+        assert got["t_infomask"].startswith(f"0x{mask:04x}")
+    # the ciphertext sits inside the tuple as the bytea attribute, and it is a PGP message
+    secret = page.records[0][2]
+    assert isinstance(secret, bytes) and MARKER.encode() not in page_bytes
+    assert parse_pgp_message(secret).cipher == "AES-256"
+
+
+def test_pgp_settings_from_headers(session):
+    for options, cipher, integrity in (("cipher-algo=aes128", "AES-128", "MDC"),
+                                       ("cipher-algo=3des, disable-mdc=1", "3DES", "none"),
+                                       ("cipher-algo=aes192, s2k-mode=1", "AES-192", "MDC")):
+        msg = session.control.execute("SELECT pgp_sym_encrypt('x', 'k', %s)", (options,)).fetchone()[0]
+        got = parse_pgp_message(msg)
+        assert got.cipher == cipher and got.integrity.startswith(integrity)
+    assert parse_pgp_message(b"\x00" * 40) is None
+
+
+def test_inventory_finds_pgcrypto_column(session):
+    inv = session.inventory()
+    assert inv.get("cluster level") == "no cluster-level encryption; column encryption via pgcrypto"
+    assert inv.get("pgcrypto").startswith("installed")
+    assert "AES-256" in inv.get("public.secrets.s")
+    assert inv.get("version").startswith("15")
+
+
+def test_wait_sampling_returns_rows(session):
+    events = []
+    busy = threading.Thread(target=lambda: session.conn.execute(
+        "SELECT count(pgp_sym_decrypt(s, 'k')) FROM secrets, generate_series(1, 150)").fetchone())
+    sampler = WaitSampler(session.wait_source(), events.append, hz=20).start()
+    busy.start()
+    busy.join(60)
+    time.sleep(0.3)
+    sampler.stop()
+    assert sampler.error is None
+    assert len(events) >= 5
+    assert all(isinstance(e, WaitSample) and e.source == "postgres" and e.pid == session.server_pid()
+               for e in events)
+    assert any(e.wait_class == "CPU" for e in events)
+
+
+def test_matrix_every_cell_plain_fastest(session):
+    matrix = next(w for w in session.workloads() if w.name == "matrix")
+    result = matrix.run({**matrix.params, "rows": 150}, WorkloadControl())
+    cells = {t.side: t.elapsed_s for t in result.timings}
+    assert len(cells) == 9 and len(result.table) == 10
+    assert min(cells, key=cells.get) == "plain"
+
+
+def test_ab_dml_runs_both_sides(session):
+    ab = next(w for w in session.workloads() if w.name == "ab_dml")
+    result = ab.run({"groups": 2, "ids_per_group": 20}, WorkloadControl())
+    assert result.counts["encrypted"] == result.counts["plain"] == {"Insert": 40, "Delete": 20, "Update": 20,
+                                                                    "Select": 20}
+    assert result.ratio() is not None
+
+
+def test_pgbench_ro_rw(session):
+    bench = next(w for w in session.workloads() if w.name == "pgbench")
+    result = bench.run({**bench.params, "scale": 1, "clients": 1, "seconds": 1}, WorkloadControl())
+    tps = {t.side: t.elapsed_s for t in result.timings if t.phase == "tps"}
+    assert tps["read-only"] > 0 and tps["read-write"] > 0
+
+
+# -- bad input: one clear line, nothing armed --------------------------------------
+def test_wrong_password(filled):
+    dsn = filled.dsn(user=PASSWORD_ROLE, host="127.0.0.1")
+    with pytest.raises(UserError, match="wrong password"):
+        ENGINE.connect(ConnectParams(dsn=dsn, password=PASSWORD + "x"))
+    s = ENGINE.connect(ConnectParams(dsn=dsn, password=PASSWORD))
+    s.close()
+
+
+def test_no_password_and_no_terminal(filled):
+    with pytest.raises(UserError, match="asks for a password"):
+        ENGINE.connect(ConnectParams(dsn=filled.dsn(user=PASSWORD_ROLE, host="127.0.0.1")))
+
+
+def test_server_down(filled):
+    port = filled.port + 1 if filled.port < 65000 else filled.port - 1
+    with pytest.raises(UserError, match="not reachable"):
+        ENGINE.connect(ConnectParams(dsn=f"host=127.0.0.1 port={port} dbname=postgres connect_timeout=3"))
+
+
+def _cli(*argv, env=None):
+    return subprocess.run([sys.executable, "-m", "tdescope", *argv], capture_output=True, text=True, timeout=90,
+                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def test_cli_extension_missing(filled):
+    out = _cli("capture", "--engine", "postgres", "--dsn", filled.dsn("nocrypto"), "--sql", "SELECT 1",
+               "--count", "1", "--timeout", "5")
+    assert out.returncode != 0
+    assert out.stderr.strip().count("\n") == 0 and "extension pgcrypto is missing" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert tracer_pid(filled.postmaster_pid()) == 0
+
+
+@pytest.mark.parametrize("which", ["postmaster", "checkpointer", "not-a-backend"])
+def test_refused_targets(filled, which):
+    pid = {"postmaster": filled.postmaster_pid, "not-a-backend": os.getpid}.get(which)
+    if which == "checkpointer":
+        pid = int(filled.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'").strip())
+    else:
+        pid = pid()
+    expected = {"postmaster": "is the postmaster", "checkpointer": "background process",
+                "not-a-backend": "not a backend"}[which]
+    with pytest.raises(UserError, match=expected):
+        ENGINE.connect(ConnectParams(dsn=filled.dsn(), options={"pid": pid}))
+    assert tracer_pid(pid) == 0
+
+
+@pytest.mark.gdb
+def test_cli_capture_json(filled):
+    out = _cli("capture", "--engine", "postgres", "--dsn", filled.dsn(), "--sql",
+               "SELECT pgp_sym_decrypt(s, 'k') FROM secrets", "--count", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    assert len(lines) == 2 and '"symbol": "pgp_cfb_decrypt"' in lines[0]

@@ -1,0 +1,134 @@
+"""Sessions headless, as a user runs them: record from the lab, kill -9, info, HTML and PDF reports."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tdescope.app.notes import NoteStore, NoteTarget
+from tdescope.app.session_file import SessionReader
+
+TDESCOPE = [sys.executable, "-m", "tdescope"]
+#: A row value the lab's workload writes: it must not reach a report unless asked for.
+PLAINTEXT_MARKER = "abc_1"
+
+
+def run(*args, timeout=180):
+    return subprocess.run([*TDESCOPE, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """One real lab recording (workload, 12 captures, waits, hotspots), shared by the tests below."""
+    path = tmp_path_factory.mktemp("rec") / "lab.tds"
+    result = run("record", "--lab", "sqlcipher", "--captures", "12", "--seconds", "5", "-o", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "recorded" in result.stderr
+    return path
+
+
+def test_record_then_reopen_gives_the_same_counts(recorded):
+    with SessionReader(recorded) as reader:
+        counts = reader.summary().counts
+        events = list(reader.events())
+    assert counts["capture"] == 12
+    assert counts["workload_progress"] >= 1 and counts["wait_sample"] > 20 and counts["marker"] >= 2
+    assert sum(counts.values()) == len(events)
+    info = run("info", str(recorded), "--json")
+    assert info.returncode == 0, info.stderr
+    data = json.loads(info.stdout)
+    assert data["counts"] == counts
+    assert 4 < data["duration_s"] < 12 and data["notes"] == []
+    captures = [e for e in events if type(e).__name__ == "PageCapture"]
+    assert all(len(c.before) == len(c.after) > 0 for c in captures)
+
+
+def test_kill_9_keeps_what_was_committed(tmp_path):
+    path = tmp_path / "killed.tds"
+    proc = subprocess.Popen([*TDESCOPE, "record", "--lab", "sqlcipher", "--captures", "0", "--no-hotspots",
+                             "--seconds", "120", "-o", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        seen = 0
+        while time.monotonic() < deadline and seen < 150:
+            time.sleep(0.3)
+            if path.exists():
+                try:
+                    with SessionReader(path) as reader:
+                        seen = sum(reader.counts().values())
+                except Exception:  # noqa: BLE001 - the file is being created
+                    seen = 0
+        assert seen >= 150, proc.stderr.read1().decode() if proc.poll() is not None else "no events in 60 s"
+        time.sleep(1.0)
+        killed_at = time.time()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    with SessionReader(path) as reader:  # no close(), no checkpoint: WAL recovery on open
+        s = reader.summary()
+        n = len(list(reader.events()))
+    assert n == sum(s.counts.values()) >= seen  # nothing committed before the kill is lost
+    assert s.end > killed_at - 1.0  # and the last half second or so is all that may be missing
+    assert s.counts["workload_progress"] > 0 and s.counts["wait_sample"] > 0
+
+
+def test_html_report_embeds_plots_and_notes_and_masks_plaintext(recorded, tmp_path):
+    with SessionReader(recorded) as reader:
+        cap = next(reader.events(kinds=["PageCapture"], with_bytes=False))
+    store = NoteStore(recorded)
+    store.add(NoteTarget("bytes", ts=cap.ts, seq=cap.seq, start=0, end=16, side="after"), "page header, decrypted")
+    store.add(NoteTarget("free"), "encrypted run is slower by the ratio above")
+    store.close()
+    masked, clear = tmp_path / "r.html", tmp_path / "r-plain.html"
+    assert run("report", str(recorded), "-o", str(masked)).returncode == 0
+    result = run("report", str(recorded), "-o", str(clear), "--include-plaintext")
+    assert result.returncode == 0, result.stderr
+    html = masked.read_text()
+    assert html.count('<img src="data:image/svg+xml;base64,') >= 4  # timeline, waits, hotspots, flame graph
+    assert "<script" not in html and "http://" not in html.replace("http://www.w3.org", "")
+    assert "page header, decrypted" in html and "encrypted run is slower" in html
+    assert "··" in html
+    assert PLAINTEXT_MARKER not in html
+    assert PLAINTEXT_MARKER in clear.read_text()
+    for word in ("hunter", "PRAGMA key", "x'"):
+        assert word not in html
+
+
+def test_pdf_report_renders_pages_that_are_not_blank(recorded, tmp_path):
+    out = tmp_path / "r.pdf"
+    result = run("report", str(recorded), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes().startswith(b"%PDF")
+    subprocess.run(["pdftoppm", "-r", "40", "-png", str(out), str(tmp_path / "page")], check=True, timeout=60)
+    from PySide6.QtGui import QImage
+
+    pages = sorted(tmp_path.glob("page-*.png"))
+    assert len(pages) >= 2
+    for page in pages:
+        img = QImage(str(page)).convertToFormat(QImage.Format.Format_Grayscale8)
+        arr = np.frombuffer(img.constBits(), dtype=np.uint8, count=img.sizeInBytes())
+        assert (arr < 200).mean() > 0.005, f"{page.name} is blank"
+
+
+@pytest.mark.parametrize("damage", ["junk", "truncate", "missing"])
+def test_bad_files_get_one_line(recorded, tmp_path, damage):
+    path = tmp_path / "bad.tds"
+    if damage == "junk":
+        path.write_bytes(os.urandom(50000))
+    elif damage == "truncate":
+        data = recorded.read_bytes()
+        path.write_bytes(data[: len(data) // 3])
+    for args in (("info", str(path)), ("report", str(path), "-o", str(tmp_path / "x.html"))):
+        result = run(*args)
+        assert result.returncode == 2 and result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+        assert str(path) in lines[0] or "no such session file" in lines[0]

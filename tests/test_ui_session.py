@@ -1,0 +1,151 @@
+"""Sessions in the GUI (pytest-qt): replay drives the same docks, notes with undo, autosave, drag and drop."""
+
+import os
+import time
+
+import pytest
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+
+from tdescope.app.engines import discover_engines
+from tdescope.app.events import PageCapture, PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.notes import NoteStore, NoteTarget
+from tdescope.app.session_file import SessionReader, SessionRecorder
+from tdescope.app.session_meta import SessionMeta
+from tdescope.ui.main_window import MainWindow
+from tdescope.ui.session_controller import open_replay_window
+
+
+@pytest.fixture(autouse=True)
+def data_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def session_file(tmp_path):
+    path = tmp_path / "class.tds"
+    t0 = 1_700_000_000.0
+    with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
+        for i in range(5):
+            rec.record(WorkloadProgress(t0 + i * 0.5, "ab_dml", "encrypted", i + 1, 5, f"group {i + 1}/5"))
+            rec.record(PageCapture(t0 + i * 0.5 + 0.1, i + 1, "sqlcipher_page_cipher", "decrypt", 10 + i,
+                                   os.urandom(1024), bytes(1024), 20.0, "sqlcipher"))
+        rec.record(WorkloadResult(t0 + 3.0, "ab_dml", {"groups": 5},
+                                  (PhaseTiming("encrypted", "total", 3.0), PhaseTiming("plain", "total", 2.0)),
+                                  {"encrypted": {"Insert": 5}}))
+    return path
+
+
+@pytest.fixture
+def replay(qtbot, qsettings, session_file):
+    win = open_replay_window(str(session_file), qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    win.shutdown()
+
+
+def settle(qtbot, win):
+    win.pump.drain()
+    qtbot.wait(20)
+
+
+def test_replay_drives_the_captures_dock(qtbot, replay):
+    win, player = replay, replay.sessions.player
+    assert win.windowTitle().startswith("REPLAY — class.tds")
+    assert win.sessions.replay_bar.isVisible() and win.sessions.replay_bar.banner.text().strip() == "REPLAY"
+    assert not win.workload_dock.run_button.isEnabled() and win.session is None
+    settle(qtbot, win)
+    assert win.captures_dock.model.rowCount() == 0  # only the first progress event is at t0
+    player.seek(1.2)
+    settle(qtbot, win)
+    assert win.captures_dock.model.rowCount() == 3
+    assert win.page_view.before_view.data()  # the first capture is shown, as live
+    player.seek(0.3)  # back: views are cleared and replayed up to the new position
+    settle(qtbot, win)
+    assert win.captures_dock.model.rowCount() == 1
+    player.set_speed(None)
+    qtbot.keyClick(win, Qt.Key.Key_Space)  # play
+    qtbot.waitUntil(lambda: not player.playing, timeout=5000)
+    settle(qtbot, win)
+    assert win.captures_dock.model.rowCount() == 5
+    assert win.workload_dock.status.text().startswith("Done: encrypted / plain = 1.50")
+    assert win.sessions.replay_bar.slider.value() == win.sessions.replay_bar.slider.maximum()
+
+
+def test_notes_add_edit_undo_redo(qtbot, replay, session_file):
+    win, notes = replay, replay.sessions.notes_dock
+    replay.sessions.player.seek_end()
+    settle(qtbot, win)
+    win.captures_dock.view.selectRow(2)
+    settle(qtbot, win)
+    win.page_view.after_view.set_selection(16, 32)
+    targets = win.sessions._note_targets()
+    assert [t.kind for t in targets][:2] == ["bytes", "capture"]
+    assert targets[0].seq == 3 and (targets[0].start, targets[0].end, targets[0].side) == (16, 32, "after")
+    assert notes.add_note(targets[0], "zeros where the ciphertext was")
+    assert notes.add_note(NoteTarget("free"), "ask the class why")
+    assert [n.text for n in notes.notes] == ["zeros where the ciphertext was", "ask the class why"]
+    notes.edit_note(notes.notes[0], "plaintext: zeros")
+    assert notes.tree.topLevelItem(0).text(2) == "plaintext: zeros"
+    notes.undo_stack.undo()
+    assert notes.notes[0].text == "zeros where the ciphertext was"
+    notes.delete_note(notes.notes[1])
+    assert len(notes.notes) == 1
+    notes.undo_stack.undo()  # the deleted note comes back under its id
+    notes.undo_stack.undo()  # and the edit was already undone: now undo the second add
+    assert [n.text for n in notes.notes] == ["zeros where the ciphertext was"]
+    notes.undo_stack.redo()
+    assert len(notes.notes) == 2
+    undo = next(a for m in win.menuBar().actions() if m.text() == "&Edit" for a in m.menu().actions()
+                if a.text().startswith("&Undo"))
+    assert undo.shortcut().toString() == "Ctrl+Z"
+    stored = NoteStore(session_file)
+    assert [n.text for n in stored.all()] == ["zeros where the ciphertext was", "ask the class why"]
+    assert stored.all()[0].target.describe() == "capture #3, after bytes 16–31"
+    stored.close()
+
+
+def test_live_events_are_recorded_to_the_autosave_file(qtbot, qsettings, data_home, tmp_path):
+    engines, _ = discover_engines()
+    win = MainWindow(engines["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    t = time.time()
+    for i in range(10):
+        win.pump.put(WorkloadProgress(t + i / 10, "ab_dml", "plain", i + 1, 10))
+    win.feed(PageCapture(t + 1, 1, "sqlcipher_page_cipher", "decrypt", 2, os.urandom(512), bytes(512)))
+    qtbot.waitUntil(lambda: win.sessions.recorder is not None, timeout=5000)
+    path = win.sessions.recorder.path
+    assert path.parent == data_home / "tdescope" / "sessions"
+    copy = win.sessions.save_as(str(tmp_path / "copy.tds"))
+    with SessionReader(copy) as reader:
+        assert reader.summary().counts == {"workload_progress": 10, "capture": 1}
+        assert reader.meta.engine == "sqlcipher"
+    qtbot.waitUntil(lambda: win.sessions.notes_dock.store is not None, timeout=5000)
+    win.shutdown()
+    with SessionReader(path) as reader:
+        assert reader.summary().counts["capture"] == 1
+
+
+def test_dropping_a_tds_opens_it_in_replay(qtbot, qsettings, session_file):
+    engines, _ = discover_engines()
+    win = MainWindow(engines["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(session_file))])
+    drop = QDropEvent(QPointF(50, 50), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                      Qt.KeyboardModifier.NoModifier)
+    # QApplication.sendEvent drops a synthetic QDropEvent without a drag in progress, so hand it to the
+    # window's event filter as Qt's drag manager would
+    enter = QDragEnterEvent(QPoint(50, 50), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                            Qt.KeyboardModifier.NoModifier)
+    assert win.sessions.eventFilter(win, enter) and enter.isAccepted()
+    assert win.sessions.eventFilter(win, drop)
+    assert win.sessions.mode == "replay" and "REPLAY" in win.windowTitle()
+    win.sessions.new()
+    assert win.sessions.mode == "idle" and not win.sessions.replay_bar.isVisible()
+    settle(qtbot, win)
+    assert win.captures_dock.model.rowCount() == 0
+    win.shutdown()
