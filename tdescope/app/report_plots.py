@@ -120,15 +120,7 @@ def flame_graph(stacks: Mapping[str, int], width: int = 900, max_depth: int = 18
     total = sum(stacks.values())
     if not total:
         return _empty(width, 60, "no call stacks recorded")
-    tree: dict = {}
-    for stack, n in stacks.items():
-        node = tree
-        for frame in stack.split(";", max_depth)[:max_depth]:
-            entry = node.get(frame)  # not setdefault: it would allocate a node per frame per stack
-            if entry is None:
-                entry = node[frame] = [0, {}]
-            entry[0] += n
-            node = entry[1]
+    tree = _prefix_tree(stacks, total / width, max_depth)
     row_h = 17
     body: list[str] = []
     depth_seen = [0]
@@ -154,6 +146,33 @@ def flame_graph(stacks: Mapping[str, int], width: int = 900, max_depth: int = 18
 
     draw(tree, 0.0, 0)
     return _svg(width, (depth_seen[0] + 1) * row_h + 2, body)
+
+
+def _prefix_tree(stacks: Mapping[str, int], min_samples: float, max_depth: int) -> dict:
+    """``{frame: [samples, children]}`` for the prefixes worth at least ``min_samples``.
+
+    Built level by level, splitting only the groups of stacks whose prefix is
+    wide enough to draw (one pixel), so an hour of perf windows with hundreds of
+    thousands of distinct stacks costs a few passes, not one node per frame.
+    """
+    tree: dict = {}
+    level = [(tree, [(s.split(";", max_depth)[:max_depth], n) for s, n in stacks.items()])]
+    depth = 0
+    while level and depth < max_depth:
+        deeper = []
+        for node, group in level:
+            by_frame: dict[str, list] = {}
+            for frames, n in group:
+                if len(frames) > depth:
+                    by_frame.setdefault(frames[depth], []).append((frames, n))
+            for frame, members in by_frame.items():
+                weight = sum(n for _, n in members)
+                if weight >= min_samples:
+                    entry = node[frame] = [weight, {}]
+                    deeper.append((entry[1], members))
+        level = deeper
+        depth += 1
+    return tree
 
 
 @dataclass(frozen=True, slots=True)
