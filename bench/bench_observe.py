@@ -12,6 +12,8 @@ Run alone: ``python -m bench.bench_observe [--quick]`` (JSON on stdout).
 from __future__ import annotations
 
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -25,6 +27,9 @@ goal("observe_dml_off_s", "A/B DML elapsed, observation off (median)")
 goal("observe_dml_on_s", "A/B DML elapsed, hotspots + waits on (median)")
 goal("observe_overhead_pct", "observation overhead: on vs off, median of paired ratios", "≤ 3 %",
      lambda v: v <= 3)
+goal("observe_target_cpu_ratio", "target CPU seconds on / off (median of paired ratios)", "≤ 1.03",
+     lambda v: v <= 1.03)
+goal("observe_observer_core_pct", "CPU the observers use (perf record + perf script + /proc sampler), % of one core")
 goal("observe_strace_ratio", "A/B DML elapsed under strace -f / off (median of paired ratios)")
 
 
@@ -48,8 +53,18 @@ def run(quick: bool) -> dict:
         params = {**workload.params, "groups": 24}
         workload.run(params, WorkloadControl())  # warm-up: caches, page cache, JIT-free but fair
 
+        def target_cpu() -> float:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        def own_cpu() -> float:
+            # perf record / perf script are our children; the /proc sampler is a thread of ours
+            a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+            return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
         def once(mode: str) -> float:
             obs = strace = None
+            c0, o0, w0 = target_cpu(), own_cpu(), time.perf_counter()
             if mode == "on":
                 obs = Observation(pid, lambda ev: None).start_blocking()
                 time.sleep(0.3)  # perf is sampling before the run begins, as in the GUI
@@ -66,10 +81,14 @@ def run(quick: bool) -> dict:
                 if strace is not None:
                     strace.terminate()
                     strace.wait(10)
+            cpu[mode].append(target_cpu() - c0)
+            observer[mode].append((own_cpu() - o0) / (time.perf_counter() - w0))
             return result.total("encrypted") + result.total("plain")
 
         modes = ["off", "on"] + (["strace"] if shutil.which("strace") else [])
         times: dict[str, list[float]] = {m: [] for m in modes}
+        cpu: dict[str, list[float]] = {m: [] for m in modes}
+        observer: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(reps):
             order = modes[r % len(modes):] + modes[: r % len(modes)]
             for m in order:
@@ -83,6 +102,10 @@ def run(quick: bool) -> dict:
         "observe_dml_on_s": round(statistics.median(times["on"]), 3),
         "observe_overhead_pct": round(100 * (statistics.median(on_ratio) - 1), 2),
         "observe_all_s": {m: [round(t, 3) for t in v] for m, v in times.items()},
+        # less sensitive to other load on the box than elapsed time:
+        "observe_target_cpu_ratio": round(statistics.median(a / b for a, b in zip(cpu["on"], cpu["off"])), 3),
+        "observe_observer_core_pct": round(100 * statistics.median(observer["on"]), 1),
+        "observe_load_avg_1m": os.getloadavg()[0],
     }
     if "strace" in times:
         out["observe_strace_ratio"] = round(statistics.median(a / b for a, b in zip(times["strace"], times["off"])), 2)

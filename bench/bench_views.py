@@ -27,7 +27,9 @@ from bench._report import goal
 goal("views_history_min", "observed history replayed before measuring (minutes)")
 goal("views_events_recorded", "real events recorded from the lab (windows + waits + progress)")
 for _tab in ("table", "flame", "diff"):
-    goal(f"views_refresh_{_tab}_p95_ms", f"GUI work per 100 ms tick, Hotspots tab '{_tab}', p95",
+    goal(f"views_refresh_{_tab}_p95_ms", f"GUI work per 100 ms tick, Hotspots tab '{_tab}', p95 (wall)",
+         "≤ 50", lambda v: v <= 50)
+    goal(f"views_refresh_{_tab}_cpu_p95_ms", f"GUI-thread CPU per 100 ms tick, tab '{_tab}', p95",
          "≤ 50", lambda v: v <= 50)
     goal(f"views_refresh_{_tab}_max_ms", f"GUI work per 100 ms tick, Hotspots tab '{_tab}', max")
 
@@ -134,7 +136,7 @@ def run(quick: bool) -> dict:
     for tab_i, tab in enumerate(("table", "flame", "diff")):
         hot.tabs.setCurrentIndex(tab_i)
         app.processEvents()
-        costs = []
+        costs, cpu = [], []
         t_tick = timeline[pos].ts
         end_tab = t_tick + 30
         while pos < len(timeline) and t_tick < end_tab:
@@ -142,17 +144,24 @@ def run(quick: bool) -> dict:
             j = pos
             while j < len(timeline) and timeline[j].ts < t_tick:
                 j += 1
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             feed(timeline[pos:j])
             for d in (hot, waits, tl):
                 d.refresh()
                 d.repaint()
             costs.append((time.perf_counter() - t0) * 1000)
+            cpu.append((time.thread_time() - c0) * 1000)
             pos = j
         costs.sort()
         out[f"views_refresh_{tab}_median_ms"] = round(statistics.median(costs), 2)
         out[f"views_refresh_{tab}_p95_ms"] = round(costs[int(0.95 * (len(costs) - 1))], 2)
         out[f"views_refresh_{tab}_max_ms"] = round(costs[-1], 2)
+        # CPU time of the GUI thread: the work itself, without waiting for a core other
+        # processes hold (the wall figures above include that wait on a loaded box)
+        cpu.sort()
+        out[f"views_refresh_{tab}_cpu_p95_ms"] = round(cpu[int(0.95 * (len(cpu) - 1))], 2)
+        out[f"views_refresh_{tab}_cpu_max_ms"] = round(cpu[-1], 2)
+    out["views_load_avg_1m"] = os.getloadavg()[0]
     out["views_windows_in_history"] = len(run_.windows)
     out["views_wait_samples_in_history"] = run_.wait_samples
     out["views_symbols_in_run"] = len(run_.profile().total_counts)

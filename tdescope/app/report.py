@@ -114,9 +114,22 @@ def _clock(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "—"
 
 
-def _results(reader: SessionReader) -> tuple[ResultTable, ...]:
+def _results(reader: SessionReader, detailed: int = 6) -> tuple[ResultTable, ...]:
+    results = list(reader.events(kinds=[WorkloadResult]))
+    if len(results) > detailed:  # a long session: one line per run rather than pages of tables
+        rows = []
+        for r in results:
+            enc, plain, ratio = r.total("encrypted"), r.total("plain"), r.ratio()
+            rows.append((_clock(r.ts), r.workload + (" (cancelled)" if r.cancelled else ""),
+                         f"{enc:.3f}" if enc is not None else "—", f"{plain:.3f}" if plain is not None else "—",
+                         f"{ratio:.2f}×" if ratio else "—"))
+        ratios = [r.ratio() for r in results if r.ratio() and not r.cancelled]
+        mean = sum(ratios) / len(ratios) if ratios else None
+        return (ResultTable(f"{len(results)} workload runs (totals)", ("Finished", "Workload", "Encrypted (s)",
+                                                                        "Plain (s)", "Ratio"),
+                            tuple(rows), mean, False),)
     out = []
-    for r in reader.events(kinds=[WorkloadResult]):
+    for r in results:
         if r.table:
             header, *rows = r.table
             out.append(ResultTable(f"{r.workload} at {_clock(r.ts)}", tuple(map(str, header)),

@@ -7,6 +7,7 @@ symbols leave it, so a refresh costs little and the selection stays put.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
@@ -19,6 +20,12 @@ __all__ = ["HotspotModel", "DiffModel", "SymbolFilter"]
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 _CRYPTO_BG = QBrush(QColor(225, 220, 255))
 SORT_ROLE = Qt.ItemDataRole.UserRole
+
+
+@functools.lru_cache(maxsize=8192)
+def _crypto(symbol: str) -> bool:
+    # data() asks for every cell and role on each repaint: the regex runs once per symbol
+    return is_crypto(symbol)
 
 
 class _RowsModel(QAbstractTableModel):
@@ -97,17 +104,20 @@ class HotspotModel(_RowsModel):
             if col == 4:
                 return str(r.self_samples)
             if col == 5:
-                return "🔒 crypto" if is_crypto(r.symbol) else ""
+                return "🔒 crypto" if _crypto(r.symbol) else ""
             return self._describe(r.symbol)
         if role == SORT_ROLE:
-            return (r.symbol, r.dso, r.self_pct, r.total_pct, r.self_samples,
-                    int(is_crypto(r.symbol)), self._describe(r.symbol))[col]
+            if col == 5:
+                return int(_crypto(r.symbol))
+            if col == 6:
+                return self._describe(r.symbol)
+            return (r.symbol, r.dso, r.self_pct, r.total_pct, r.self_samples)[col]
         if role == Qt.ItemDataRole.ToolTipRole:
             about = self._describe(r.symbol)
             return f"{r.symbol}\n{r.dso}" + (f"\n\n{about}" if about else "")
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (2, 3, 4):
             return _RIGHT
-        if role == Qt.ItemDataRole.BackgroundRole and is_crypto(r.symbol):
+        if role == Qt.ItemDataRole.BackgroundRole and _crypto(r.symbol):
             return _CRYPTO_BG
         return None
 
@@ -126,8 +136,9 @@ class DiffModel(_RowsModel):
             return (r.symbol, f"{r.enc_pct:.1f}", f"{r.plain_pct:.1f}", f"{r.delta_pct:+.1f}",
                     f"{r.added_pct:+.1f}", "🔒 crypto" if r.crypto else "", self._describe(r.symbol))[col]
         if role == SORT_ROLE:
-            return (r.symbol, r.enc_pct, r.plain_pct, r.delta_pct, r.added_pct, int(r.crypto),
-                    self._describe(r.symbol))[col]
+            if col == 6:
+                return self._describe(r.symbol)
+            return (r.symbol, r.enc_pct, r.plain_pct, r.delta_pct, r.added_pct, int(r.crypto))[col]
         if role == Qt.ItemDataRole.ToolTipRole:
             about = self._describe(r.symbol)
             return (f"{r.symbol}: {r.enc_samples} samples encrypted, {r.plain_samples} plain"

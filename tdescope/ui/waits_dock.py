@@ -30,6 +30,8 @@ CLASS_COLORS = {
     "Idle": (189, 189, 189),
     "Other": (121, 85, 72),
 }
+#: Seconds of history the chart shows while it follows the live edge.
+FOLLOW_S = 120.0
 _ENGINE_COLORS = [(63, 81, 181), (0, 150, 136), (205, 220, 57), (255, 87, 34), (96, 125, 139), (233, 30, 99)]
 
 
@@ -96,6 +98,10 @@ class _StackedChart(pg.PlotWidget):
         self.setMouseEnabled(x=True, y=False)
         self.legend = self.addLegend(offset=(5, 5), colCount=4, brush=pg.mkBrush(255, 255, 255, 190))
         self.curves: dict[str, pg.PlotDataItem] = {}
+        # Follow the last FOLLOW_S seconds (like a strip chart) until the user pans or zooms;
+        # clipToView then draws only those points, which keeps a long run's repaint cheap.
+        self.follow = True
+        self.getViewBox().sigRangeChangedManually.connect(self._stop_following)
         self.region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 25))
         self.region.setZValue(100)
         self.region.hide()
@@ -129,6 +135,12 @@ class _StackedChart(pg.PlotWidget):
         for name, c in self.curves.items():
             if name not in names:
                 c.setData([], [])
+        if self.follow:
+            end = n * self.bucket_s
+            self.setXRange(max(0.0, end - FOLLOW_S), end, padding=0)
+
+    def _stop_following(self, *_args) -> None:
+        self.follow = False
 
 
 class WaitsDock(QDockWidget):
