@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tdescope.app.elfsyms import resolve_in_process
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
@@ -77,7 +78,8 @@ class CaptureLimits:
 
 @dataclass(frozen=True, slots=True)
 class CaptureSummary:
-    """How a window ended."""
+    """How a window ended. ``arming_stop_s``: how long the target was stopped while
+    gdb attached and armed (before the first resume)."""
 
     captures: int
     reason: str
@@ -86,6 +88,7 @@ class CaptureSummary:
     stopped_s: float
     elapsed_s: float
     error: str | None = None
+    arming_stop_s: float = 0.0
 
 
 class SpoolReader:
@@ -116,11 +119,15 @@ def _ref(ref: ArgRef | None) -> dict | None:
     return None if ref is None else dataclasses.asdict(ref)
 
 
+def at_entry(recipe: ProbeRecipe) -> bool:
+    """True when the recipe reads registers and stack only: it breaks at the first instruction."""
+    refs = (recipe.before, recipe.after, recipe.length, recipe.pgno, recipe.condition[0] if recipe.condition else None)
+    return all(r is None or r.name is None for r in refs)
+
+
 def recipe_spec(recipe: ProbeRecipe, limits: CaptureLimits, spool: str) -> dict:
     """The JSON spec the gdb-side helper arms from."""
-    uses_registers_only = all(
-        r is None or r.name is None for r in (recipe.before, recipe.after, recipe.length, recipe.pgno)
-    )
+    uses_registers_only = at_entry(recipe)
     return {
         "symbols": list(recipe.symbols),
         "at_entry": uses_registers_only,  # registers hold the ABI arguments only at the first instruction
@@ -206,16 +213,30 @@ class CaptureWindow:
         armed_symbol: str | None = None
         locations: tuple[str, ...] = ()
         error: str | None = None
+        arming_stop = 0.0
         guard: subprocess.Popen | None = None
         gdb = self._gdb = GdbSession(self._gdb_path)
         _live_windows.add(self)
         try:
+            resolved = None
+            if at_entry(self.recipe):
+                # find the address before attaching: gdb then loads no library symbols while
+                # the target is stopped, and a process without the function is never stopped
+                resolved = resolve_in_process(self.pid, self.recipe.symbols, self.recipe.library)
+                if resolved is None and self.recipe.library is None:
+                    names = " or ".join(self.recipe.symbols)
+                    raise UserError(f"pid {self.pid} does not use {self.engine}: symbol {names} not found")
             gdb.start()
+            if resolved is not None:
+                gdb.command("-gdb-set auto-solib-add off")
+            t_attach = time.monotonic()
             gdb.attach(self.pid)
             gdb.console_command(f"source {_HELPER}")
             spec_path = os.path.join(workdir, "spec.json")
             with open(spec_path, "w") as fh:
-                json.dump(recipe_spec(self.recipe, self.limits, spool), fh)
+                spec = recipe_spec(self.recipe, self.limits, spool)
+                spec["address"] = resolved.address if resolved is not None else None
+                json.dump(spec, fh)
             n_console = len(gdb.console)
             gdb.console_command(f'python _tdescope_probe.arm("{spec_path}")')
             result = _last_json(gdb.console[n_console:])
@@ -226,6 +247,7 @@ class CaptureWindow:
             locations = tuple(result.get("locations") or ())
             guard = _start_guard(self.pid, gdb, locations)
             gdb.resume()
+            arming_stop = time.monotonic() - t_attach
             self.armed.set()
             armed_at = time.monotonic()
             self._on_state(CaptureWindowState(time.time(), "armed", message=f"{armed_symbol} in pid {self.pid}"))
@@ -333,7 +355,7 @@ class CaptureWindow:
                 CaptureWindowState(time.time(), state, captures, stopped, error or reason)
             )
         return CaptureSummary(
-            captures, reason, armed_symbol, locations, stopped, time.monotonic() - t_start, error
+            captures, reason, armed_symbol, locations, stopped, time.monotonic() - t_start, error, arming_stop
         )
 
 

@@ -119,15 +119,27 @@ class TimelineDock(QDockWidget):
         run = self.run
         if run.t0 is None:
             return
-        key = (len(run.windows), len(run.spans), run.wait_samples, len(run.capture_ts),
-               run.spans[-1].end if run.spans else 0, len(run.markers))
-        if key == self._seen and not force:
+        # Each lane redraws only when its own data moved: waits change every tick,
+        # windows once a second, spans a few times per run.
+        lanes = {
+            "sides": (len(run.spans), run.spans[-1].end if run.spans else 0),
+            "windows": len(run.windows),
+            "density": run.wait_samples,
+            "marks": (len(run.capture_ts), len(run.markers)),
+        }
+        seen = self._seen if isinstance(self._seen, dict) and not force else {}
+        if lanes == seen:
             return
-        self._seen = key
+        self._seen = lanes
         t0 = run.t0
-        self._draw_sides(t0)
-        self._draw_windows(t0)
-        self._draw_density()
+        if lanes["sides"] != seen.get("sides"):
+            self._draw_sides(t0)
+        if lanes["windows"] != seen.get("windows"):
+            self._draw_windows(t0)
+        if lanes["density"] != seen.get("density"):
+            self._draw_density()
+        if lanes["marks"] == seen.get("marks"):
+            return
         if run.capture_ts:
             ts = np.asarray(run.capture_ts) - t0
             self.captures.setData(ts, np.full(len(ts), _LANES["captures"] + 0.4))

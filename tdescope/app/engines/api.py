@@ -41,20 +41,24 @@ SYSV_ARG_REGISTERS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
 class ArgRef:
     """Where a value lives when the probe fires.
 
-    Exactly one of ``name`` (a DWARF argument name) or ``register`` (an x86-64
-    register, for binaries without debug info) is used; ``name`` wins when the
-    frame knows it. ``constant`` gives a fixed value instead (e.g. a page size).
+    ``name`` is a DWARF argument name; ``register`` an x86-64 register and
+    ``stack`` an offset from ``rsp`` (arguments past the sixth), both read at
+    the function's first instruction, for binaries without debug info (and to
+    avoid loading it). ``name`` wins when the frame knows it. ``constant`` gives
+    a fixed value instead (e.g. a page size).
     """
 
     name: str | None = None
     register: str | None = None
     constant: int | None = None
+    stack: int | None = None
 
     def describe(self) -> str:
-        """Human text: ``in``, ``$rsi`` or ``8192``."""
+        """Human text: ``in``, ``$rsi``, ``[$rsp+8]`` or ``8192``."""
         if self.constant is not None:
             return str(self.constant)
-        parts = [p for p in (self.name, f"${self.register}" if self.register else None) if p]
+        stack = f"[$rsp+{self.stack}]" if self.stack is not None else None
+        parts = [p for p in (self.name, f"${self.register}" if self.register else None, stack) if p]
         return " / ".join(parts)
 
 

@@ -56,6 +56,11 @@ def _value(frame, ref):
         except (ValueError, gdb.error):
             if not ref.get("register"):
                 raise
+    if ref.get("stack") is not None:
+        # at the first instruction the caller's stack arguments start at rsp+8
+        rsp = int(frame.read_register("rsp"))
+        raw = bytes(gdb.selected_inferior().read_memory(rsp + int(ref["stack"]), 8))
+        return int.from_bytes(raw, "little")
     return int(frame.read_register(ref["register"])) & 0xFFFFFFFFFFFFFFFF
 
 
@@ -103,6 +108,40 @@ class _AfterBreakpoint(gdb.FinishBreakpoint):
         _write(AFTER, seq, pgno, mode, b"", 0.0)
 
 
+class _ReturnBreakpoint(gdb.Breakpoint):
+    """Copies the output buffer at the return address read from [rsp] at entry.
+
+    Used when the probe sits at a function's first instruction: no unwinding and
+    no debug info needed (a FinishBreakpoint needs gdb to unwind the frame).
+    The thread and the stack pointer tell this call's return from another's.
+    """
+
+    def __init__(self, ret_address, thread, rsp_after, seq, pgno, mode, address, length):
+        super().__init__("*%#x" % ret_address, internal=True)
+        self.silent = True
+        self.key = (thread, rsp_after)
+        self.args = (seq, pgno, mode, address, length)
+        self.fired = False
+
+    def stop(self):
+        if self.fired:
+            return False
+        try:
+            here = (gdb.selected_thread().num, int(gdb.selected_frame().read_register("rsp")))
+        except Exception:  # noqa: BLE001 - an exception here would stop the target
+            return False
+        if here != self.key:
+            return False  # another call (thread or recursion) returning through the same address
+        self.fired = True
+        _AfterBreakpoint.stop(self)
+        gdb.post_event(self._retire)  # breakpoints may not be deleted inside stop()
+        return False
+
+    def _retire(self):
+        if self.is_valid():
+            self.delete()
+
+
 class _ProbeBreakpoint(gdb.Breakpoint):
     """Copies the input buffer at entry of the probed function."""
 
@@ -131,8 +170,14 @@ class _ProbeBreakpoint(gdb.Breakpoint):
             _State.seq += 1
             seq = _State.seq
             if spec.get("after"):
-                _AfterBreakpoint(frame, seq, pgno if pgno is not None else -1, mode,
-                                 _value(frame, spec["after"]), length)
+                out = _value(frame, spec["after"])
+                if spec.get("at_entry"):
+                    rsp = int(frame.read_register("rsp"))
+                    ret = int.from_bytes(bytes(gdb.selected_inferior().read_memory(rsp, 8)), "little")
+                    _ReturnBreakpoint(ret, gdb.selected_thread().num, rsp + 8, seq,
+                                      pgno if pgno is not None else -1, mode, out, length)
+                else:
+                    _AfterBreakpoint(frame, seq, pgno if pgno is not None else -1, mode, out, length)
         except Exception as exc:  # noqa: BLE001 - an exception here would stop the target
             _notice(event="probe-error", message=str(exc))
             return False
@@ -153,6 +198,12 @@ def arm(spec_path):
     _State.closed = False
     _State.started = time.monotonic()
     errors = []
+    if spec.get("address"):
+        # resolved by the workbench from the ELF files before attaching (app/elfsyms.py)
+        bp = _ProbeBreakpoint("*%#x" % spec["address"], internal=False)
+        _State.breakpoints.append(bp)
+        print(json.dumps({"armed": spec["symbols"][0], "pending": False, "locations": [hex(spec["address"])]}))
+        return
     for symbol in spec["symbols"]:
         location = ("*" + symbol) if spec.get("at_entry") else symbol
         try:
