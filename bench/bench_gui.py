@@ -61,9 +61,15 @@ def run(quick: bool) -> dict:
     window.connect_engine(ConnectParams(options={"lab": True}))
 
     def spin(cond, timeout):
+        # an idle event loop, as app.exec() is: a busy processEvents() loop would hold
+        # the GIL and a core that the capture and observation threads need
+        loop, poll = QEventLoop(), QTimer()
         end = time.time() + timeout
-        while time.time() < end and not cond():
-            app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
+        poll.timeout.connect(lambda: (cond() or time.time() > end) and loop.quit())
+        poll.start(50)
+        if not cond():
+            loop.exec()
+        poll.stop()
 
     spin(lambda: window.session is not None, 60)
     spin(lambda: window.observation.observation is not None, 10)
@@ -97,10 +103,16 @@ def run(quick: bool) -> dict:
     clock = QElapsedTimer()
     clock.start()
     last = [clock.nsecsElapsed()]
+    dbg = [0.0, 0.0]
 
     def tick():
         now = clock.nsecsElapsed()
         gaps.append((now - last[0]) / 1e6)
+        if os.environ.get("TDESCOPE_BENCH_DEBUG"):
+            cpu, rq = (int(x) / 1e6 for x in open(f"/proc/self/task/{os.getpid()}/schedstat").read().split()[:2])
+            if gaps[-1] > 30:
+                print(f"gap {time.perf_counter():.3f} {gaps[-1]:.1f} ms cpu {cpu - dbg[0]:.1f} runq {rq - dbg[1]:.1f}", file=sys.stderr)
+            dbg[:] = [cpu, rq]
         last[0] = now
 
     timer = QTimer()

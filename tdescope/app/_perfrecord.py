@@ -181,12 +181,12 @@ class HotspotSampler:
             raise UserError(f"no process {self.pid}")
         self.event = self.event or perf_event()
         self._tmpdir = tempfile.mkdtemp(prefix="tdescope-perf-")
-        cmd = ["perf", "record", "-F", str(self.frequency), "-p", str(self.pid),
+        cmd = ["nice", "-n", "19", "perf", "record", "-F", str(self.frequency), "-p", str(self.pid),
                "-e", self.event, "-o", os.path.join(self._tmpdir, "w.data"),
                "--switch-output"]
         # No -q: it would silence the "Dump" lines that mark finished files.
         if self.callgraph:
-            cmd.insert(2, "-g")
+            cmd.insert(cmd.index("record") + 1, "-g")
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, start_new_session=True,
@@ -314,7 +314,9 @@ class HotspotSampler:
     def _process(self, path: str, start: float, end: float) -> None:
         t0 = time.perf_counter()
         try:
-            res = _run(["perf", "script", "-i", path, "-F", PERF_SCRIPT_FIELDS, "--no-inline"], 30)
+            # niced: the observers yield the CPU to the database they observe
+            res = _run(["nice", "-n", "19", "perf", "script", "-i", path, "-F", PERF_SCRIPT_FIELDS,
+                        "--no-inline"], 30)
         except (OSError, subprocess.TimeoutExpired) as err:
             self._error(f"perf script failed: {err}")
             return
