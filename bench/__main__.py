@@ -11,7 +11,8 @@ import time
 from bench import _report
 
 #: Benchmark modules, each with ``run(quick: bool) -> dict`` of figures.
-SUITES = ["bench.bench_capture", "bench.bench_gui", "bench.bench_session"]
+SUITES = ["bench.bench_capture", "bench.bench_armed", "bench.bench_observe", "bench.bench_gui",
+          "bench.bench_startup", "bench.bench_session"]
 
 
 def main() -> int:

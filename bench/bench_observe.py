@@ -31,6 +31,7 @@ goal("observe_target_cpu_ratio", "target CPU seconds on / off (median of paired 
      lambda v: v <= 1.03)
 goal("observe_observer_core_pct", "CPU the observers use (perf record + perf script + /proc sampler), % of one core")
 goal("observe_strace_ratio", "A/B DML elapsed under strace -f / off (median of paired ratios)")
+goal("strace_overhead_pct", "the same A/B DML under `strace -f -p` syscall tracing vs off, % (for comparison)")
 
 
 def _tracer(pid: int) -> int:
@@ -108,7 +109,9 @@ def run(quick: bool) -> dict:
         "observe_load_avg_1m": os.getloadavg()[0],
     }
     if "strace" in times:
-        out["observe_strace_ratio"] = round(statistics.median(a / b for a, b in zip(times["strace"], times["off"])), 2)
+        strace_ratio = statistics.median(a / b for a, b in zip(times["strace"], times["off"]))
+        out["observe_strace_ratio"] = round(strace_ratio, 2)
+        out["strace_overhead_pct"] = round(100 * (strace_ratio - 1), 1)
     return out
 
 

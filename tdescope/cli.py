@@ -26,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     gui = sub.add_parser("gui", help="open the workbench (the default)")
     gui.add_argument("--lab", default="sqlcipher", metavar="ENGINE", help="engine lab to open (default: sqlcipher)")
+    gui.add_argument("--engine", metavar="ENGINE", help="connect to a server instead: postgres or oracle")
+    gui.add_argument("--dsn", default="", help="where the server is (a libpq DSN or an Oracle EZConnect string)")
     gui.add_argument("file", nargs="?", help="a recorded session (.tds) to open")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
@@ -44,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         if command == "gui":
             from tdescope.ui.app import run_gui
 
-            return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None))
+            return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
+                           engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""))
         return importlib.import_module(COMMANDS[command]).run(args)
     except UserError as exc:
         print(f"tdescope: {exc}", file=sys.stderr)

@@ -32,8 +32,9 @@ def _run_replay(path: str) -> int:
     return app.exec()
 
 
-def run_gui(lab: str = "sqlcipher", session_file: str | None = None) -> int:
-    """Open the workbench on the ``lab`` engine; returns the exit status."""
+def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str | None = None,
+            dsn: str = "") -> int:
+    """Open the workbench on the ``lab`` engine, or on ``engine`` at ``dsn``; returns the exit status."""
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -42,6 +43,8 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None) -> int:
     if session_file is not None:
         return _run_replay(session_file)
     engines, errors = discover_engines()
+    if engine is not None:
+        lab = engine
     if lab not in engines:
         why = next((e.message for e in errors if e.name == lab), f"no engine called {lab!r}")
         raise UserError(why)
@@ -53,7 +56,12 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None) -> int:
     app.setOrganizationName("tdescope")
     window = MainWindow(engines[lab])
     window.show()
-    window.connect_engine(ConnectParams(options={"lab": True}))
+    if engine is None:
+        window.connect_engine(ConnectParams(options={"lab": True}))
+    else:
+        from tdescope.ui.engine_docks import PasswordPrompt
+
+        window.connect_engine(ConnectParams(dsn=dsn, options={"prompt": PasswordPrompt(window)}))
     # Ctrl+C in the terminal closes the window cleanly (disarm, detach) instead of killing us.
     signal.signal(signal.SIGINT, lambda *_: window.close())
     heartbeat = QTimer()

@@ -20,6 +20,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
 from tdescope.app.experiment import Experiment
 from tdescope.ui.captures_dock import CapturesDock
+from tdescope.ui.engine_docks import attach_engine_docks
 from tdescope.ui.engine_panel import EngineDock
 from tdescope.ui.event_pump import EventPump
 from tdescope.ui.observation import attach_observation
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.armed_label)
         self._set_armed(False)
         self._build_menus()
+        self.engine_docks = attach_engine_docks(self)
 
         self.workload_dock.runRequested.connect(self.run_workload)
         self.workload_dock.cancelRequested.connect(self.cancel)
@@ -143,6 +145,9 @@ class MainWindow(QMainWindow):
         self.session = ev.session
         pid = self.session.server_pid()
         self.engine_dock.show_inventory(self.engine.label, ev.inventory, pid)
+        for dock in self.engine_docks:
+            if hasattr(dock, "show_inventory"):
+                dock.show_inventory(ev.inventory)
         self.workload_dock.set_workloads(self.session.workloads(), self.engine.probe_recipes())
         self.statusBar().showMessage(f"Connected: target pid {pid}", 5000)
 

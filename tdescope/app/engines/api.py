@@ -275,6 +275,9 @@ class Engine(Protocol):
     label: str
     """Display name."""
 
+    # Optional: ``panel = "package.module:create_docks"`` names the plugin's own Qt
+    # docks; ui/ imports it by name when a window opens on the engine.
+
     def connect(self, params: ConnectParams) -> EngineSession:
         """Open a session; raise ``tdescope.app.errors.UserError`` with one clear line on failure."""
         ...

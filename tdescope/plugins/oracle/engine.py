@@ -53,7 +53,9 @@ class OracleEngine:
         spec = spec_from_params(params)
         password = params.password
         if password is None:
-            if not sys.stdin.isatty():
+            if params.options.get("prompt") is not None:
+                prompt = params.options["prompt"]  # the GUI asks in a dialog
+            elif not sys.stdin.isatty():
                 prompt = _no_prompt(spec.keyring_name)
             else:
                 prompt = None

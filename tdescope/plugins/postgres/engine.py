@@ -15,6 +15,7 @@ class PostgresEngine:
 
     name = "postgres"
     label = "PostgreSQL"
+    panel = "tdescope.plugins.postgres.panel:create_docks"
 
     def connect(self, params: ConnectParams):
         """Open the workload and control connections.

@@ -6,12 +6,12 @@ Imported lazily by the UI (the only module of the plugin that may import Qt).
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDockWidget, QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 from PySide6.QtCore import Qt
 
 from tdescope.app.events import WorkloadResult
 
-__all__ = ["MatrixPanel"]
+__all__ = ["MatrixDock", "MatrixPanel", "create_docks"]
 
 _PLAIN = (120, 170, 120)
 _MDC = (70, 110, 190)
@@ -63,3 +63,25 @@ class MatrixPanel(QWidget):
         axis.setTicks([[(i, row[0].replace(" no-mdc", "\nno-mdc")) for i, row in enumerate(rows)]])
         params = ", ".join(f"{k} {v}" for k, v in result.params.items())
         self.title.setText(f"<b>Column-crypto matrix</b> — avg(length(pgp_sym_decrypt(col))), {params}")
+
+
+class MatrixDock(QDockWidget):
+    """The matrix panel as a dock; it shows only the column-crypto matrix's results."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__("Column-crypto matrix", parent)
+        self.setObjectName("PostgresMatrixDock")
+        self.panel = MatrixPanel(self)
+        self.setWidget(self.panel)
+
+    def show_result(self, result: WorkloadResult) -> None:
+        """Show ``result`` when it comes from the matrix workload."""
+        if result.workload == "matrix":
+            self.panel.show_result(result)
+            self.show()
+            self.raise_()
+
+
+def create_docks(parent=None) -> list[QDockWidget]:
+    """The docks the PostgreSQL engine adds to the window (the engine's ``panel`` hook)."""
+    return [MatrixDock(parent)]
