@@ -41,10 +41,12 @@ def write(results: dict, quick: bool, name: str = "latest") -> Path:
              f"{doc['date']} · {m['cpu']} · {m['cores']} cores · {m['memory_gb']} GiB · Python {m['python']}", "",
              "| figure | meaning | goal | measured | |", "|---|---|---|---|---|"]
     for key, value in results.items():
+        if isinstance(value, (list, dict)):
+            continue  # per-run series stay in the JSON
         meaning, text, check = GOALS.get(key, ("", "", None))
         ok = check(value) if (check and isinstance(value, (int, float))) else None
         mark = {True: "✓", False: "✗", None: ""}[ok]
-        shown = f"{value:.3g}" if isinstance(value, float) else str(value)
+        shown = (f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}") if isinstance(value, float) else str(value)
         lines.append(f"| `{key}` | {meaning} | {text} | {shown} | {mark} |")
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
     return RESULTS / f"{name}.md"

@@ -19,7 +19,9 @@ Workload dock's Run button:
 
 from __future__ import annotations
 
+import gc
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -30,8 +32,8 @@ goal("gui_offered_captures_per_s", "decrypts/s the unarmed lab offers to the pro
      lambda v: v >= 1000)
 goal("gui_delivered_captures_per_s", "captures/s that reached the window during the storm")
 goal("gui_capture_storm_pairs", "pages captured while the GUI was measured")
-goal("gui_stall_p99_ms", "event-loop stall, 99th percentile, during the capture storm", "≤ 50", lambda v: v <= 50)
-goal("gui_stall_max_ms", "longest event-loop stall during the capture storm", "≤ 100", lambda v: v <= 100)
+goal("gui_stall_p99_ms", "event-loop stall, 99th percentile of each storm, median over storms", "≤ 50", lambda v: v <= 50)
+goal("gui_stall_max_ms", "longest event-loop stall over all the storms", "≤ 100", lambda v: v <= 100)
 goal("gui_refresh_p99_ms", "observation views refresh (10 Hz timer), 99th percentile, during the storm")
 
 #: The storm's workload: small groups so several complete inside the armed window.
@@ -58,6 +60,7 @@ def run(quick: bool) -> dict:
     window = MainWindow(discover_engines()[0]["sqlcipher"], QSettings(f"{tmp}/s.ini", QSettings.Format.IniFormat))
     window.show()
     app.processEvents()
+    gc.freeze()  # as run_gui does once the window is built
     window.connect_engine(ConnectParams(options={"lab": True}))
 
     def spin(cond, timeout):
@@ -97,49 +100,54 @@ def run(quick: bool) -> dict:
     progress.clear()
     window.captures_dock.clear()
 
-    # 2. the storm, measured
-    n = 400 if quick else 1000
-    gaps: list[float] = []
+    # 2. the storms, measured: each its own p99; the figure is their median
+    n, storms = (400, 2) if quick else (1000, 3)
     clock = QElapsedTimer()
     clock.start()
-    last = [clock.nsecsElapsed()]
-    dbg = [0.0, 0.0]
+    p99s, maxes, refresh, offered, delivered, groups_armed, captured_all = [], [], [], [], [], [], []
+    for _ in range(storms):
+        progress.clear()
+        window.captures_dock.clear()
+        gaps: list[float] = []
+        last = [clock.nsecsElapsed()]
 
-    def tick():
-        now = clock.nsecsElapsed()
-        gaps.append((now - last[0]) / 1e6)
-        if os.environ.get("TDESCOPE_BENCH_DEBUG"):
-            cpu, rq = (int(x) / 1e6 for x in open(f"/proc/self/task/{os.getpid()}/schedstat").read().split()[:2])
-            if gaps[-1] > 30:
-                print(f"gap {time.perf_counter():.3f} {gaps[-1]:.1f} ms cpu {cpu - dbg[0]:.1f} runq {rq - dbg[1]:.1f}", file=sys.stderr)
-            dbg[:] = [cpu, rq]
-        last[0] = now
+        def tick():
+            now = clock.nsecsElapsed()
+            gaps.append((now - last[0]) / 1e6)
+            last[0] = now
 
-    timer = QTimer()
-    timer.setInterval(5)
-    timer.timeout.connect(tick)
-    refresh_from = len(window.observation.refresh_ms)
-    timer.start()
-    run_once(True, PARAMS["groups"], n)
-    timer.stop()
-    refresh = window.observation.refresh_ms[refresh_from:]
-    model = window.captures_dock.model
-    captured = model.rowCount()
-    stamps = sorted(model.row(i)[0].ts for i in range(captured)) if captured else []
+        timer = QTimer()
+        timer.setInterval(5)
+        timer.timeout.connect(tick)
+        refresh_from = len(window.observation.refresh_ms)
+        timer.start()
+        run_once(True, PARAMS["groups"], n)
+        timer.stop()
+        refresh += window.observation.refresh_ms[refresh_from:]
+        model = window.captures_dock.model
+        captured = model.rowCount()
+        stamps = sorted(model.row(i)[0].ts for i in range(captured))
+        t0, t1 = stamps[0], stamps[-1]
+        groups = sum(1 for p in progress if p.side == "encrypted" and t0 <= p.ts <= t1)
+        if groups:
+            offered.append(captured / groups / s_per_group)
+        delivered.append((captured - 1) / (t1 - t0))
+        groups_armed.append(groups)
+        captured_all.append(captured)
+        p99s.append(_percentile(gaps, 0.99))
+        maxes.append(max(gaps))
     window.close()
-    t0, t1 = (stamps[0], stamps[-1]) if len(stamps) > 1 else (0.0, 1.0)
-    groups_armed = sum(1 for p in progress if p.side == "encrypted" and t0 <= p.ts <= t1)
-    out = {
-        "gui_offered_captures_per_s": round(captured / groups_armed / s_per_group) if groups_armed else None,
-        "gui_delivered_captures_per_s": round((captured - 1) / (t1 - t0)) if captured > 1 else None,
-        "gui_capture_storm_pairs": captured,
-        "gui_stall_p99_ms": round(_percentile(gaps, 0.99), 1) if gaps else None,
-        "gui_stall_max_ms": round(max(gaps), 1) if gaps else None,
+    return {
+        "gui_offered_captures_per_s": round(statistics.median(offered)) if offered else None,
+        "gui_delivered_captures_per_s": round(statistics.median(delivered)),
+        "gui_capture_storm_pairs": min(captured_all),
+        "gui_stall_p99_ms": round(statistics.median(p99s), 1),
+        "gui_stall_max_ms": round(max(maxes), 1),
+        "gui_stall_p99_all_ms": [round(v, 1) for v in p99s],
         "gui_refresh_p99_ms": round(_percentile(refresh, 0.99), 1) if refresh else None,
         "gui_unarmed_s_per_group": round(s_per_group, 4),
         "gui_groups_while_armed": groups_armed,
     }
-    return out
 
 
 if __name__ == "__main__":

@@ -44,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command or "gui"
     try:
         if command == "gui":
+            from tdescope.commands._dsn import refuse_password_in_dsn
             from tdescope.ui.app import run_gui
+
+            refuse_password_in_dsn(getattr(args, "dsn", ""))
 
             return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
                            engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""))

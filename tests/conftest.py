@@ -13,6 +13,21 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 CLIENTS = Path(__file__).parent / "clients"
+TDESCOPE = [sys.executable, "-m", "tdescope"]
+
+
+def run_tdescope(*args, env=None, timeout=180) -> subprocess.CompletedProcess:
+    """Run the ``tdescope`` command as a user would, capturing its output."""
+    return subprocess.run([*TDESCOPE, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def assert_one_line_error(result, fragment: str) -> None:
+    """The command failed with exactly one line on stderr holding ``fragment``, no traceback."""
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert fragment in lines[0], lines[0]
 
 
 def tracer_pid(pid: int) -> int:

@@ -9,21 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import proc_state, tracer_pid
-
-TDESCOPE = [sys.executable, "-m", "tdescope"]
+from conftest import TDESCOPE, assert_one_line_error, run_tdescope as run, proc_state, tracer_pid
 
 
-def run(*args, env=None, timeout=180):
-    return subprocess.run([*TDESCOPE, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def assert_one_line_error(result, fragment):
-    assert result.returncode != 0
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    assert fragment in lines[0], lines[0]
+
 
 
 def test_doctor_json_names_every_check():

@@ -11,22 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TDESCOPE, assert_one_line_error, run_tdescope as run
+
 from tdescope.app.hotspots import check_perf
 
-TDESCOPE = [sys.executable, "-m", "tdescope"]
 CLIENTS = Path(__file__).parent / "clients"
 
 
-def run(*args, env=None, timeout=120):
-    return subprocess.run([*TDESCOPE, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def assert_one_line_error(result, fragment):
-    assert result.returncode != 0
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    assert fragment in lines[0], lines[0]
 
 
 @pytest.mark.perf

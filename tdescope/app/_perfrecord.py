@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from tdescope.app._perfscript import Sample, fold, frame_label, parse_perf_script
 from tdescope.app.errors import UserError
+from tdescope.app.secret_env import env_without_secrets
 from tdescope.app.events import HotspotWindow
 
 __all__ = ["check_perf", "perf_event", "HotspotSampler", "PERF_SCRIPT_FIELDS"]
@@ -39,7 +40,8 @@ _DUMP = re.compile(r"\[ perf record: Dump (?P<path>.+?) \]")
 
 
 def _run(cmd: list[str], timeout: float = 10.0) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
+                          env=env_without_secrets())
 
 
 def check_perf(pid: int | None = None) -> str | None:
@@ -189,7 +191,7 @@ class HotspotSampler:
             cmd.insert(cmd.index("record") + 1, "-g")
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, start_new_session=True,
+            text=True, start_new_session=True, env=env_without_secrets(),
         )
         threading.Thread(target=self._read_stderr, name="perf-stderr", daemon=True).start()
         self._thread = threading.Thread(target=self._loop, name="hotspot-sampler", daemon=True)

@@ -29,6 +29,7 @@ from tdescope.app.engines.api import ArgRef, ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.gdb.mi import GdbError, GdbSession
+from tdescope.app.secret_env import env_without_secrets
 
 __all__ = ["CaptureLimits", "CaptureSummary", "CaptureWindow", "SpoolReader"]
 
@@ -36,6 +37,8 @@ _HELPER = Path(__file__).with_name("gdb") / "_probe_helper.py"
 _HEADER = struct.Struct("<BIiiIdd")
 _BEFORE, _AFTER, _NOTICE = 0, 1, 2
 _live_windows: "weakref.WeakSet[CaptureWindow]" = weakref.WeakSet()
+#: Seconds between the "armed" progress states that carry the live stopped time.
+PROGRESS_S = 0.5
 #: Cost of one breakpoint stop and resume through ptrace, measured on these machines
 #: (DESIGN.md: ~0.25 ms); gdb's Python callback time is measured and added per hit.
 STOP_OVERHEAD_S = 0.00025
@@ -59,6 +62,11 @@ class CaptureLimits:
         Give up when nothing was captured this long after arming.
     watchdog_s : float
         Detach when the target stays stopped longer than this while armed.
+    max_hits_per_s : int
+        The hit-rate cap: more probe hits than this within one second disarm the
+        window (default 1000: at ~0.25 ms a stop, a burst can never hold the target
+        stopped more than about a quarter of that second, even in a long window
+        whose stop budget is large).
     """
 
     max_captures: int = 200
@@ -66,6 +74,7 @@ class CaptureLimits:
     max_busy_fraction: float = 0.01
     first_hit_timeout: float | None = None
     watchdog_s: float = 0.25
+    max_hits_per_s: int = 1000
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_captures <= 100_000:
@@ -74,6 +83,12 @@ class CaptureLimits:
             raise UserError(f"capture window must be between 0 and 3600 seconds, not {self.max_seconds}")
         if not 0 < self.max_busy_fraction <= 1:
             raise UserError("stop budget must be a fraction between 0 and 1")
+        if not 0.01 <= self.watchdog_s <= 10:
+            raise UserError(f"watchdog must be between 0.01 and 10 seconds, not {self.watchdog_s}")
+        if not 1 <= self.max_hits_per_s <= 1_000_000:
+            raise UserError(f"hit-rate cap must be between 1 and 1000000 hits/s, not {self.max_hits_per_s}")
+        if self.first_hit_timeout is not None and not 0 < self.first_hit_timeout <= 3600:
+            raise UserError(f"first-hit timeout must be between 0 and 3600 seconds, not {self.first_hit_timeout}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +155,7 @@ def recipe_spec(recipe: ProbeRecipe, limits: CaptureLimits, spool: str) -> dict:
         "max_captures": limits.max_captures,
         "max_seconds": limits.max_seconds,
         "max_busy_s": limits.max_seconds * limits.max_busy_fraction,
+        "max_hits_per_s": limits.max_hits_per_s,
         "stop_overhead_s": STOP_OVERHEAD_S,
         "allow_pending": recipe.library is not None,
         "spool": spool,
@@ -222,7 +238,7 @@ class CaptureWindow:
             if at_entry(self.recipe):
                 # find the address before attaching: gdb then loads no library symbols while
                 # the target is stopped, and a process without the function is never stopped
-                resolved = resolve_in_process(self.pid, self.recipe.symbols, self.recipe.library)
+                resolved = _resolve(self.pid, self.recipe)
                 if resolved is None and self.recipe.library is None:
                     names = " or ".join(self.recipe.symbols)
                     raise UserError(f"pid {self.pid} does not use {self.engine}: symbol {names} not found")
@@ -253,6 +269,7 @@ class CaptureWindow:
             self._on_state(CaptureWindowState(time.time(), "armed", message=f"{armed_symbol} in pid {self.pid}"))
             reason = ""
             stopped_since = 0.0
+            progress_at = armed_at
             while not reason:
                 if self._cancel.is_set():
                     reason = "cancelled"
@@ -287,6 +304,11 @@ class CaptureWindow:
                     reason = reason or "limit: max captures"
                     break
                 now = time.monotonic()
+                if now - progress_at >= PROGRESS_S:
+                    # the stopped time, live: the GUI's status bar shows it while armed
+                    progress_at = now
+                    self._on_state(CaptureWindowState(time.time(), "armed", captures, stopped,
+                                                      f"{armed_symbol} in pid {self.pid}"))
                 if (
                     self.limits.first_hit_timeout is not None
                     and captures == 0
@@ -310,6 +332,8 @@ class CaptureWindow:
                 if rec is not None:
                     reason = "target exited" if rec.type != "gdb-exit" else "gdb exited"
                     gdb.pid = None if rec.type != "gdb-exit" else gdb.pid
+                    if rec.type != "gdb-exit":
+                        error = f"pid {self.pid} exited while armed ({captures} pages captured)"
                     break
         except UserError as exc:
             error = str(exc)
@@ -359,6 +383,18 @@ class CaptureWindow:
         )
 
 
+def _resolve(pid: int, recipe: ProbeRecipe):
+    """:func:`resolve_in_process`, with a process we may not read or that is gone as one line."""
+    try:
+        return resolve_in_process(pid, recipe.symbols, recipe.library)
+    except PermissionError:
+        # /proc/PID/maps needs the same ptrace access that attaching does
+        raise UserError(f"ptrace not permitted on pid {pid} (another user's process): run tdescope "
+                        "as the process owner or as root") from None
+    except (FileNotFoundError, ProcessLookupError):
+        raise UserError(f"pid {pid} is gone (no such process)") from None
+
+
 def _start_guard(pid: int, gdb: GdbSession, locations: tuple[str, ...]) -> subprocess.Popen | None:
     """Start the breakpoint guard (app/gdb/guard.py) for this window; None when it cannot run."""
     if gdb._proc is None or not locations:
@@ -369,6 +405,7 @@ def _start_guard(pid: int, gdb: GdbSession, locations: tuple[str, ...]) -> subpr
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,  # it must outlive a crash of the workbench
+            env=env_without_secrets(),
         )
         guard.stdin.write((json.dumps({"armed": [int(a, 16) for a in locations]}) + "\n").encode())
         guard.stdin.flush()

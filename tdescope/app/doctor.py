@@ -11,11 +11,9 @@ import sys
 from dataclasses import asdict, dataclass
 
 from tdescope.app.engines.registry import discover_engines
+from tdescope.app.gdb.mi import MIN_GDB  # one minimum, shared with the capture path
 
 __all__ = ["Check", "cpu_flags", "run_checks", "ptrace_problem", "MIN_GDB"]
-
-#: gdb.FinishBreakpoint and Breakpoint.stop() as used by the probe helper need gdb >= 9.
-MIN_GDB = (9, 0)
 
 
 @dataclass(frozen=True, slots=True)

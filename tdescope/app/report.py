@@ -195,7 +195,8 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
     windows, armed_at = [], None
     for s in reader.events(kinds=[CaptureWindowState]):
         if s.state == "armed":
-            armed_at = s.ts
+            # the first "armed" opens the window; later ones are live progress of the same window
+            armed_at = s.ts if armed_at is None else armed_at
         elif armed_at is not None:
             windows.append((armed_at, s.ts, f"probe window: {s.captures} pages"))
             armed_at = None

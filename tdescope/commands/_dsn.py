@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import getpass
+import re
 import sys
 
 from tdescope.app.errors import UserError
 
-__all__ = ["add_dsn_arguments", "open_dsn_session", "prompt_password"]
+__all__ = ["add_dsn_arguments", "open_dsn_session", "prompt_password", "refuse_password_in_dsn"]
+
+# "password=..." in a libpq keyword DSN, or "scheme://user:password@host" in a URI
+_PASSWORD_IN_DSN = re.compile(r"(?i)(?:^|\s)password\s*=|^\w+(?:\+\w+)?://[^/@\s:]*:[^/@\s]+@")
+
+
+def refuse_password_in_dsn(dsn: str | None) -> None:
+    """UserError when ``dsn`` holds a password: a command line is visible to everyone in ``ps``."""
+    if dsn and _PASSWORD_IN_DSN.search(dsn):
+        raise UserError("put no password in --dsn (every user on this machine sees it in ps): "
+                        "tdescope asks for it, or reads the OS keyring or PGPASSWORD")
 
 
 def add_dsn_arguments(parser) -> None:
@@ -31,6 +42,7 @@ def open_dsn_session(engine, args):
     """``engine.connect`` with the DSN, a password prompt and the target options."""
     from tdescope.app.engines.api import ConnectParams
 
+    refuse_password_in_dsn(args.dsn)
     options = {"prompt": prompt_password, "pid": getattr(args, "target_pid", None),
                "allow_critical": getattr(args, "allow_critical", False)}
     return engine.connect(ConnectParams(dsn=args.dsn, options=options))

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import engine_named, positive_int, recipe_named, seconds
+from tdescope.commands._args import engine_named, positive_int, recipe_named, refuse_critical_pid, seconds
 from tdescope.commands._dsn import add_dsn_arguments, dsn_workload, open_dsn_session
 
 HELP = "capture pages before and after decryption, headless"
@@ -35,9 +35,9 @@ def run(args) -> int:
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.events import PageCapture, Problem
     from tdescope.app.experiment import Experiment
-    from tdescope.app.gdb.mi import find_gdb
+    from tdescope.app.gdb.mi import require_gdb
 
-    find_gdb()
+    require_gdb()  # missing or too old: one line before anything connects
     engine = engine_named(args.engine)
     recipe = recipe_named(engine, args.recipe)
     decoder = engine.page_decoder()
@@ -80,6 +80,7 @@ def run(args) -> int:
         else:
             if not os.path.exists(f"/proc/{args.pid}"):
                 raise UserError(f"pid {args.pid} is gone (no such process)")
+            refuse_critical_pid(args.pid, args.allow_critical)
             exp = Experiment(None, None, {}, recipe, limits, engine.name, sink, pid=args.pid)
         exp.start()
         try:

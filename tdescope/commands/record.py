@@ -15,7 +15,7 @@ import threading
 import time
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import engine_named, positive_int, recipe_named, seconds
+from tdescope.commands._args import engine_named, positive_int, recipe_named, refuse_critical_pid, seconds
 
 HELP = "record a session (workload, captures, hotspots, waits) to a .tds file, headless"
 
@@ -30,6 +30,8 @@ def add_arguments(parser) -> None:
                         help="page pairs to capture in the probe window (0: no probe; default 50)")
     parser.add_argument("--recipe", default="decrypt", help="probe recipe: decrypt (default), encrypt or a key")
     parser.add_argument("--seconds", type=seconds, required=True, metavar="S", help="how long to record")
+    parser.add_argument("--allow-critical", action="store_true",
+                        help="allow probing a postmaster or background process with --pid (dangerous)")
     parser.add_argument("--no-hotspots", action="store_true", help="do not run perf")
     parser.add_argument("--no-waits", action="store_true", help="do not sample OS waits")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.tds", help="the session file to write")
@@ -70,9 +72,9 @@ def run(args) -> int:
     engine = engine_named(args.lab or args.engine)
     recipe = recipe_named(engine, args.recipe) if args.captures else None
     if recipe is not None:
-        from tdescope.app.gdb.mi import find_gdb
+        from tdescope.app.gdb.mi import require_gdb
 
-        find_gdb()
+        require_gdb()
     stop = threading.Event()
     # SIGTERM ends the recording cleanly, like Ctrl+C
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -95,6 +97,8 @@ def run(args) -> int:
             pid, workload, inventory = args.pid, None, ()
             if not os.path.exists(f"/proc/{pid}"):
                 raise UserError(f"pid {pid} is gone (no such process)")
+            if recipe is not None:
+                refuse_critical_pid(pid, args.allow_critical)
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
         meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 
@@ -56,6 +57,10 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     app.setOrganizationName("tdescope")
     window = MainWindow(engines[lab])
     window.show()
+    # The modules and widgets built so far live as long as the window: freezing them
+    # keeps the cyclic GC's full passes (tens of ms, on whichever thread allocates,
+    # holding the GIL) from walking them again and again during a capture storm.
+    gc.freeze()
     if engine is None:
         window.connect_engine(ConnectParams(options={"lab": True}))
     else:

@@ -58,7 +58,10 @@ class MainWindow(QMainWindow):
         self.decoder = engine.page_decoder()
         self.settings = settings or QSettings("tdescope", "tdescope")
         self.setWindowTitle(f"tdescope — {engine.label}")
-        self.resize(1500, 900)
+        screen = self.screen().availableGeometry() if self.screen() else None
+        # first start: most of the screen (a saved layout restores its own size below)
+        self.resize(max(1280, int(screen.width() * 0.95)) if screen else 1500,
+                    max(800, int(screen.height() * 0.95)) if screen else 900)
 
         self.pump = EventPump(parent=self)
         self.page_view = PageView()
@@ -203,7 +206,14 @@ class MainWindow(QMainWindow):
     def _on_window_state(self, batch: list[CaptureWindowState]) -> None:
         for ev in batch:
             self._set_armed(ev.state == "armed", ev.message)
-            if ev.state != "armed":
+            if ev.state == "armed":
+                # live while armed: the window sends its stopped time every half second
+                limits = self.experiment.limits if self.experiment is not None else None
+                budget = f" of {limits.max_seconds * limits.max_busy_fraction * 1000:.0f} ms budget" if limits else ""
+                self.stopped_label.setText(
+                    f"armed: {ev.captures} pages, target stopped {ev.stopped_s * 1000:.1f} ms{budget}"
+                )
+            else:
                 self.stopped_label.setText(
                     f"probe window closed ({ev.message}): {ev.captures} pages, "
                     f"target stopped {ev.stopped_s * 1000:.1f} ms in total"

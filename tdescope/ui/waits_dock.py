@@ -8,6 +8,8 @@ class, event) by samples, narrowed to the timeline's range when one is selected.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
@@ -152,6 +154,7 @@ class WaitsDock(QDockWidget):
         self.run = run
         self.range: tuple[float, float] | None = None
         self._seen = -1
+        self._drawn_at = 0.0
         self.show_idle = QCheckBox("Show idle")
         self.summary = QLabel("Waiting for samples…")
         self.summary.setStyleSheet("color: #555;")
@@ -203,7 +206,10 @@ class WaitsDock(QDockWidget):
         n = self.run.wait_samples
         if n == self._seen and not force:
             return
-        self._seen = n
+        now = time.monotonic()
+        if not force and now - self._drawn_at < self.run.bucket_s:
+            return  # the chart moves one bucket at a time: redrawing faster only costs the GUI thread
+        self._seen, self._drawn_at = n, now
         order = [c for c in WAIT_CLASSES if c != "Idle" or self.show_idle.isChecked()]
         self.chart.set_series(self.run.series, order)
         if self.run.engine_series:

@@ -277,6 +277,8 @@ class Engine(Protocol):
 
     # Optional: ``panel = "package.module:create_docks"`` names the plugin's own Qt
     # docks; ui/ imports it by name when a window opens on the engine.
+    # Optional: ``critical_processes``, a tuple of tdescope.app.critical.CriticalProcess:
+    # the engine's processes a probe must refuse (postmaster, LGWR...) without an override.
 
     def connect(self, params: ConnectParams) -> EngineSession:
         """Open a session; raise ``tdescope.app.errors.UserError`` with one clear line on failure."""

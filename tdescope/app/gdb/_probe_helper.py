@@ -32,6 +32,8 @@ class _State:
     closed = False
     hooked = False
     breakpoints = []
+    rate_start = 0.0  # start of the current one-second bucket of the hit-rate cap
+    rate_hits = 0
 
 
 def _write(kind, seq, pgno, mode, data, busy_us):
@@ -78,7 +80,18 @@ def _limits_reached():
         return "max seconds"
     if _State.busy > spec["max_busy_s"]:
         return "stop budget"
+    if _State.rate_hits > spec.get("max_hits_per_s", 1 << 62):
+        return "hit rate"
     return None
+
+
+def _count_hit():
+    """Count one probe hit in the current one-second bucket (the hit-rate cap)."""
+    now = time.monotonic()
+    if now - _State.rate_start >= 1.0:
+        _State.rate_start = now
+        _State.rate_hits = 0
+    _State.rate_hits += 1
 
 
 class _AfterBreakpoint(gdb.FinishBreakpoint):
@@ -150,6 +163,7 @@ class _ProbeBreakpoint(gdb.Breakpoint):
         spec = _State.spec
         # every hit stops the target, captured or not: charge it to the stop budget
         _State.busy += spec["stop_overhead_s"]
+        _count_hit()
         if _State.closed or _limits_reached():
             if not _State.closed:
                 _State.closed = True
@@ -195,6 +209,7 @@ def arm(spec_path):
     _State.spool = open(spec["spool"], "ab", buffering=0)
     _State.seq = _State.done = 0
     _State.busy = 0.0
+    _State.rate_start, _State.rate_hits = time.monotonic(), 0
     _State.closed = False
     _State.started = time.monotonic()
     errors = []

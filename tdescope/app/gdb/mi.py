@@ -16,6 +16,7 @@ refused before they reach gdb.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import queue
@@ -30,8 +31,12 @@ from dataclasses import dataclass, field
 from pygdbmi import gdbmiparser
 
 from tdescope.app.errors import UserError
+from tdescope.app.secret_env import env_without_secrets
 
-__all__ = ["GdbError", "GdbTimeout", "GdbSession", "MiRecord", "find_gdb", "gdb_version"]
+__all__ = ["GdbError", "GdbTimeout", "GdbSession", "MiRecord", "MIN_GDB", "find_gdb", "gdb_version", "require_gdb"]
+
+#: gdb.FinishBreakpoint and Breakpoint.stop() as used by the probe helper, and MI3, need gdb >= 9.
+MIN_GDB = (9, 0)
 
 #: MI commands the workbench may send. Everything else is refused: this is the
 #: read-only guard (no memory or register writes, no inferior calls, no jumps).
@@ -101,6 +106,25 @@ def gdb_version(path: str | None = None) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
+@functools.lru_cache(maxsize=8)
+def _version_of(path: str, mtime_ns: int) -> tuple[int, int]:
+    del mtime_ns  # part of the cache key only: a gdb upgraded in place is asked again
+    return gdb_version(path)
+
+
+def require_gdb(path: str | None = None) -> str:
+    """Path of a gdb new enough for the probes, or raise UserError with the fix."""
+    path = path or find_gdb()
+    try:
+        version = _version_of(path, os.stat(path).st_mtime_ns)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UserError(f"gdb at {path} does not run: {exc}") from None
+    if version < MIN_GDB:
+        raise UserError(f"gdb {version[0]}.{version[1]} at {path} is too old: tdescope needs gdb "
+                        f"{MIN_GDB[0]}.{MIN_GDB[1]} or newer (Python FinishBreakpoint, MI3)")
+    return path
+
+
 def check_command(command: str) -> None:
     """Raise GdbError when ``command`` could change the target (the read-only guard)."""
     head, _, rest = command.strip().partition(" ")
@@ -148,6 +172,7 @@ class GdbSession:
     # -- process ---------------------------------------------------------------
     def start(self) -> "GdbSession":
         """Start gdb (its own session/process group, no init files, MI3)."""
+        require_gdb(self._gdb_path)
         try:
             self._proc = subprocess.Popen(
                 [self._gdb_path, "--interpreter=mi3", "--nx", "--quiet"],
@@ -160,7 +185,7 @@ class GdbSession:
                 # not kill gdb with breakpoints still in the target.
                 restore_signals=False,
                 close_fds=True,
-                env={**os.environ, "LC_ALL": "C", "TERM": "dumb"},
+                env=env_without_secrets(LC_ALL="C", TERM="dumb"),  # no PGPASSWORD in gdb's environment
             )
         except OSError as exc:
             raise UserError(f"cannot start gdb ({self._gdb_path}): {exc.strerror}") from None

@@ -8,6 +8,7 @@ from functools import cache
 
 from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe
 from tdescope.app.errors import UserError
+from tdescope.plugins.oracle.target import CRITICAL_PROCESSES
 
 __all__ = ["OracleEngine", "spec_from_params"]
 
@@ -40,6 +41,8 @@ class OracleEngine:
     label = "Oracle Database (python-oracledb)"
     #: Where the Qt docks live, imported only by a UI that wants them (``module:factory``).
     panel = "tdescope.plugins.oracle.panel:create_docks"
+    #: Background processes a probe refuses without --allow-critical (app/critical.py).
+    critical_processes = CRITICAL_PROCESSES
 
     def connect(self, params: ConnectParams):
         """Open the workload and monitor connections; pick the target session.

@@ -15,9 +15,11 @@ import re
 import socket
 from dataclasses import dataclass
 
+from tdescope.app.critical import CriticalProcess
 from tdescope.app.errors import UserError
 
 __all__ = [
+    "CRITICAL_PROCESSES",
     "OWN_SPID_SQL",
     "SESSIONS_SQL",
     "HOST_SQL",
@@ -54,6 +56,13 @@ _BACKGROUND = re.compile(
     re.IGNORECASE,
 )
 _PROGRAM = re.compile(r"\((\w+)\)\s*$")  # "oracle@db1 (LGWR)"
+
+#: The deny-list as the kernel sees it (app/critical.py): a background process is
+#: "ora_pmon_ORCL" in ps (and "asm_..." for ASM), both in cmdline and in comm.
+CRITICAL_PROCESSES = (
+    CriticalProcess("oracle", r"^(?:ora|asm|apx)_" + _BACKGROUND.pattern[1:-1] + r"_\S+",
+                    "the Oracle background process {0}", comm=True, ignore_case=True),
+)
 
 
 @dataclass(frozen=True, slots=True)

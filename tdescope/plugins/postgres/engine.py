@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from functools import cache
 
 from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe
+from tdescope.plugins.postgres.target import CRITICAL_PROCESSES
 
 __all__ = ["PostgresEngine"]
 
@@ -16,6 +17,8 @@ class PostgresEngine:
     name = "postgres"
     label = "PostgreSQL"
     panel = "tdescope.plugins.postgres.panel:create_docks"
+    #: Processes a probe refuses without --allow-critical (app/critical.py).
+    critical_processes = CRITICAL_PROCESSES
 
     def connect(self, params: ConnectParams):
         """Open the workload and control connections.

@@ -12,9 +12,24 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from tdescope.app.critical import CriticalProcess
 from tdescope.app.errors import UserError
 
-__all__ = ["Backend", "check_backend", "list_backends", "parent_pid"]
+__all__ = ["Backend", "CRITICAL_PROCESSES", "check_backend", "list_backends", "parent_pid"]
+
+#: The deny-list as the kernel sees it (app/critical.py), for a bare ``--pid``: the
+#: postmaster keeps its binary's command line; every child rewrites its title to
+#: "postgres: [cluster_name: ]what", and background processes name their role there.
+CRITICAL_PROCESSES = (
+    CriticalProcess("postgres", r"^(?:\S*/)?(?:postgres|postmaster)(?:\s+-|$)", "the PostgreSQL postmaster"),
+    CriticalProcess(
+        "postgres",
+        r"^postgres: (?:\S+: )?(checkpointer|background writer|walwriter|autovacuum launcher|"
+        r"logical replication launcher|archiver|stats collector|startup|walreceiver|walsender|logger|"
+        r"wal summarizer)\b",
+        "the PostgreSQL {0}, a background process",
+    ),
+)
 
 _PROBE_OK = {"client backend"}
 
