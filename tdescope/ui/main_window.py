@@ -31,7 +31,7 @@ from tdescope.ui.workload_dock import WorkloadDock
 __all__ = ["MainWindow"]
 
 #: Bumped when docks are added or renamed, so an old saved layout is not restored.
-_LAYOUT_VERSION = 2
+_LAYOUT_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,7 @@ class MainWindow(QMainWindow):
         self.pump.subscribe(_Connected, self._on_connected)
         self.observation = attach_observation(self)  # Hotspots, Waits, Timeline docks + Observe menu
         self.sessions = attach_sessions(self)  # recording, replay, notes, File > Open/Save As/Export
+        self._default_layout()
         self._restore_layout()
 
     # -- menus -----------------------------------------------------------------
@@ -261,6 +262,16 @@ class MainWindow(QMainWindow):
         )
 
     # -- layout ----------------------------------------------------------------
+    def _default_layout(self) -> None:
+        """One tab group on the right (Hotspots, Waits, Notes, the engine's own docks), so
+        the page view keeps its width; Hotspots in front."""
+        right = [self.observation.hotspots_dock, self.observation.waits_dock, self.sessions.notes_dock,
+                 *self.engine_docks]
+        for dock in right[1:]:
+            self.tabifyDockWidget(right[0], dock)
+        right[0].raise_()
+        self.resizeDocks([right[0]], [max(420, self.width() // 3)], Qt.Orientation.Horizontal)
+
     def _restore_layout(self) -> None:
         if self.settings.value("layout/version", 0, type=int) != _LAYOUT_VERSION:
             return

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSpinBox,
+    QTabWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -85,12 +86,11 @@ class WorkloadDock(QDockWidget):
         self.counts.setWordWrap(True)
         self.counts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.chart = pg.PlotWidget(background=None)
-        self.chart.setMinimumHeight(140)
+        self.chart.setMinimumHeight(120)
         self.chart.setMenuEnabled(False)
         self.chart.setMouseEnabled(x=False, y=False)
         self.chart.setLabel("left", "elapsed", units="s")
         self.chart.addLegend(offset=(-5, 5))
-        self.chart.hide()
 
         body = QWidget()
         lay = QVBoxLayout(body)
@@ -101,9 +101,12 @@ class WorkloadDock(QDockWidget):
         lay.addLayout(buttons)
         lay.addWidget(self.progress)
         lay.addWidget(self.status)
-        lay.addWidget(self.results, 1)
+        # table and chart share one place: both readable in a narrow dock
+        self.result_tabs = QTabWidget()
+        self.result_tabs.addTab(self.results, "Table")
+        self.result_tabs.addTab(self.chart, "Chart")
+        lay.addWidget(self.result_tabs, 1)
         lay.addWidget(self.counts)
-        lay.addWidget(self.chart, 1)
         self.setWidget(body)
         self.set_running(False)
         self.run_button.setEnabled(False)
@@ -218,9 +221,7 @@ class WorkloadDock(QDockWidget):
         self.chart.clear()
         phases = [t.phase for t in result.timings if t.side == "encrypted" and t.phase != "total"]
         if not phases:
-            self.chart.hide()
             return
-        self.chart.show()
         width = 0.38
         for k, side in enumerate(("encrypted", "plain")):
             values = [next((t.elapsed_s for t in result.timings if t.side == side and t.phase == ph), 0.0)

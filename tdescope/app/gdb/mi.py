@@ -168,6 +168,7 @@ class GdbSession:
         self.pid: int | None = None
         self.running = False
         self._closed = False
+        self._eof = False
 
     # -- process ---------------------------------------------------------------
     def start(self) -> "GdbSession":
@@ -217,6 +218,8 @@ class GdbSession:
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             if not line or line == "(gdb) ":
                 continue
+            if not _balanced(line):
+                continue  # pygdbmi loops forever on an unterminated list or tuple
             try:
                 rec = gdbmiparser.parse_response(line)
             except Exception:  # noqa: BLE001 - a garbled line must not kill the reader
@@ -234,8 +237,9 @@ class GdbSession:
                 self.console.append(record.payload)
                 del self.console[:-200]
             self.events.put(record)
-        # gdb's stdout closed: wake every waiter
+        # gdb's stdout closed: wake every waiter (and, through _eof, every later one)
         with self._pending_lock:
+            self._eof = True
             boxes = list(self._pending.values())
         for box in boxes:
             box.put(None)
@@ -258,6 +262,9 @@ class GdbSession:
         token = next(self._tokens)
         box: queue.Queue = queue.Queue(maxsize=1)
         with self._pending_lock:
+            if self._eof:
+                # gdb's output ended already: nobody would ever answer this command
+                raise GdbError(f"gdb exited before {command.split()[0]}")
             self._pending[token] = box
         try:
             with self._write_lock:
@@ -390,6 +397,28 @@ class GdbSession:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _balanced(line: str) -> bool:
+    """True when every C string in ``line`` is closed and its ``{}``/``[]`` nest properly."""
+    stack: list[str] = []
+    in_string = escaped = False
+    for ch in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack or stack.pop() != ch:
+                return False
+    return not in_string and not stack
 
 
 def _explain_attach_error(pid: int, msg: str) -> str:

@@ -68,6 +68,8 @@ def parse_pgp_message(data: bytes) -> PgpSettings | None:
     if head is None or head[0] != 3 or head[2] < 4:
         return None
     _, body, length = head
+    if body + 4 > len(data):
+        return None  # a truncated buffer: the header announces more than is there
     version, algo, s2k_type = data[body], data[body + 1], data[body + 2]
     if version != 4 or algo not in CIPHERS or s2k_type not in _S2K:
         return None
