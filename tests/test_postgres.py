@@ -233,3 +233,37 @@ def test_cli_capture_json(filled):
     assert out.returncode == 0, out.stderr
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     assert len(lines) == 2 and '"symbol": "pgp_cfb_decrypt"' in lines[0]
+
+
+def test_gui_target_picker_switches_the_probe_target(qtbot, qsettings, pg_cluster, monkeypatch):
+    """The Engine dock's "Change target…" lists pg_stat_activity and refuses the checkpointer."""
+    import psycopg
+    from PySide6.QtWidgets import QMessageBox
+
+    from tdescope.app.engines import ConnectParams, discover_engines
+    from tdescope.ui import target_dialog
+    from tdescope.ui.main_window import MainWindow
+
+    other = psycopg.connect(pg_cluster.dsn(), autocommit=True)
+    try:
+        other_pid = other.execute("SELECT pg_backend_pid()").fetchone()[0]
+        win = MainWindow(discover_engines()[0]["postgres"], qsettings)
+        qtbot.addWidget(win)
+        win.connect_engine(ConnectParams(dsn=pg_cluster.dsn()))
+        qtbot.waitUntil(lambda: win.session is not None, timeout=30000)
+        assert win.engine_dock.change_target.isVisibleTo(win)
+        kinds = {c.pid: c.kind for c in win.session.targets()}
+        assert other_pid in kinds and "checkpointer" in kinds.values()
+        checkpointer = next(pid for pid, kind in kinds.items() if kind == "checkpointer")
+        warnings = []
+        monkeypatch.setattr(QMessageBox, "warning", lambda *a: warnings.append(a[2]))
+        for pick in (checkpointer, other_pid):
+            monkeypatch.setattr(target_dialog.TargetDialog, "exec", lambda self: 1)
+            monkeypatch.setattr(target_dialog.TargetDialog, "chosen", lambda self, p=pick: p)
+            win.pick_target()
+        assert warnings and "checkpointer" in warnings[0]
+        assert win.session.server_pid() == other_pid
+        assert str(other_pid) in win.engine_dock.target.text()
+        win.shutdown()
+    finally:
+        other.close()

@@ -44,6 +44,19 @@ def _run(cmd: list[str], timeout: float = 10.0) -> subprocess.CompletedProcess:
                           env=env_without_secrets())
 
 
+_CAP_SYS_PTRACE, _CAP_SYS_ADMIN, _CAP_PERFMON = 19, 21, 38
+
+
+def _capable(*caps: int) -> bool:
+    """True when this process holds any of ``caps`` (root with them dropped does not)."""
+    try:
+        with open("/proc/self/status") as fh:
+            eff = next(int(ln.split()[1], 16) for ln in fh if ln.startswith("CapEff:"))
+    except (OSError, StopIteration, ValueError):
+        return os.geteuid() == 0
+    return any(eff >> cap & 1 for cap in caps)
+
+
 def check_perf(pid: int | None = None) -> str | None:
     """Whether perf can sample here (and ``pid``, when given).
 
@@ -58,7 +71,7 @@ def check_perf(pid: int | None = None) -> str | None:
         paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read().strip())
     except (OSError, ValueError):
         paranoid = None
-    if paranoid is not None and os.geteuid() != 0 and paranoid > 1:
+    if paranoid is not None and paranoid > 1 and not _capable(_CAP_PERFMON, _CAP_SYS_ADMIN):
         return (
             f"perf_event_paranoid is {paranoid}: run sysctl kernel.perf_event_paranoid=1 "
             "(or run as root)"
@@ -77,7 +90,7 @@ def check_perf(pid: int | None = None) -> str | None:
     if pid is not None:
         if not os.path.exists(f"/proc/{pid}"):
             return f"no process {pid}"
-        if os.geteuid() != 0 and os.stat(f"/proc/{pid}").st_uid != os.geteuid():
+        if not _capable(_CAP_SYS_PTRACE) and os.stat(f"/proc/{pid}").st_uid != os.geteuid():
             return f"process {pid} belongs to another user: run tdescope as root or as that user"
     return None
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QDockWidget, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from tdescope.app.engines.api import Inventory
 
@@ -18,6 +27,9 @@ class EngineDock(QDockWidget):
         self.title = QLabel("<b>No engine connected</b>")
         self.target = QLabel("")
         self.target.setStyleSheet("color: gray;")
+        self.change_target = QPushButton("Change target…")
+        self.change_target.setToolTip("Probe another server process (a backend from the server's activity list)")
+        self.change_target.hide()
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Property", "Value"])
         self.tree.setRootIsDecorated(True)
@@ -26,7 +38,10 @@ class EngineDock(QDockWidget):
         lay = QVBoxLayout(body)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(self.title)
-        lay.addWidget(self.target)
+        row = QHBoxLayout()
+        row.addWidget(self.target, 1)
+        row.addWidget(self.change_target)
+        lay.addLayout(row)
         lay.addWidget(self.tree, 1)
         self.setWidget(body)
 

@@ -87,6 +87,7 @@ class MainWindow(QMainWindow):
         self.workload_dock.runRequested.connect(self.run_workload)
         self.workload_dock.cancelRequested.connect(self.cancel)
         self.captures_dock.captureSelected.connect(self.show_capture)
+        self.engine_dock.change_target.clicked.connect(self.pick_target)
         self.pump.subscribe(_Captured, self._on_captures)
         self.pump.subscribe(CaptureWindowState, self._on_window_state)
         self.pump.subscribe(WorkloadProgress, self.workload_dock.show_progress)
@@ -153,7 +154,37 @@ class MainWindow(QMainWindow):
             if hasattr(dock, "show_inventory"):
                 dock.show_inventory(ev.inventory)
         self.workload_dock.set_workloads(self.session.workloads(), self.engine.probe_recipes())
+        self.engine_dock.change_target.setVisible(hasattr(self.session, "targets"))
         self.statusBar().showMessage(f"Connected: target pid {pid}", 5000)
+
+    def pick_target(self) -> None:
+        """Let the user probe another server process (sessions that offer ``targets()``)."""
+        from tdescope.ui.target_dialog import TargetDialog
+
+        if self.session is None or not hasattr(self.session, "targets"):
+            return
+        if self.experiment is not None and not self.experiment.done.is_set():
+            self.statusBar().showMessage("Finish or cancel the running workload first", 5000)
+            return
+        try:
+            choices = self.session.targets()
+        except UserError as exc:
+            self.statusBar().showMessage(str(exc), 10000)
+            return
+        dialog = TargetDialog(choices, self.session.server_pid(), self)
+        if not dialog.exec() or dialog.chosen() is None:
+            return
+        try:
+            self.session.choose_target(dialog.chosen(), dialog.allow_critical.isChecked())
+        except UserError as exc:
+            QMessageBox.warning(self, "tdescope — probe target", str(exc))
+            return
+        pid = self.session.server_pid()
+        self.engine_dock.target.setText(f"Probe target: pid {pid}")
+        self.statusBar().showMessage(f"Probe target is now pid {pid}", 5000)
+        observation = getattr(self, "observation", None)
+        if observation is not None and hasattr(observation, "retarget"):
+            observation.retarget(pid)
 
     # -- running ---------------------------------------------------------------
     def run_workload(self, name: str, params: dict, recipe: ProbeRecipe | None, max_captures: int) -> None:

@@ -110,6 +110,10 @@ class ObservationWiring(QObject):
             hotspots=self.hotspots_action.isChecked(), waits=self.waits_action.isChecked(),
         ).start()
 
+    def retarget(self, _pid: int) -> None:
+        """The probe target changed: observe the new process from now on."""
+        self._on_connected([])
+
     def _toggle(self, which: str, on: bool) -> None:
         obs = self.observation
         if obs is None:

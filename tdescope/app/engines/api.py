@@ -28,6 +28,7 @@ __all__ = [
     "Inventory",
     "PageDecoder",
     "ProbeRecipe",
+    "TargetChoice",
     "WaitSource",
     "Workload",
     "WorkloadControl",
@@ -240,9 +241,26 @@ class WaitSource(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class TargetChoice:
+    """A process the user may pick as the probe target (a backend, a server process)."""
+
+    pid: int
+    kind: str
+    user: str = ""
+    application: str = ""
+    state: str = ""
+    activity: str = ""
+
+
 @runtime_checkable
 class EngineSession(Protocol):
-    """A live connection to one database, and the process that serves it."""
+    """A live connection to one database, and the process that serves it.
+
+    Optional members, used when present: ``targets() -> list[TargetChoice]``
+    and ``choose_target(pid, allow_critical=False)`` let the user probe another
+    server process than the one serving this connection.
+    """
 
     def server_pid(self) -> int:
         """The pid of the process serving this connection (the probe target)."""

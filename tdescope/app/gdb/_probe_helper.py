@@ -205,6 +205,10 @@ def arm(spec_path):
     """Arm the probe described by the JSON file at ``spec_path``; prints the result as JSON."""
     with open(spec_path) as fh:
         spec = json.load(fh)
+    # A signal to the target (a server's SIGTERM at shutdown, PostgreSQL's SIGUSR1 and
+    # SIGURG) must reach it at once: gdb's defaults would hold it stopped on SIGUSR1 or
+    # SIGTERM until the watchdog cut in. "all" leaves SIGINT and SIGTRAP, which gdb uses.
+    gdb.execute("handle all nostop noprint pass", to_string=True)
     _State.spec = spec
     _State.spool = open(spec["spool"], "ab", buffering=0)
     _State.seq = _State.done = 0

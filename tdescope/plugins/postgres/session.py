@@ -12,7 +12,7 @@ import functools
 import threading
 from collections.abc import Callable
 
-from tdescope.app.engines.api import Inventory, Workload
+from tdescope.app.engines.api import Inventory, TargetChoice, Workload
 from tdescope.app.errors import UserError
 from tdescope.plugins.postgres import workloads as wl
 from tdescope.plugins.postgres._tuples import PgColumn
@@ -109,6 +109,21 @@ class PostgresSession:
         """pg_stat_activity, client backends first, to pick a target from."""
         with self._lock:
             return list_backends(self.control)
+
+    def targets(self) -> list[TargetChoice]:
+        """Backends the user may pick as the probe target (the optional EngineSession member)."""
+        own = self.own_pid
+        return [
+            TargetChoice(b.pid, f"{b.backend_type}{' (this workload connection)' if b.pid == own else ''}",
+                         b.user, b.application, b.state, b.query)
+            for b in self.backends()
+        ]
+
+    def choose_target(self, pid: int, allow_critical: bool = False) -> None:
+        """Probe ``pid`` from now on; UserError (one line) for the postmaster, background
+        processes (unless ``allow_critical``) and pids that are not this server's backends."""
+        with self._lock:
+            self.target = check_backend(self.control, pid, allow_critical)
 
     def require_extension(self, name: str) -> None:
         """UserError when ``name`` is not created in the connected database."""
