@@ -92,6 +92,11 @@ class PgCluster:
                         str(self.port), "-U", self.superuser, "-d", dbname, "-c", sql)
         return out.stdout
 
+    def restart(self, mode: str = "fast") -> None:
+        """``pg_ctl restart``: every backend is terminated, the postmaster comes back with a new pid."""
+        self._run(_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"), "-m", mode, "-w",
+                  "-t", "60", "restart")
+
     def postmaster_pid(self) -> int:
         return int((self.data / "postmaster.pid").read_text().split()[0])
 

@@ -122,6 +122,8 @@ def run(args) -> int:
                              record, pid=pid)
             exp.start()
             while not exp.wait(0.1):
+                if recorder.error:
+                    stop.set()  # the disk is full: disarm now, what was committed stays
                 if stop.is_set() or time.monotonic() >= deadline:
                     exp.cancel()
                     exp.wait(15)
@@ -129,7 +131,7 @@ def run(args) -> int:
             record(Marker(time.time(), f"{label} end", "phase"))
             if workload is None:
                 # watching only: the probe window ended, keep the samplers running to the deadline
-                while not stop.is_set() and time.monotonic() < deadline:
+                while not stop.is_set() and time.monotonic() < deadline and not recorder.error:
                     stop.wait(0.1)
     except KeyboardInterrupt:
         pass

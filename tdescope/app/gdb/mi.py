@@ -101,7 +101,8 @@ def find_gdb() -> str:
 
 def gdb_version(path: str | None = None) -> tuple[int, int]:
     """(major, minor) of the gdb at ``path``."""
-    out = subprocess.run([path or find_gdb(), "--version"], capture_output=True, text=True, timeout=10).stdout
+    out = subprocess.run([path or find_gdb(), "--version"], capture_output=True, text=True, timeout=10,
+                         env=env_without_secrets()).stdout
     m = re.search(r"(\d+)\.(\d+)", out.splitlines()[0] if out else "")
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
