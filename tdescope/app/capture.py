@@ -13,9 +13,7 @@ import atexit
 import dataclasses
 import json
 import os
-import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -28,14 +26,14 @@ from tdescope.app.elfsyms import resolve_in_process
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
+from tdescope.app.gdb.guard import start_guard as _start_guard
+from tdescope.app.gdb.guard import stop_guard as _stop_guard
 from tdescope.app.gdb.mi import GdbError, GdbSession
-from tdescope.app.secret_env import env_without_secrets
+from tdescope.app.spool import FramePairs, SpoolReader
 
-__all__ = ["CaptureLimits", "CaptureSummary", "CaptureWindow", "SpoolReader"]
+__all__ = ["CaptureLimits", "CaptureSummary", "CaptureWindow"]
 
 _HELPER = Path(__file__).with_name("gdb") / "_probe_helper.py"
-_HEADER = struct.Struct("<BIiiIdd")
-_BEFORE, _AFTER, _NOTICE = 0, 1, 2
 _live_windows: "weakref.WeakSet[CaptureWindow]" = weakref.WeakSet()
 #: Seconds between the "armed" progress states that carry the live stopped time.
 PROGRESS_S = 0.5
@@ -104,30 +102,6 @@ class CaptureSummary:
     elapsed_s: float
     error: str | None = None
     arming_stop_s: float = 0.0
-
-
-class SpoolReader:
-    """Reads complete frames appended to a spool file, leaving partial ones for later."""
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self._fh = open(path, "rb")
-        self._buf = b""
-
-    def frames(self):
-        """Yield ``(kind, seq, pgno, mode, ts, busy_us, data)`` for each complete new frame."""
-        self._buf += self._fh.read()
-        pos = 0
-        while len(self._buf) - pos >= _HEADER.size:
-            kind, seq, pgno, mode, length, ts, busy = _HEADER.unpack_from(self._buf, pos)
-            end = pos + _HEADER.size + length
-            if end > len(self._buf):
-                break
-            yield kind, seq, pgno, mode, ts, busy, self._buf[pos + _HEADER.size : end]
-            pos = end
-        self._buf = self._buf[pos:]
-
-    def close(self) -> None:
-        self._fh.close()
 
 
 def _ref(ref: ArgRef | None) -> dict | None:
@@ -208,10 +182,15 @@ class CaptureWindow:
         self._cancel = threading.Event()
         self._gdb: GdbSession | None = None
         self.armed = threading.Event()
+        self._symbol = ""
 
     def cancel(self) -> None:
         """Ask the window to disarm and detach now."""
         self._cancel.set()
+
+    def _capture(self, seq: int, ts: float, pgno: int, before: bytes, after: bytes, stop_us: float) -> PageCapture:
+        return PageCapture(ts=ts, seq=seq, symbol=self._symbol, direction=self.recipe.direction, pgno=pgno,
+                           before=before, after=after, stop_us=stop_us, engine=self.engine)
 
     def run(self) -> CaptureSummary:
         """Attach, arm, collect until a limit, cancel or exit; always disarm and detach."""
@@ -222,11 +201,11 @@ class CaptureWindow:
         spool = os.path.join(workdir, "spool.bin")
         open(spool, "wb").close()
         reader = SpoolReader(spool)
-        pending: dict[int, tuple] = {}
+        pairs = FramePairs(reader, self._capture, entry_only=self.recipe.after is None)
+        armed_symbol: str | None = None
         captures = 0
         stopped = 0.0
         reason = "cancelled"
-        armed_symbol: str | None = None
         locations: tuple[str, ...] = ()
         error: str | None = None
         arming_stop = 0.0
@@ -259,9 +238,9 @@ class CaptureWindow:
             if not result or not result.get("armed"):
                 names = " or ".join(self.recipe.symbols)
                 raise UserError(f"pid {self.pid} does not use {self.engine}: symbol {names} not found")
-            armed_symbol = result["armed"]
+            armed_symbol = self._symbol = result["armed"]
             locations = tuple(result.get("locations") or ())
-            guard = _start_guard(self.pid, gdb, locations)
+            guard = _start_guard(self.pid, gdb._proc.pid if gdb._proc else None, locations)
             gdb.resume()
             arming_stop = time.monotonic() - t_attach
             self.armed.set()
@@ -274,32 +253,11 @@ class CaptureWindow:
                 if self._cancel.is_set():
                     reason = "cancelled"
                     break
-                for kind, seq, pgno, mode, ts, busy, data in reader.frames():
-                    stopped += busy / 1e6
-                    if kind == _BEFORE and self.recipe.after is None:
-                        # entry-only recipe: no return frame will come, the capture is complete now
-                        captures += 1
-                        self._on_capture(
-                            PageCapture(
-                                ts=ts, seq=seq, symbol=armed_symbol, direction=self.recipe.direction,
-                                pgno=pgno, before=data, after=b"", stop_us=busy, engine=self.engine,
-                            )
-                        )
-                    elif kind == _BEFORE:
-                        pending[seq] = (ts, pgno, data, busy)
-                    elif kind == _AFTER and seq in pending:
-                        t0, pg, before, busy0 = pending.pop(seq)
-                        captures += 1
-                        self._on_capture(
-                            PageCapture(
-                                ts=t0, seq=seq, symbol=armed_symbol, direction=self.recipe.direction,
-                                pgno=pg, before=before, after=data, stop_us=busy0 + busy, engine=self.engine,
-                            )
-                        )
-                    elif kind == _NOTICE:
-                        note = json.loads(data or b"{}")
-                        if note.get("event") == "window-closed":
-                            reason = f"limit: {note.get('reason')}"
+                for capture in pairs.drain(self.limits.max_captures):
+                    self._on_capture(capture)
+                captures, stopped = pairs.captures, pairs.stopped_s
+                if pairs.closed_reason:
+                    reason = pairs.closed_reason
                 if captures >= self.limits.max_captures:
                     reason = reason or "limit: max captures"
                     break
@@ -312,7 +270,7 @@ class CaptureWindow:
                 if (
                     self.limits.first_hit_timeout is not None
                     and captures == 0
-                    and not pending
+                    and not pairs.pending
                     and now - armed_at > self.limits.first_hit_timeout
                 ):
                     reason = "timeout"
@@ -350,20 +308,9 @@ class CaptureWindow:
             _stop_guard(guard)
             _live_windows.discard(self)
             # frames written between the last read and the disarm
-            for kind, seq, pgno, mode, ts, busy, data in reader.frames():
-                if kind == _BEFORE and self.recipe.after is None and captures < self.limits.max_captures:
-                    captures += 1
-                    self._on_capture(
-                        PageCapture(ts=ts, seq=seq, symbol=armed_symbol or "", direction=self.recipe.direction,
-                                    pgno=pgno, before=data, after=b"", stop_us=busy, engine=self.engine)
-                    )
-                elif kind == _AFTER and seq in pending and captures < self.limits.max_captures:
-                    t0, pg, before, busy0 = pending.pop(seq)
-                    captures += 1
-                    self._on_capture(
-                        PageCapture(ts=t0, seq=seq, symbol=armed_symbol or "", direction=self.recipe.direction,
-                                    pgno=pg, before=before, after=data, stop_us=busy0 + busy, engine=self.engine)
-                    )
+            for capture in pairs.drain(self.limits.max_captures):
+                self._on_capture(capture)
+            captures, stopped = pairs.captures, pairs.stopped_s
             reader.close()
             for name in ("spool.bin", "spec.json"):
                 try:
@@ -393,42 +340,6 @@ def _resolve(pid: int, recipe: ProbeRecipe):
                         "as the process owner or as root") from None
     except (FileNotFoundError, ProcessLookupError):
         raise UserError(f"pid {pid} is gone (no such process)") from None
-
-
-def _start_guard(pid: int, gdb: GdbSession, locations: tuple[str, ...]) -> subprocess.Popen | None:
-    """Start the breakpoint guard (app/gdb/guard.py) for this window; None when it cannot run."""
-    if gdb._proc is None or not locations:
-        return None
-    try:
-        guard = subprocess.Popen(
-            [sys.executable, "-m", "tdescope.app.gdb.guard", str(pid), str(gdb._proc.pid)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,  # it must outlive a crash of the workbench
-            env=env_without_secrets(),
-        )
-        guard.stdin.write((json.dumps({"armed": [int(a, 16) for a in locations]}) + "\n").encode())
-        guard.stdin.flush()
-        # the target runs on only once the guard watches gdb
-        if b"ready" not in guard.stdout.readline():
-            raise OSError("guard did not start")
-    except OSError:
-        return None
-    return guard
-
-
-def _stop_guard(guard: subprocess.Popen | None) -> None:
-    if guard is None:
-        return
-    try:
-        guard.stdin.write(b'{"disarmed": true, "bye": true}\n')
-        guard.stdin.close()
-    except OSError:
-        pass
-    try:
-        guard.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        guard.kill()
 
 
 def _traced_stop(pid: int) -> bool:

@@ -24,11 +24,21 @@ from __future__ import annotations
 import json
 import os
 import select
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
-__all__ = ["Mapping", "TextMismatch", "executable_mappings", "text_mismatches", "restore", "main"]
+__all__ = [
+    "Mapping",
+    "TextMismatch",
+    "executable_mappings",
+    "main",
+    "restore",
+    "start_guard",
+    "stop_guard",
+    "text_mismatches",
+]
 
 INT3 = 0xCC
 
@@ -134,6 +144,47 @@ def restore(pid: int, addresses: list[int], scan: bool = True) -> list[TextMisma
                     mem.write(bytes([mm.disk]))
                 restored.append(mm)
     return restored
+
+
+def start_guard(pid: int, gdb_pid: int | None, locations: tuple[str, ...]) -> subprocess.Popen | None:
+    """Start a guard for ``pid`` watching ``gdb_pid``; returns once it watches (None if it cannot run).
+
+    The caller resumes the target only after this returns: no moment without a guard.
+    """
+    from tdescope.app.secret_env import env_without_secrets
+
+    if gdb_pid is None or not locations:
+        return None
+    try:
+        guard = subprocess.Popen(
+            [sys.executable, "-m", "tdescope.app.gdb.guard", str(pid), str(gdb_pid)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,  # it must outlive a crash of the workbench
+            env=env_without_secrets(),
+        )
+        guard.stdin.write((json.dumps({"armed": [int(a, 16) for a in locations]}) + "\n").encode())
+        guard.stdin.flush()
+        if b"ready" not in guard.stdout.readline():
+            raise OSError("guard did not start")
+    except OSError:
+        return None
+    return guard
+
+
+def stop_guard(guard: subprocess.Popen | None) -> None:
+    """Tell the guard the window disarmed cleanly, and wait for it to exit."""
+    if guard is None:
+        return
+    try:
+        guard.stdin.write(b'{"disarmed": true, "bye": true}\n')
+        guard.stdin.close()
+    except OSError:
+        pass
+    try:
+        guard.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        guard.kill()
 
 
 def _say(obj: dict) -> None:
