@@ -6,11 +6,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# GUI tests record autosaves: keep them out of the real ~/.local/share
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="tdescope-test-data-")
 
 CLIENTS = Path(__file__).parent / "clients"
 TDESCOPE = [sys.executable, "-m", "tdescope"]
