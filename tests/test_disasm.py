@@ -143,3 +143,33 @@ def test_heat_from_real_samples(hot):
     leaf_addrs = Counter(s.ip for s in samples if s.leaf.symbol == "hot_loop")
     rows2 = annotate(insns, leaf_addrs, load_base=0)
     assert [r.samples for r in rows2] == [r.samples for r in rows]
+
+
+def test_code_of_a_deleted_binary_is_read_through_map_files(tmp_path):
+    """A binary replaced on disk while it runs (a package upgrade) is still disassembled."""
+    import shutil
+    import subprocess
+    import time
+
+    from tdescope.app.disasm import code_file, disassemble
+
+    src = tmp_path / "spin.c"
+    src.write_text("__attribute__((noinline)) int spin(int n){int s=0;for(int i=0;i<n;i++)s+=i*i;return s;}\n"
+                   "int main(void){volatile int r=0;for(;;)r+=spin(1000);}\n")
+    exe = tmp_path / "spin"
+    subprocess.run(["cc", "-O1", "-o", str(exe), str(src)], check=True)
+    copy = tmp_path / "spin-running"
+    shutil.copy(exe, copy)
+    proc = subprocess.Popen([str(copy)])
+    try:
+        time.sleep(0.2)
+        copy.unlink()  # deleted while the process runs
+        path = code_file(str(copy) + " (deleted)", proc.pid)
+        assert path.startswith(f"/proc/{proc.pid}/map_files/")
+        insns = disassemble(path, "spin")
+        assert any(i.mnemonic == "imul" for i in insns)  # the loop body s += i*i
+        with pytest.raises(UserError):
+            disassemble(code_file(str(copy) + " (deleted)"), "spin")  # no pid: nothing to read
+    finally:
+        proc.kill()
+        proc.wait()

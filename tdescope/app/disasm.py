@@ -38,6 +38,7 @@ from elftools.elf.sections import SymbolTableSection
 from tdescope.app.errors import UserError
 
 __all__ = [
+    "code_file",
     "Insn",
     "HeatRow",
     "function_bounds",
@@ -172,6 +173,31 @@ def _add_plt(elf: ELFFile, syms: dict[int, tuple[str, int]]) -> None:
             syms.setdefault(base + 16 * (i + first), (f"{name}@plt", 16))
 
 
+def code_file(path: str, pid: int | None = None) -> str:
+    """A readable path to the code of ``path`` as process ``pid`` runs it.
+
+    When the file on disk is gone or replaced (a package upgrade while the
+    database runs: maps say "(deleted)") or unreadable, the process still maps
+    it: ``/proc/PID/map_files/START-END`` opens that very file, with no ptrace
+    and no stop of the target.
+    """
+    clean = path.replace(" (deleted)", "")
+    if not path.endswith(" (deleted)") and os.access(clean, os.R_OK):
+        return clean
+    if pid is not None:
+        try:
+            with open(f"/proc/{pid}/maps") as fh:
+                for line in fh:
+                    parts = line.split(None, 5)
+                    if len(parts) == 6 and parts[5].strip().replace(" (deleted)", "") == clean:
+                        candidate = f"/proc/{pid}/map_files/{parts[0]}"
+                        if os.access(candidate, os.R_OK):
+                            return candidate
+        except OSError:
+            pass
+    return clean
+
+
 def _index(path: str) -> _ElfIndex:
     try:
         st = os.stat(path)
@@ -179,7 +205,9 @@ def _index(path: str) -> _ElfIndex:
         raise UserError(f"{path}: file not found (deleted while the process runs?)") from None
     except PermissionError:
         raise UserError(f"{path}: permission denied (run as root or the file's owner)") from None
-    return _index_cached(os.path.realpath(path), (st.st_ino, st.st_size, st.st_mtime_ns))
+    # a /proc/PID/map_files link must be opened as is: its target may name a deleted file
+    key = path if path.startswith("/proc/") else os.path.realpath(path)
+    return _index_cached(key, (st.st_ino, st.st_size, st.st_mtime_ns))
 
 
 def _name_at(index: _ElfIndex, addr: int) -> str:

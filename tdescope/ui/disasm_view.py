@@ -14,7 +14,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
-from tdescope.app.disasm import HeatRow, Insn, annotate, disassemble
+from tdescope.app.disasm import HeatRow, Insn, annotate, code_file, disassemble
 from tdescope.app.errors import UserError
 
 __all__ = ["DisassemblyView", "HeatModel"]
@@ -127,6 +127,9 @@ class DisassemblyView(QWidget):
         self.busy = False
         self._loaded.connect(self._on_loaded)
 
+    #: The observed process, so code whose file is gone can be read through /proc/PID/map_files.
+    pid: int | None = None
+
     def show_function(self, symbol: str, dso: str, about: str, heat: Counter[int]) -> None:
         """Disassemble ``symbol`` from ``dso`` off the GUI thread, then show it with ``heat``."""
         self._request += 1
@@ -149,7 +152,7 @@ class DisassemblyView(QWidget):
             if req != self._request:
                 return  # superseded while queued: skip the work
             try:
-                result: object = disassemble(dso.replace(" (deleted)", ""), symbol)
+                result: object = disassemble(code_file(dso, self.pid), symbol)
             except UserError as exc:
                 result = str(exc)
             except Exception as exc:  # noqa: BLE001 - shown as one line

@@ -105,6 +105,7 @@ class ObservationWiring(QObject):
             source = session.wait_source()
         except Exception:  # noqa: BLE001 - a broken engine source must not stop observation
             source = None
+        self.hotspots_dock.disasm.pid = session.server_pid()
         self.observation = Observation(
             session.server_pid(), self.window.pump.put, wait_source=source,
             hotspots=self.hotspots_action.isChecked(), waits=self.waits_action.isChecked(),
