@@ -137,3 +137,8 @@ def test_worker_crash_is_reported(tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert "Traceback" not in result.stderr
     assert "crashed" in last or "exited" in last, result.stderr
+
+
+def test_gui_without_a_display_says_so():
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    assert_one_line_error(run("gui", env=env), "no display")

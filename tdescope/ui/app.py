@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 
@@ -10,6 +11,14 @@ from tdescope.app.engines import ConnectParams, discover_engines
 from tdescope.app.errors import UserError
 
 __all__ = ["run_gui"]
+
+
+def _require_display() -> None:
+    """One clear line instead of Qt's abort when there is no screen (a database server)."""
+    if os.environ.get("QT_QPA_PLATFORM") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    raise UserError("no display (DISPLAY is not set): run it under `xvfb-run`, over `ssh -X`, or use the "
+                    "headless commands: tdescope capture | top | waits | record | report")
 
 
 def _run_replay(path: str) -> int:
@@ -41,6 +50,7 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
 
     from tdescope.ui.main_window import MainWindow
 
+    _require_display()
     if session_file is not None:
         return _run_replay(session_file)
     engines, errors = discover_engines()

@@ -301,7 +301,10 @@ class MainWindow(QMainWindow):
         for dock in right[1:]:
             self.tabifyDockWidget(right[0], dock)
         right[0].raise_()
-        self.resizeDocks([right[0]], [max(420, self.width() // 3)], Qt.Orientation.Horizontal)
+        # the page view gets the middle half: two hex panes with their ASCII columns
+        self.resizeDocks([right[0], self.workload_dock], [max(380, self.width() * 26 // 100),
+                                                          max(330, self.width() * 22 // 100)],
+                         Qt.Orientation.Horizontal)
 
     def _restore_layout(self) -> None:
         if self.settings.value("layout/version", 0, type=int) != _LAYOUT_VERSION:
