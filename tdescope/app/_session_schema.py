@@ -1,4 +1,10 @@
-"""The .tds schema: tables, version checks, and turning SQLite failures into one clear line."""
+"""The .tds schema: tables, version checks, and turning SQLite failures into one clear line.
+
+A session can be encrypted with a passphrase: the file is then written and read
+through SQLCipher (``sqlcipher3``, the same DB-API as :mod:`sqlite3`, SQLCipher 4
+defaults), because captures hold the plaintext this tool is there to reveal.
+The passphrase only ever lives in memory.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,18 @@ import os
 import sqlite3
 from pathlib import Path
 
+import sqlcipher3.dbapi2 as sqlcipher
+
 from tdescope.app.errors import UserError
 
-__all__ = ["SCHEMA_VERSION", "APPLICATION_ID", "create", "connect_existing", "damaged"]
+__all__ = ["SCHEMA_VERSION", "APPLICATION_ID", "DB_ERRORS", "DB_DATABASE_ERRORS", "create", "connect_existing",
+           "damaged", "is_encrypted"]
+
+#: What either driver raises; sqlcipher3's classes are not subclasses of sqlite3's.
+DB_ERRORS = (sqlite3.Error, sqlcipher.Error)
+#: The file-level failures (damaged, not a database, wrong key) of either driver.
+DB_DATABASE_ERRORS = (sqlite3.DatabaseError, sqlcipher.DatabaseError)
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 #: Bumped on any incompatible change; a file with a higher number is refused.
 SCHEMA_VERSION = 1
@@ -42,16 +57,57 @@ def _tune(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA synchronous = NORMAL")
 
 
-def create(path: str | os.PathLike) -> sqlite3.Connection:
-    """Create a new, empty session file (replacing nothing: the file must not exist)."""
+def _quote(passphrase: str) -> str:
+    if not passphrase:
+        raise UserError("the passphrase is empty")
+    if "\x00" in passphrase:
+        raise UserError("the passphrase holds a NUL character")
+    return "'" + passphrase.replace("'", "''") + "'"
+
+
+def _connect(target: str, passphrase: str | None, uri: bool = False) -> sqlite3.Connection:
+    """A connection through sqlite3, or through SQLCipher keyed with ``passphrase``."""
+    if passphrase is None:
+        return sqlite3.connect(target, uri=uri, check_same_thread=False, isolation_level=None)
+    key = _quote(passphrase)
+    conn = sqlcipher.connect(target, uri=uri, check_same_thread=False, isolation_level=None)
+    conn.execute(f"PRAGMA key = {key}")  # must come before anything reads the file
+    return conn
+
+
+def is_encrypted(path: str | os.PathLike) -> bool:
+    """True when ``path`` looks like an SQLCipher file: no SQLite header, whole pages.
+
+    An encrypted file starts with a random salt, so this cannot be told apart from
+    page-sized random bytes; opening it with the passphrase settles it.
+    """
+    p = Path(path)
+    try:
+        if not p.is_file():
+            return False
+        size = p.stat().st_size
+        with p.open("rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return False
+    return size >= 512 and size % 512 == 0 and head != _SQLITE_MAGIC
+
+
+def create(path: str | os.PathLike, passphrase: str | None = None) -> sqlite3.Connection:
+    """Create a new, empty session file (replacing nothing: the file must not exist).
+
+    With ``passphrase`` the file is encrypted (SQLCipher 4 defaults, 4 KiB pages).
+    """
     p = Path(path)
     if p.exists() and p.stat().st_size > 0:
         raise UserError(f"{p} already exists; choose another name")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(p), check_same_thread=False, isolation_level=None)
+        conn = _connect(str(p), passphrase)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute("PRAGMA page_size = 8192")
+        if passphrase is None:
+            # SQLCipher keeps its default page size, so the file opens with default settings
+            conn.execute("PRAGMA page_size = 8192")
         _tune(conn)
         conn.execute("BEGIN")
         for stmt in _DDL:
@@ -60,18 +116,23 @@ def create(path: str | os.PathLike) -> sqlite3.Connection:
         conn.execute("COMMIT")
     except OSError as exc:
         raise UserError(f"cannot create {p}: {exc.strerror}") from None
-    except sqlite3.Error as exc:
+    except DB_ERRORS as exc:
         raise UserError(f"cannot create {p}: {exc}") from None
     return conn
 
 
-def _check_header(p: Path) -> None:
+def _check_header(p: Path, passphrase: str | None) -> bool:
+    """Refuse a file that is no SQLite file or is truncated; True when it is encrypted."""
     # SQLite reads a truncated file happily until it reaches a missing page; the header
     # says how many pages there should be, so check that up front for a clear message.
     size = p.stat().st_size
     with p.open("rb") as fh:
         head = fh.read(100)
-    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
+    if is_encrypted(p):
+        if passphrase is None:
+            raise UserError(f"{p} is encrypted: give its passphrase")
+        return True
+    if len(head) < 100 or not head.startswith(_SQLITE_MAGIC):
         raise UserError(f"{p} is not a tdescope session file (not an SQLite database)")
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
@@ -86,21 +147,32 @@ def _check_header(p: Path) -> None:
             f"{p} is truncated: {size} bytes where its header promises {pages * page_size}; "
             "it was cut short while copying or the disk filled up"
         )
+    return False
 
 
-def connect_existing(path: str | os.PathLike, writable: bool = True) -> sqlite3.Connection:
-    """Open an existing session file after checking it is one and that we can read its version."""
+def connect_existing(path: str | os.PathLike, writable: bool = True,
+                     passphrase: str | None = None) -> sqlite3.Connection:
+    """Open an existing session file after checking it is one and that we can read its version.
+
+    ``passphrase`` opens an encrypted file; it is ignored for a plain one.
+    """
     p = Path(path)
     if not p.exists():
         raise UserError(f"no such session file: {p}")
     if p.is_dir():
         raise UserError(f"{p} is a folder, not a session file")
-    _check_header(p)
+    encrypted = _check_header(p, passphrase)
     writable = writable and os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)
     uri = f"file:{p.resolve()}?mode={'rw' if writable else 'ro'}"
     try:
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        conn = _connect(uri, passphrase if encrypted else None, uri=True)
         conn.execute("PRAGMA busy_timeout = 5000")
+        if encrypted:
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except DB_DATABASE_ERRORS:
+                conn.close()
+                raise UserError(f"wrong passphrase for {p}") from None
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if app_id != APPLICATION_ID:
@@ -116,6 +188,6 @@ def connect_existing(path: str | os.PathLike, writable: bool = True) -> sqlite3.
             # a file from an older version gains any new table here
             for stmt in _DDL:
                 conn.execute(stmt)
-    except sqlite3.DatabaseError as exc:
+    except DB_DATABASE_ERRORS as exc:
         raise damaged(p, exc) from None
     return conn
