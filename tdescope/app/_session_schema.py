@@ -71,6 +71,8 @@ def _connect(target: str, passphrase: str | None, uri: bool = False) -> sqlite3.
         return sqlite3.connect(target, uri=uri, check_same_thread=False, isolation_level=None)
     key = _quote(passphrase)
     conn = sqlcipher.connect(target, uri=uri, check_same_thread=False, isolation_level=None)
+    # SQLCipher logs a wrong key to stderr by default; the one-line UserError says it instead
+    conn.execute("PRAGMA cipher_log_level = NONE")
     conn.execute(f"PRAGMA key = {key}")  # must come before anything reads the file
     return conn
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from tdescope.app._session_schema import connect_existing, damaged
+from tdescope.app._session_schema import DB_DATABASE_ERRORS, connect_existing, damaged
 
 __all__ = ["NOTE_KINDS", "Note", "NoteTarget", "NoteStore", "read_notes"]
 
@@ -95,11 +95,13 @@ class NoteStore:
     ----------
     path : str or Path
         An existing session file.
+    passphrase : str, optional
+        The passphrase of an encrypted session file.
     """
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, passphrase: str | None = None) -> None:
         self.path = Path(path)
-        self._conn = connect_existing(self.path, writable=True)
+        self._conn = connect_existing(self.path, writable=True, passphrase=passphrase)
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -110,7 +112,7 @@ class NoteStore:
         try:
             with self._lock:
                 return self._conn.execute(sql, args)
-        except sqlite3.DatabaseError as exc:
+        except DB_DATABASE_ERRORS as exc:
             raise damaged(self.path, exc) from None
 
     def all(self) -> list[Note]:

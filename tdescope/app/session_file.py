@@ -27,13 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tdescope.app import _event_codec as codec
-from tdescope.app._session_schema import SCHEMA_VERSION, connect_existing, create, damaged
+from tdescope.app._session_schema import (DB_DATABASE_ERRORS, DB_ERRORS, SCHEMA_VERSION, connect_existing, create,
+                                          damaged, is_encrypted)
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event
 from tdescope.app.notes import Note, read_notes
 from tdescope.app.session_meta import SessionMeta
 
-__all__ = ["COMMIT_EVERY_S", "SCHEMA_VERSION", "SessionRecorder", "SessionReader", "SessionSummary", "copy_session"]
+__all__ = ["COMMIT_EVERY_S", "SCHEMA_VERSION", "SessionRecorder", "SessionReader", "SessionSummary", "copy_session",
+           "is_encrypted"]
 
 #: Longest time an event waits in memory before it is committed to the file.
 COMMIT_EVERY_S = 0.25
@@ -56,6 +58,8 @@ class SessionRecorder:
         The file to create; it must not exist yet.
     meta : SessionMeta
         The run's metadata; secrets are scrubbed before writing.
+    passphrase : str, optional
+        Encrypt the file with SQLCipher under this passphrase (never stored).
 
     Notes
     -----
@@ -64,10 +68,11 @@ class SessionRecorder:
     are dropped rather than raising on producer threads.
     """
 
-    def __init__(self, path: str | os.PathLike, meta: SessionMeta) -> None:
+    def __init__(self, path: str | os.PathLike, meta: SessionMeta, passphrase: str | None = None) -> None:
         self.path = Path(path)
         self.meta = meta
-        self._conn = create(self.path)
+        self.encrypted = passphrase is not None
+        self._conn = create(self.path, passphrase)
         self._conn.execute("BEGIN")
         _write_meta(self._conn, meta)
         self._conn.execute("COMMIT")
@@ -104,7 +109,7 @@ class SessionRecorder:
         self._thread.join(30)
         try:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error:
+        except DB_ERRORS:
             pass
         self._conn.close()
 
@@ -161,11 +166,11 @@ class SessionRecorder:
             if items and self.error is None:
                 try:
                     self._write(items)
-                except (sqlite3.Error, OSError, TypeError, ValueError) as exc:
+                except (*DB_ERRORS, OSError, TypeError, ValueError) as exc:
                     self.error = f"recording to {self.path} stopped: {exc}"
                     try:
                         self._conn.execute("ROLLBACK")
-                    except sqlite3.Error:
+                    except DB_ERRORS:
                         pass
             for w in waiters:
                 w.set()
@@ -197,16 +202,19 @@ class SessionReader:
     path : str or Path
     writable : bool
         Open read-write (notes can then be edited through :attr:`conn`).
+    passphrase : str, optional
+        The passphrase of an encrypted file (see :func:`is_encrypted`); without it
+        such a file is refused with one line, as is a wrong one.
     """
 
-    def __init__(self, path: str | os.PathLike, writable: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike, writable: bool = True, passphrase: str | None = None) -> None:
         self.path = Path(path)
-        self.conn = connect_existing(self.path, writable=writable)
+        self.conn = connect_existing(self.path, writable=writable, passphrase=passphrase)
         self._lock = threading.Lock()
         try:
             rows = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
             self.schema_version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
+        except DB_DATABASE_ERRORS as exc:
             self.conn.close()
             raise damaged(self.path, exc) from None
         try:
@@ -220,7 +228,7 @@ class SessionReader:
         try:
             with self._lock:
                 return self.conn.execute(sql, tuple(args)).fetchall()
-        except sqlite3.DatabaseError as exc:
+        except DB_DATABASE_ERRORS as exc:
             raise damaged(self.path, exc) from None
 
     def close(self) -> None:
@@ -255,7 +263,7 @@ class SessionReader:
         try:
             with self._lock:
                 return read_notes(self.conn)
-        except sqlite3.DatabaseError as exc:
+        except DB_DATABASE_ERRORS as exc:
             raise damaged(self.path, exc) from None
 
     def wait_class_counts(self, start: float, bucket_s: float) -> list[tuple[int, str, int]]:
@@ -358,5 +366,5 @@ def copy_session(src: str | os.PathLike, dst: str | os.PathLike) -> None:
         shutil.move(str(tmp), str(dst))
     except OSError as exc:
         raise UserError(f"cannot save {dst}: {exc.strerror or exc}") from None
-    except sqlite3.Error as exc:
+    except DB_ERRORS as exc:
         raise UserError(f"cannot save {dst}: {exc}") from None

@@ -15,8 +15,9 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from tdescope.app.session_file import SessionReader
+    from tdescope.commands._passphrase import passphrase_for
 
-    with SessionReader(args.file, writable=False) as reader:
+    with SessionReader(args.file, writable=False, passphrase=passphrase_for(args.file)) as reader:
         s = reader.summary()
         notes = reader.notes()
     meta = s.meta

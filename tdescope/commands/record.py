@@ -35,6 +35,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-hotspots", action="store_true", help="do not run perf")
     parser.add_argument("--no-waits", action="store_true", help="do not sample OS waits")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.tds", help="the session file to write")
+    parser.add_argument("--encrypt", action="store_true",
+                        help="encrypt the session file (SQLCipher); the passphrase is asked for, or read as one "
+                             "line from stdin when it is not a terminal")
 
 
 def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
@@ -69,6 +72,11 @@ def run(args) -> int:
         raise UserError(f"name the session file .tds, not {args.output}")
     if os.path.exists(args.output):
         raise UserError(f"{args.output} already exists; choose another name")
+    passphrase = None
+    if args.encrypt:
+        from tdescope.commands._passphrase import ask_passphrase
+
+        passphrase = ask_passphrase("Passphrase for the session file", confirm=True)
     engine = engine_named(args.lab or args.engine)
     recipe = recipe_named(engine, args.recipe) if args.captures else None
     if recipe is not None:
@@ -102,7 +110,7 @@ def run(args) -> int:
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
         meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
-        recorder = SessionRecorder(args.output, meta)
+        recorder = SessionRecorder(args.output, meta, passphrase=passphrase)
 
         def record(event) -> None:
             if isinstance(event, PageCapture):

@@ -28,8 +28,12 @@ def decoder_for(engine_name: str):
     return engine.page_decoder() if engine is not None else None
 
 
-def export(file: str | Path, output: str | Path, include_plaintext: bool = False, captures: int = 4) -> Path:
-    """Write the report of ``file`` to ``output`` (format by suffix); shared with the GUI."""
+def export(file: str | Path, output: str | Path, include_plaintext: bool = False, captures: int = 4,
+           passphrase: str | None = None) -> Path:
+    """Write the report of ``file`` to ``output`` (format by suffix); shared with the GUI.
+
+    ``passphrase`` opens an encrypted session file.
+    """
     from tdescope.app.report import build_report, render_html
     from tdescope.app.session_file import SessionReader
 
@@ -37,7 +41,7 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
     suffix = out.suffix.lower()
     if suffix not in (".html", ".htm", ".pdf"):
         raise UserError(f"cannot tell the report format from {out.name}: name it .html or .pdf")
-    with SessionReader(file, writable=False) as reader:
+    with SessionReader(file, writable=False, passphrase=passphrase) as reader:
         decoder = decoder_for(reader.meta.engine)
         if decoder is None and reader.meta.engine:
             print(f"tdescope: engine {reader.meta.engine} is not installed here: pages are shown undecoded",
@@ -56,6 +60,8 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
 
 
 def run(args) -> int:
-    out = export(args.file, args.output, args.include_plaintext, args.captures)
+    from tdescope.commands._passphrase import passphrase_for
+
+    out = export(args.file, args.output, args.include_plaintext, args.captures, passphrase_for(args.file))
     print(f"report written to {out}", file=sys.stderr)
     return 0

@@ -26,14 +26,16 @@ def _run_replay(path: str) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from tdescope.app.session_file import SessionReader
-    from tdescope.ui.session_controller import open_replay_window
+    from tdescope.app.session_file import SessionReader, is_encrypted
+    from tdescope.ui.session_controller import ask_passphrase, open_replay_window
 
-    SessionReader(path, writable=False).close()  # a bad file fails here, as one line, before any window
+    if not is_encrypted(path):
+        SessionReader(path, writable=False).close()  # a bad file fails here, as one line, before any window
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
     app.setOrganizationName("tdescope")
-    window = open_replay_window(path)
+    passphrase = ask_passphrase(None, path)  # the dialog needs the QApplication
+    window = open_replay_window(path, passphrase=passphrase)
     window.show()
     signal.signal(signal.SIGINT, lambda *_: window.close())
     heartbeat = QTimer()

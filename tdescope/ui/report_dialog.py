@@ -69,12 +69,13 @@ class ReportDialog(QDialog):
             self.path.setText(path)
 
 
-def build_in_background(session_path: str, output: str, decoder, include_plaintext: bool, post) -> None:
-    """Build the report model on a thread; ``post(ReportReady)`` when done."""
+def build_in_background(session_path: str, output: str, decoder, include_plaintext: bool, post,
+                        passphrase: str | None = None) -> None:
+    """Build the report model on a thread; ``post(ReportReady)`` when done (``passphrase``: encrypted file)."""
 
     def work() -> None:
         try:
-            with SessionReader(session_path, writable=False) as reader:
+            with SessionReader(session_path, writable=False, passphrase=passphrase) as reader:
                 report = build_report(reader, decoder, include_plaintext=include_plaintext)
             post(ReportReady(output, report))
         except UserError as exc:

@@ -17,19 +17,19 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QLineEdit, QMenu, QMessageBox
 
 from tdescope.app.engines.api import DecodedPage, Inventory
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, PageCapture
 from tdescope.app.notes import NoteStore, NoteTarget
-from tdescope.app.session_file import SessionReader, SessionRecorder, copy_session
+from tdescope.app.session_file import SessionReader, SessionRecorder, copy_session, is_encrypted
 from tdescope.app.session_meta import SessionMeta
 from tdescope.ui.notes_dock import NotesDock
 from tdescope.ui.replay_bar import ReplayBar, ReplayPlayer
 from tdescope.ui.report_dialog import ReportDialog, ReportReady, build_in_background, write_report
 
-__all__ = ["SessionController", "attach_sessions", "autosave_dir", "open_replay_window"]
+__all__ = ["SessionController", "ask_passphrase", "attach_sessions", "autosave_dir", "open_replay_window"]
 
 _RECENT_KEY = "sessions/recent"
 _KEEP_AUTOSAVES = 30
@@ -72,14 +72,28 @@ def engine_for(meta: SessionMeta):
     return engines.get(meta.engine) or _RecordedEngine(meta.engine, meta.engine_label)
 
 
-def open_replay_window(path: str, settings=None):
-    """A new main window replaying ``path``; raises UserError for a bad file."""
+def ask_passphrase(parent, path: str | Path) -> str | None:
+    """The passphrase of an encrypted ``path`` from a password dialog; None for a plain file.
+
+    Raises UserError when the user cancels or leaves it empty.
+    """
+    if not is_encrypted(path):
+        return None
+    text, ok = QInputDialog.getText(parent, "tdescope — encrypted session",
+                                    f"{Path(path).name} is encrypted. Passphrase:", QLineEdit.EchoMode.Password)
+    if not ok or not text:
+        raise UserError(f"{path} is encrypted: give its passphrase")
+    return text
+
+
+def open_replay_window(path: str, settings=None, passphrase: str | None = None):
+    """A new main window replaying ``path``; raises UserError for a bad file or a wrong passphrase."""
     from tdescope.ui.main_window import MainWindow  # main_window imports this module
 
-    with SessionReader(path, writable=False) as reader:
+    with SessionReader(path, writable=False, passphrase=passphrase) as reader:
         meta = reader.meta
     window = MainWindow(engine_for(meta), settings)
-    window.sessions.enter_replay(path)
+    window.sessions.enter_replay(path, passphrase)
     return window
 
 
@@ -97,6 +111,7 @@ class SessionController(QObject):
         self.reader: SessionReader | None = None
         self.player: ReplayPlayer | None = None
         self._inventory: Inventory | None = None
+        self._passphrase: str | None = None  # of the replayed file, in memory only
         self._lock = threading.Lock()
         self.notes_dock = NotesDock(self._note_targets, self._ensure_store, window)
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.notes_dock)
@@ -224,7 +239,7 @@ class SessionController(QObject):
 
     def _ensure_store(self) -> NoteStore | None:
         if self.mode == "replay" and self.reader is not None:
-            return NoteStore(self.reader.path)
+            return NoteStore(self.reader.path, self._passphrase)
         if self.mode == "live":
             recorder = self.recorder or self._start_recording()
             return NoteStore(recorder.path) if recorder is not None else None
@@ -238,12 +253,16 @@ class SessionController(QObject):
         return self.recorder.path if self.recorder is not None else None
 
     # -- replay ---------------------------------------------------------------------------
-    def enter_replay(self, path: str | Path) -> None:
-        """Show ``path`` in this window, driven by the replay bar; raises UserError for a bad file."""
-        reader = SessionReader(path)
+    def enter_replay(self, path: str | Path, passphrase: str | None = None) -> None:
+        """Show ``path`` in this window, driven by the replay bar; raises UserError for a bad file.
+
+        ``passphrase`` opens an encrypted file (see :func:`ask_passphrase`).
+        """
+        reader = SessionReader(path, passphrase=passphrase)
         self._close_file()
         self.mode = "replay"
         self.reader = reader
+        self._passphrase = passphrase
         w = self.window
         meta = reader.meta
         name = Path(path).name
@@ -256,7 +275,7 @@ class SessionController(QObject):
         self.player = ReplayPlayer(reader, w.feed, self._reset_views, self)
         self.replay_bar.attach(self.player, name)
         self.replay_bar.show()
-        self.notes_dock.set_store(NoteStore(reader.path))
+        self.notes_dock.set_store(NoteStore(reader.path, passphrase))
         self._remember(path)
         self.player.seek(0.0)
         w.statusBar().showMessage(f"Replaying {path}: press Space to play", 10000)
@@ -278,6 +297,7 @@ class SessionController(QObject):
         if self.reader is not None:
             self.reader.close()
             self.reader = None
+        self._passphrase = None
         self.replay_bar.attach(None)
         self.notes_dock.set_store(None)
 
@@ -306,11 +326,12 @@ class SessionController(QObject):
     def open_path(self, path: str | Path):
         """Replay ``path``: here when this window is not live, else in a new window. Returns that window."""
         try:
+            passphrase = ask_passphrase(self.window, path)
             live = self.window.session is not None or self.recorder is not None
             if not live:
-                self.enter_replay(path)
+                self.enter_replay(path, passphrase)
                 return self.window
-            window = open_replay_window(str(path), self.window.settings)
+            window = open_replay_window(str(path), self.window.settings, passphrase)
             _windows.append(window)
             window.show()
             return window
@@ -357,7 +378,7 @@ class SessionController(QObject):
             self.recorder.flush()
         self.window.statusBar().showMessage("Building the report…")
         build_in_background(str(self.current_path), output, self.window.decoder, include_plaintext,
-                            self.window.pump.put)
+                            self.window.pump.put, self._passphrase if self.reader is not None else None)
 
     def _on_report_ready(self, batch: list[ReportReady]) -> None:
         for ready in batch:

@@ -9,6 +9,7 @@ clear line.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -92,7 +93,9 @@ def open_connection(spec: ConnectionSpec, prompt: Callable[[str], str | None] | 
     import psycopg
 
     where = _where(spec)
-    if spec.password is None:
+    # With PGPASSWORD set, libpq has the password already: no keyring lookup, whose backend
+    # probing spawns compilers and linkers (ctypes.util) that would inherit PGPASSWORD.
+    if spec.password is None and "PGPASSWORD" not in os.environ:
         try:
             from psycopg.conninfo import conninfo_to_dict
 
