@@ -4,39 +4,31 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QDockWidget, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
 from tdescope.app.capture_record import CaptureRecord
 from tdescope.app.events import PageCapture
+from tdescope.ui.table_model import RowTableModel
 
 __all__ = ["CapturesDock", "CapturesModel"]
 
 _COLUMNS = ("Time", "#", "Page", "Direction", "Symbol", "Page type", "Cells", "Entropy before", "Entropy after", "Stop µs")
 
 
-class CapturesModel(QAbstractTableModel):
+class CapturesModel(RowTableModel):
     """Table of (PageCapture, CaptureRecord) rows, appended in batches."""
+
+    columns = _COLUMNS
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self._rows: list[tuple[PageCapture, CaptureRecord]] = []
-
-    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
-        return 0 if parent.isValid() else len(_COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 - Qt API
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return _COLUMNS[section]
-        return None
+        self.rows: list[tuple[PageCapture, CaptureRecord]] = []
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
-        cap, rec = self._rows[index.row()]
+        cap, rec = self.rows[index.row()]
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             return (
@@ -57,20 +49,20 @@ class CapturesModel(QAbstractTableModel):
         """Add a batch of rows with one insert notification."""
         if not rows:
             return
-        first = len(self._rows)
+        first = len(self.rows)
         self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
-        self._rows.extend(rows)
+        self.rows.extend(rows)
         self.endInsertRows()
 
     def clear(self) -> None:
         """Remove every row."""
         self.beginResetModel()
-        self._rows.clear()
+        self.rows.clear()
         self.endResetModel()
 
     def row(self, i: int) -> tuple[PageCapture, CaptureRecord]:
         """The capture and its record at row ``i``."""
-        return self._rows[i]
+        return self.rows[i]
 
 
 class CapturesDock(QDockWidget):

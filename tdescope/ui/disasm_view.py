@@ -10,12 +10,13 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
 from tdescope.app.disasm import HeatRow, Insn, annotate, code_file, disassemble
 from tdescope.app.errors import UserError
+from tdescope.ui.table_model import RowTableModel
 
 __all__ = ["DisassemblyView", "HeatModel"]
 
@@ -25,24 +26,15 @@ _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="disassemble")
 _COLUMNS = ("Samples", "%", "Address", "Bytes", "Instruction", "Target")
 
 
-class HeatModel(QAbstractTableModel):
+class HeatModel(RowTableModel):
     """Instructions with their sample counts; the heat updates in place."""
+
+    columns = _COLUMNS
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.rows: list[HeatRow] = []
         self._max = 1
-
-    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
-        return 0 if parent.isValid() else len(_COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 - Qt API
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return _COLUMNS[section]
-        return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():

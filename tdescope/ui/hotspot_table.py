@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor
 
 from tdescope.app.hotspots import DiffRow, SymbolStat, is_crypto
+from tdescope.ui.table_model import RowTableModel
 
 __all__ = ["HotspotModel", "DiffModel", "SymbolFilter"]
 
@@ -28,7 +29,7 @@ def _crypto(symbol: str) -> bool:
     return is_crypto(symbol)
 
 
-class _RowsModel(QAbstractTableModel):
+class _RowsModel(RowTableModel):
     """Rows keyed by symbol, updated in place."""
 
     columns: tuple[str, ...] = ()
@@ -39,16 +40,6 @@ class _RowsModel(QAbstractTableModel):
         self.rows: list = []
         self._index: dict[str, int] = {}
 
-    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
-        return 0 if parent.isValid() else len(self.columns)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 - Qt API
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return self.columns[section]
-        return None
 
     def set_rows(self, rows: Sequence) -> None:
         """Show ``rows`` (each with a ``.symbol``)."""

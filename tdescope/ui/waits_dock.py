@@ -12,12 +12,13 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QHeaderView, QLabel, QSplitter, QTableView, QVBoxLayout, QWidget
 
 from tdescope.app.observed import ObservedRun, WaitTopRow
 from tdescope.app.oswaits import WAIT_CLASSES
+from tdescope.ui.table_model import RowTableModel
 
 __all__ = ["WaitsDock", "WaitTopModel", "CLASS_COLORS"]
 
@@ -42,7 +43,7 @@ def class_color(name: str, i: int = 0) -> tuple[int, int, int]:
     return CLASS_COLORS.get(name, _ENGINE_COLORS[i % len(_ENGINE_COLORS)])
 
 
-class WaitTopModel(QAbstractTableModel):
+class WaitTopModel(RowTableModel):
     """Source, class, event, samples, %: refreshed in place."""
 
     columns = ("Source", "Class", "Event", "Samples", "%")
@@ -50,17 +51,6 @@ class WaitTopModel(QAbstractTableModel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.rows: list[WaitTopRow] = []
-
-    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
-        return 0 if parent.isValid() else len(self.columns)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 - Qt API
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return self.columns[section]
-        return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
