@@ -34,7 +34,7 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
 
     ``passphrase`` opens an encrypted session file.
     """
-    from tdescope.app.report import build_report, render_html
+    from tdescope.app.report import build_report
     from tdescope.app.session_file import SessionReader
 
     out = Path(output)
@@ -47,16 +47,9 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
             print(f"tdescope: engine {reader.meta.engine} is not installed here: pages are shown undecoded",
                   file=sys.stderr)
         report = build_report(reader, decoder, include_plaintext=include_plaintext, max_captures=captures)
-    try:
-        if suffix == ".pdf":
-            from tdescope.ui.report_pdf import write_pdf
+    from tdescope.ui.report_pdf import write_report
 
-            write_pdf(report, out)
-        else:
-            out.write_text(render_html(report), encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
-    return out
+    return write_report(report, out)
 
 
 def run(args) -> int:

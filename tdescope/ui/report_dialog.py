@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from tdescope.app.errors import UserError
-from tdescope.app.report import Report, build_report, render_html
+from tdescope.app.report import Report, build_report
 from tdescope.app.session_file import SessionReader
 
 __all__ = ["ReportDialog", "ReportReady", "build_in_background", "write_report"]
@@ -88,16 +88,9 @@ def build_in_background(session_path: str, output: str, decoder, include_plainte
 
 def write_report(report: Report, output: str | Path) -> Path:
     """Write ``report`` as HTML or PDF, by the suffix of ``output``."""
+    from tdescope.ui.report_pdf import write_report as write_file
+
     out = Path(output)
     if out.suffix.lower() not in (".html", ".htm", ".pdf"):
         out = out.with_suffix(".html")
-    try:
-        if out.suffix.lower() == ".pdf":
-            from tdescope.ui.report_pdf import write_pdf
-
-            write_pdf(report, out)
-        else:
-            out.write_text(render_html(report), encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
-    return out
+    return write_file(report, out)

@@ -17,7 +17,7 @@ from pathlib import Path
 from tdescope.app.errors import UserError
 from tdescope.app.report import Report, render_html
 
-__all__ = ["write_pdf"]
+__all__ = ["write_pdf", "write_report"]
 
 _DPI = 150
 
@@ -81,3 +81,15 @@ def write_pdf(report: Report, path: str | os.PathLike) -> None:
     doc.print_(writer)
     if not Path(path).exists() or Path(path).stat().st_size == 0:
         raise UserError(f"could not write the PDF {path}")
+
+
+def write_report(report: Report, out: Path) -> Path:
+    """Write ``report`` to ``out``: PDF for a ``.pdf`` suffix, self-contained HTML otherwise."""
+    try:
+        if out.suffix.lower() == ".pdf":
+            write_pdf(report, out)
+        else:
+            out.write_text(render_html(report), encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return out
