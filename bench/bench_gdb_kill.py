@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -60,7 +61,8 @@ def _trial(folder: Path, pause: float, rng: random.Random) -> bool:
     stop = folder / "stop"
     stop.unlink(missing_ok=True)
     proc = subprocess.Popen([sys.executable, "-c", TARGET, str(folder / "t.db"), str(stop), str(pause)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
     pid = int(proc.stdout.readline())
     window = CaptureWindow(pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60), "sqlcipher",
                            lambda c: None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,10 @@ def proc_state(pid: int) -> str:
     return stat.rsplit(")", 1)[1].split()[0]
 
 
+def _no_core_dumps() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 class AppProcess:
     """A running sqlcipher3 client (tests/clients/sqlcipher_app.py)."""
 
@@ -57,6 +62,7 @@ class AppProcess:
             [sys.executable, str(CLIENTS / "sqlcipher_app.py"), str(db), str(rounds), str(self.stopfile)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True,
+            preexec_fn=_no_core_dumps,  # the safety tests' controls die of SIGTRAP on purpose
         )
         self.pid = int(self.proc.stdout.readline())
 
