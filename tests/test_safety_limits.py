@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import time
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_status_bar_shows_stopped_time_live_while_armed(qtbot, window):
     # progress arrives while armed: pages and stopped time, against the window's budget
     qtbot.waitUntil(lambda: window.stopped_label.text().startswith("armed:")
                     and _stopped_ms(window.stopped_label.text()) > 0, timeout=10000)
-    assert "ms budget" in window.stopped_label.text() and window.armed_label.text().strip() == "ARMED"
+    assert "of wall time" in window.stopped_label.text() and window.armed_label.text().strip() == "ARMED"
     window.statusBar().grab().save("/tmp/tdescope-armed-statusbar.png")
     window.cancel()
     qtbot.waitUntil(lambda: window.stopped_label.text().startswith("probe window closed"), timeout=30000)
@@ -126,6 +127,16 @@ def test_status_bar_shows_stopped_time_live_while_armed(qtbot, window):
     assert [a.stopped_s for a in armed] == sorted(a.stopped_s for a in armed)
     assert window.armed_label.text().strip() == "not armed"
     assert tracer_pid(window.session.server_pid()) == 0
+
+
+def test_status_bar_shows_a_window_paused_by_its_stop_budget(qtbot, window):
+    window.feed(CaptureWindowState(time.time(), "paused", 41, 0.0262,
+                                   "stop budget (1% of wall time) spent: breakpoint out of pid 7, re-arms in 2.6 s"))
+    qtbot.waitUntil(lambda: window.armed_label.text().strip() == "PAUSED", timeout=5000)
+    assert window.stopped_label.text().startswith("stop budget spent: 41 pages, target stopped 26.2 ms")
+    assert window.stopped_label.text().endswith("re-arms in 2.6 s")
+    window.feed(CaptureWindowState(time.time(), "armed", 41, 0.0262, "sqlcipher_page_cipher in pid 7"))
+    qtbot.waitUntil(lambda: window.armed_label.text().strip() == "ARMED", timeout=5000)
 
 
 def test_capture_spin_box_clamps_absurd_values(window):

@@ -28,10 +28,11 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.gdb.guard import start_guard as _start_guard
 from tdescope.app.gdb.guard import stop_guard as _stop_guard
+from tdescope.app.gdb.guard import update_guard as _update_guard
 from tdescope.app.gdb.mi import GdbError, GdbSession
 from tdescope.app.spool import FramePairs, SpoolReader
 
-__all__ = ["CaptureLimits", "CaptureSummary", "CaptureWindow"]
+__all__ = ["LAB_BUSY_FRACTION", "CaptureLimits", "CaptureSummary", "CaptureWindow", "busy_fraction_for"]
 
 _HELPER = Path(__file__).with_name("gdb") / "_probe_helper.py"
 _live_windows: "weakref.WeakSet[CaptureWindow]" = weakref.WeakSet()
@@ -40,6 +41,9 @@ PROGRESS_S = 0.5
 #: Cost of one breakpoint stop and resume through ptrace, measured on these machines
 #: (DESIGN.md: ~0.25 ms); gdb's Python callback time is measured and added per hit.
 STOP_OVERHEAD_S = 0.00025
+#: Stop budget for a lab process the workbench started itself: nobody else's work
+#: waits on it, so a class sees captures stream instead of arriving in bursts.
+LAB_BUSY_FRACTION = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +57,14 @@ class CaptureLimits:
     max_seconds : float
         Wall-clock length of the window once armed.
     max_busy_fraction : float
-        The stop budget: cap on the time the target spends stopped in probe
-        hits, as a fraction of ``max_seconds`` (default 1 %). Each hit is charged
-        the measured copy time plus :data:`STOP_OVERHEAD_S`.
+        The stop budget, a duty cycle: the share of wall time the target may
+        spend stopped in probe hits (default 1 %). Each hit is charged the
+        measured copy time plus :data:`STOP_OVERHEAD_S` per stop. Over budget, the
+        window pauses: the breakpoint leaves the target's code until the budget
+        has been paid back by running time, then it re-arms.
+    max_burst_s : float
+        How much stopped time a burst may use before the window pauses (default
+        25 ms: about 40 page captures back to back).
     first_hit_timeout : float or None
         Give up when nothing was captured this long after arming.
     watchdog_s : float
@@ -70,6 +79,7 @@ class CaptureLimits:
     max_captures: int = 200
     max_seconds: float = 30.0
     max_busy_fraction: float = 0.01
+    max_burst_s: float = 0.025
     first_hit_timeout: float | None = None
     watchdog_s: float = 0.25
     max_hits_per_s: int = 1000
@@ -81,6 +91,8 @@ class CaptureLimits:
             raise UserError(f"capture window must be between 0 and 3600 seconds, not {self.max_seconds}")
         if not 0 < self.max_busy_fraction <= 1:
             raise UserError("stop budget must be a fraction between 0 and 1")
+        if not 0.001 <= self.max_burst_s <= 10:
+            raise UserError(f"stop burst must be between 0.001 and 10 seconds, not {self.max_burst_s}")
         if not 0.01 <= self.watchdog_s <= 10:
             raise UserError(f"watchdog must be between 0.01 and 10 seconds, not {self.watchdog_s}")
         if not 1 <= self.max_hits_per_s <= 1_000_000:
@@ -102,6 +114,12 @@ class CaptureSummary:
     elapsed_s: float
     error: str | None = None
     arming_stop_s: float = 0.0
+
+
+def busy_fraction_for(session) -> float:
+    """The default stop budget for probing ``session``'s target: 1 %, or
+    :data:`LAB_BUSY_FRACTION` when the session owns its target (a lab worker)."""
+    return LAB_BUSY_FRACTION if getattr(session, "own_target", False) else CaptureLimits.max_busy_fraction
 
 
 def _ref(ref: ArgRef | None) -> dict | None:
@@ -128,7 +146,8 @@ def recipe_spec(recipe: ProbeRecipe, limits: CaptureLimits, spool: str) -> dict:
         "max_length": recipe.max_length,
         "max_captures": limits.max_captures,
         "max_seconds": limits.max_seconds,
-        "max_busy_s": limits.max_seconds * limits.max_busy_fraction,
+        "duty": limits.max_busy_fraction,
+        "burst_s": limits.max_burst_s,
         "max_hits_per_s": limits.max_hits_per_s,
         "stop_overhead_s": STOP_OVERHEAD_S,
         "allow_pending": recipe.library is not None,
@@ -249,6 +268,8 @@ class CaptureWindow:
             reason = ""
             stopped_since = 0.0
             progress_at = armed_at
+            resume_at = 0.0  # when a window paused by the stop budget re-arms
+            guarded = set(int(a, 16) for a in locations)
             while not reason:
                 if self._cancel.is_set():
                     reason = "cancelled"
@@ -261,8 +282,22 @@ class CaptureWindow:
                 if captures >= self.limits.max_captures:
                     reason = reason or "limit: max captures"
                     break
+                if not pairs.return_sites <= guarded:
+                    guarded |= pairs.return_sites
+                    _update_guard(guard, guarded)
                 now = time.monotonic()
-                if now - progress_at >= PROGRESS_S:
+                if pairs.paused_for is not None:
+                    resume_at, pairs.paused_for = now + pairs.paused_for, None
+                    progress_at = now
+                    self._on_state(CaptureWindowState(
+                        time.time(), "paused", captures, stopped,
+                        f"stop budget ({self.limits.max_busy_fraction:.0%} of wall time) spent: "
+                        f"breakpoint out of pid {self.pid}, re-arms in {resume_at - now:.1f} s"))
+                elif resume_at and now >= resume_at:
+                    resume_at = 0.0
+                    gdb.console_command("python _tdescope_probe.resume()", timeout=5.0)
+                    progress_at = 0.0  # say "armed" again now
+                if now - progress_at >= PROGRESS_S and not resume_at:
                     # the stopped time, live: the GUI's status bar shows it while armed
                     progress_at = now
                     self._on_state(CaptureWindowState(time.time(), "armed", captures, stopped,

@@ -198,7 +198,8 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
             # the first "armed" opens the window; later ones are live progress of the same window
             armed_at = s.ts if armed_at is None else armed_at
         elif armed_at is not None:
-            windows.append((armed_at, s.ts, f"probe window: {s.captures} pages"))
+            why = " (paused: stop budget)" if s.state == "paused" else ""
+            windows.append((armed_at, s.ts, f"probe window: {s.captures} pages{why}"))
             armed_at = None
     if armed_at is not None:
         windows.append((armed_at, t1, "probe window (still armed at the end)"))

@@ -66,6 +66,10 @@ class FramePairs:
         self.captures = 0
         self.stopped_s = 0.0
         self.closed_reason: str | None = None
+        #: Seconds until the probe may re-arm, set when the helper paused it (stop budget).
+        self.paused_for: float | None = None
+        #: Return addresses the helper planted after-breakpoints at (for the guard).
+        self.return_sites: set[int] = set()
 
     def drain(self, limit: int) -> Iterator[PageCapture]:
         """Yield the captures completed by the new frames, up to ``limit`` in all."""
@@ -73,8 +77,13 @@ class FramePairs:
             self.stopped_s += busy / 1e6
             if kind == NOTICE:
                 note = json.loads(data or b"{}")
-                if note.get("event") == "window-closed":
+                event = note.get("event")
+                if event == "window-closed":
                     self.closed_reason = f"limit: {note.get('reason')}"
+                elif event == "paused":
+                    self.paused_for = float(note.get("resume_in") or 0.0)
+                elif event == "return-site":
+                    self.return_sites.add(int(note["address"]))
                 continue
             if self.captures >= limit:
                 continue

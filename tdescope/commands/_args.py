@@ -6,7 +6,7 @@ import argparse
 
 from tdescope.app.errors import UserError
 
-__all__ = ["positive_int", "seconds", "engine_named", "recipe_named", "refuse_critical_pid"]
+__all__ = ["positive_int", "seconds", "percent", "engine_named", "recipe_named", "refuse_critical_pid"]
 
 
 def positive_int(text: str) -> int:
@@ -29,6 +29,17 @@ def seconds(text: str) -> float:
     if not 0 < value <= 3600:
         raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds, not {value:g}")
     return value
+
+
+def percent(text: str) -> float:
+    """argparse type: a percentage in (0, 100], returned as a fraction."""
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r}") from None
+    if not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100 %, not {value:g}")
+    return value / 100
 
 
 def engine_named(name: str):

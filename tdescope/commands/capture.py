@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import engine_named, positive_int, recipe_named, refuse_critical_pid, seconds
+from tdescope.commands._args import engine_named, percent, positive_int, recipe_named, refuse_critical_pid, seconds
 from tdescope.commands._dsn import add_dsn_arguments, dsn_workload, open_dsn_session
 
 HELP = "capture pages before and after decryption, headless"
@@ -25,15 +25,18 @@ def add_arguments(cap) -> None:
     cap.add_argument("--recipe", default="decrypt", help="decrypt (default) or encrypt, or a recipe key")
     cap.add_argument("--count", type=positive_int, default=10, help="page pairs to capture (default 10)")
     cap.add_argument("--timeout", type=seconds, default=30.0, help="give up after this many seconds (default 30)")
+    cap.add_argument("--stop-budget", type=percent, metavar="PCT",
+                     help="the share of wall time the target may spend stopped in probe hits, in %% (default 1; "
+                             "50 for a lab the workbench started); over it the probe pauses, then re-arms")
     cap.add_argument("--dump", metavar="DIR", help="write NNNN-before.bin / NNNN-after.bin here")
     cap.add_argument("--json", action="store_true", help="one JSON object per capture")
 
 
 def run(args) -> int:
-    from tdescope.app.capture import CaptureLimits
+    from tdescope.app.capture import LAB_BUSY_FRACTION, CaptureLimits
     from tdescope.app.capture_record import describe_capture
     from tdescope.app.engines.api import ConnectParams
-    from tdescope.app.events import PageCapture, Problem
+    from tdescope.app.events import CaptureWindowState, PageCapture, Problem
     from tdescope.app.experiment import Experiment
     from tdescope.app.gdb.mi import require_gdb
 
@@ -41,7 +44,9 @@ def run(args) -> int:
     engine = engine_named(args.engine)
     recipe = recipe_named(engine, args.recipe)
     decoder = engine.page_decoder()
-    limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout)
+    budget = args.stop_budget or (LAB_BUSY_FRACTION if args.lab else CaptureLimits.max_busy_fraction)
+    limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
+                           max_busy_fraction=budget)
     dump = Path(args.dump) if args.dump else None
     if dump is not None:
         try:
@@ -60,6 +65,8 @@ def run(args) -> int:
                     (dump / f"{event.seq:04d}-after.bin").write_bytes(event.after)
                 print(json.dumps(record.to_json()) if args.json else record.line(), flush=True)
                 written[0] += 1
+        elif isinstance(event, CaptureWindowState) and event.state == "paused" and not args.json:
+            print(f"probe paused: {event.message}", file=sys.stderr, flush=True)
         elif isinstance(event, Problem) and not args.json:
             pass  # reported once, below
 

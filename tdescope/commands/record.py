@@ -15,7 +15,7 @@ import threading
 import time
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import engine_named, positive_int, recipe_named, refuse_critical_pid, seconds
+from tdescope.commands._args import engine_named, percent, positive_int, recipe_named, refuse_critical_pid, seconds
 
 HELP = "record a session (workload, captures, hotspots, waits) to a .tds file, headless"
 
@@ -29,6 +29,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--captures", type=int, default=50, metavar="N",
                         help="page pairs to capture in the probe window (0: no probe; default 50)")
     parser.add_argument("--recipe", default="decrypt", help="probe recipe: decrypt (default), encrypt or a key")
+    parser.add_argument("--stop-budget", type=percent, metavar="PCT",
+                        help="the share of wall time the target may spend stopped in probe hits, in %% (default 1; "
+                             "50 for a lab the workbench started); over it the probe pauses, then re-arms")
     parser.add_argument("--seconds", type=seconds, required=True, metavar="S", help="how long to record")
     parser.add_argument("--allow-critical", action="store_true",
                         help="allow probing a postmaster or background process with --pid (dangerous)")
@@ -59,7 +62,7 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
 
 
 def run(args) -> int:
-    from tdescope.app.capture import CaptureLimits
+    from tdescope.app.capture import LAB_BUSY_FRACTION, CaptureLimits
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.events import Marker, PageCapture
     from tdescope.app.experiment import Experiment
@@ -119,7 +122,8 @@ def run(args) -> int:
 
         stops = _start_samplers(pid, args, record, session.wait_source() if session else None, notes)
         deadline = time.monotonic() + args.seconds
-        limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds)
+        budget = args.stop_budget or (LAB_BUSY_FRACTION if args.lab else CaptureLimits.max_busy_fraction)
+        limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds, max_busy_fraction=budget)
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:
             run_no += 1

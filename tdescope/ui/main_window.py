@@ -12,7 +12,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox
 
 from tdescope import __version__
-from tdescope.app.capture import CaptureLimits
+from tdescope.app.capture import CaptureLimits, busy_fraction_for
 from tdescope.app.capture_record import CaptureRecord, describe_capture
 from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inventory, ProbeRecipe
 from tdescope.app.entropy import chunk_entropy, diff_mask
@@ -195,7 +195,8 @@ class MainWindow(QMainWindow):
         if workload is None:
             return
         self.workload_dock.set_running(True)
-        limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0)
+        limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
+                               max_busy_fraction=busy_fraction_for(self.session))
         self.experiment = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self._sink)
         self.experiment.start()
         self._watch_done(self.experiment)
@@ -237,13 +238,19 @@ class MainWindow(QMainWindow):
 
     def _on_window_state(self, batch: list[CaptureWindowState]) -> None:
         for ev in batch:
-            self._set_armed(ev.state == "armed", ev.message)
+            self._set_armed(ev.state == "armed", ev.message, paused=ev.state == "paused")
+            limits = self.experiment.limits if self.experiment is not None else None
+            budget = f" (budget {limits.max_busy_fraction:.0%} of wall time)" if limits else ""
             if ev.state == "armed":
                 # live while armed: the window sends its stopped time every half second
-                limits = self.experiment.limits if self.experiment is not None else None
-                budget = f" of {limits.max_seconds * limits.max_busy_fraction * 1000:.0f} ms budget" if limits else ""
                 self.stopped_label.setText(
                     f"armed: {ev.captures} pages, target stopped {ev.stopped_s * 1000:.1f} ms{budget}"
+                )
+            elif ev.state == "paused":
+                rearm = ev.message.rsplit(", ", 1)[-1]
+                self.stopped_label.setText(
+                    f"stop budget spent: {ev.captures} pages, target stopped {ev.stopped_s * 1000:.1f} ms{budget}; "
+                    f"{rearm}"
                 )
             else:
                 self.stopped_label.setText(
@@ -259,8 +266,12 @@ class MainWindow(QMainWindow):
         self.workload_dock.status.setText(text)
         self.statusBar().showMessage(text, 15000)
 
-    def _set_armed(self, armed: bool, message: str = "") -> None:
-        if armed:
+    def _set_armed(self, armed: bool, message: str = "", paused: bool = False) -> None:
+        if paused:
+            self.armed_label.setText("  PAUSED  ")
+            self.armed_label.setToolTip(f"The probe spent its stop budget and is out of the target: {message}")
+            self.armed_label.setStyleSheet("background: #e67e22; color: white; font-weight: bold; border-radius: 3px;")
+        elif armed:
             self.armed_label.setText("  ARMED  ")
             self.armed_label.setToolTip(f"Breakpoints sit in the target: {message}")
             self.armed_label.setStyleSheet("background: #c0392b; color: white; font-weight: bold; border-radius: 3px;")

@@ -259,7 +259,9 @@ class EngineSession(Protocol):
 
     Optional members, used when present: ``targets() -> list[TargetChoice]``
     and ``choose_target(pid, allow_critical=False)`` let the user probe another
-    server process than the one serving this connection.
+    server process than the one serving this connection. ``own_target = True``
+    says the target is a lab process the session started and owns (nobody
+    else's work runs in it): capture windows then get the lab's stop budget.
     """
 
     def server_pid(self) -> int:

@@ -6,6 +6,14 @@ with the path of a JSON probe spec. Each hit of the probe breakpoint copies the
 copies the "after" buffer at return. Both return False, so the target never
 waits for the workbench: a stop lasts only as long as the copy.
 
+The stop budget is a duty cycle: every stop is charged to a leaky bucket that
+drains at ``duty`` (stopped seconds per wall second, default 1 %) and holds at
+most ``burst_s``. When a hit overflows it, the probe pauses: its breakpoint is
+disabled (gdb takes the ``int3`` out of the target's code) and the workbench
+calls ``resume()`` once the bucket has drained. So however busy the target is,
+it spends at most ``burst_s + duty * t`` of any stretch ``t`` stopped, and for
+most of an over-busy window no breakpoint sits in its code at all.
+
 Bytes travel out of band: frames appended to a spool file that the workbench
 tails (MI carries only control). Frame = header ``<BIiiIdd`` (kind, seq, pgno,
 mode, length, ts, busy_us) followed by ``length`` bytes. Kinds: 0 before,
@@ -34,6 +42,10 @@ class _State:
     breakpoints = []
     rate_start = 0.0  # start of the current one-second bucket of the hit-rate cap
     rate_hits = 0
+    debt = 0.0  # the duty-cycle bucket: stopped seconds not yet paid back by running time
+    debt_at = 0.0
+    paused = False
+    return_sites = set()  # return addresses that carry (or carried) an after-breakpoint
 
 
 def _write(kind, seq, pgno, mode, data, busy_us):
@@ -78,11 +90,34 @@ def _limits_reached():
         return "max captures"
     if time.monotonic() - _State.started > spec["max_seconds"]:
         return "max seconds"
-    if _State.busy > spec["max_busy_s"]:
-        return "stop budget"
     if _State.rate_hits > spec.get("max_hits_per_s", 1 << 62):
         return "hit rate"
     return None
+
+
+def _charge(seconds):
+    """Charge ``seconds`` of target stop to the total and to the duty-cycle bucket."""
+    now = time.monotonic()
+    spec = _State.spec
+    _State.debt = max(0.0, _State.debt - (now - _State.debt_at) * spec["duty"]) + seconds
+    _State.debt_at = now
+    _State.busy += seconds
+
+
+def _maybe_pause():
+    """Pause the probe when the bucket overflows: its breakpoints leave the target's code."""
+    spec = _State.spec
+    if _State.paused or _State.closed or _State.debt <= spec["burst_s"]:
+        return
+    _State.paused = True
+    gdb.post_event(_disable_probes)  # breakpoints may not change inside stop()
+    _notice(event="paused", resume_in=_State.debt / spec["duty"], busy_s=_State.busy)
+
+
+def _disable_probes():
+    for bp in _State.breakpoints:
+        if bp.is_valid() and _State.paused:
+            bp.enabled = False
 
 
 def _count_hit():
@@ -111,9 +146,10 @@ class _AfterBreakpoint(gdb.FinishBreakpoint):
             data = b""
             _notice(event="read-failed", seq=seq, side="after", message=str(exc))
         busy = time.perf_counter() - t0 + _State.spec["stop_overhead_s"]
-        _State.busy += busy
+        _charge(busy)
         _write(AFTER, seq, pgno, mode, data, busy * 1e6)
         _State.done += 1
+        _maybe_pause()
         return False
 
     def out_of_scope(self):
@@ -162,8 +198,10 @@ class _ProbeBreakpoint(gdb.Breakpoint):
         t0 = time.perf_counter()
         spec = _State.spec
         # every hit stops the target, captured or not: charge it to the stop budget
-        _State.busy += spec["stop_overhead_s"]
+        _charge(spec["stop_overhead_s"])
         _count_hit()
+        if _State.paused:
+            return False  # a hit before gdb took the breakpoint out
         if _State.closed or _limits_reached():
             if not _State.closed:
                 _State.closed = True
@@ -188,6 +226,9 @@ class _ProbeBreakpoint(gdb.Breakpoint):
                 if spec.get("at_entry"):
                     rsp = int(frame.read_register("rsp"))
                     ret = int.from_bytes(bytes(gdb.selected_inferior().read_memory(rsp, 8)), "little")
+                    if ret not in _State.return_sites:
+                        _State.return_sites.add(ret)  # the workbench tells the guard
+                        _notice(event="return-site", address=ret)
                     _ReturnBreakpoint(ret, gdb.selected_thread().num, rsp + 8, seq,
                                       pgno if pgno is not None else -1, mode, out, length)
                 else:
@@ -195,9 +236,10 @@ class _ProbeBreakpoint(gdb.Breakpoint):
         except Exception as exc:  # noqa: BLE001 - an exception here would stop the target
             _notice(event="probe-error", message=str(exc))
             return False
-        busy = time.perf_counter() - t0 + spec["stop_overhead_s"]
-        _State.busy += busy
+        busy = time.perf_counter() - t0 + spec["stop_overhead_s"]  # the step over the breakpoint
+        _charge(busy)
         _write(BEFORE, seq, pgno, mode, data, busy * 1e6)
+        _maybe_pause()
         return False
 
 
@@ -215,7 +257,8 @@ def arm(spec_path):
     _State.busy = 0.0
     _State.rate_start, _State.rate_hits = time.monotonic(), 0
     _State.closed = False
-    _State.started = time.monotonic()
+    _State.started = _State.debt_at = time.monotonic()
+    _State.debt, _State.paused, _State.return_sites = 0.0, False, set()
     errors = []
     if spec.get("address"):
         # resolved by the workbench from the ELF files before attaching (app/elfsyms.py)
@@ -269,6 +312,18 @@ def _arm_on_load(event):
         return
 
 
+def resume():
+    """Re-enable a paused probe (the workbench calls this once the bucket has drained)."""
+    if _State.paused and not _State.closed:
+        _State.paused = False
+        _State.debt, _State.debt_at = 0.0, time.monotonic()
+        for bp in _State.breakpoints:
+            if bp.is_valid():
+                bp.enabled = True
+        _notice(event="resumed")
+    print(json.dumps({"paused": _State.paused, "closed": _State.closed}))
+
+
 def disarm():
     """Delete every probe breakpoint; prints the counts as JSON."""
     _State.closed = True
@@ -289,4 +344,5 @@ def disarm():
 
 
 # ``source`` runs this file in gdb's __main__; the workbench calls through this name.
-_tdescope_probe = type("_TdescopeProbe", (), {"arm": staticmethod(arm), "disarm": staticmethod(disarm)})
+_tdescope_probe = type("_TdescopeProbe", (), {"arm": staticmethod(arm), "resume": staticmethod(resume),
+                                              "disarm": staticmethod(disarm)})

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Mapping",
+    "Originals",
     "TextMismatch",
     "executable_mappings",
     "main",
@@ -38,6 +40,7 @@ __all__ = [
     "start_guard",
     "stop_guard",
     "text_mismatches",
+    "update_guard",
 ]
 
 INT3 = 0xCC
@@ -112,38 +115,93 @@ def text_mismatches(pid: int, only: set[str] | None = None) -> list[TextMismatch
     return found
 
 
-def restore(pid: int, addresses: list[int], scan: bool = True) -> list[TextMismatch]:
-    """Write the disk bytes back wherever an ``int3`` sits at ``addresses`` (and, with
-    ``scan``, anywhere else in the same files' code). Returns what was restored."""
-    mappings = executable_mappings(pid)
-    restored = []
-    with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
-        files = {}
-        for address in addresses:
+class Originals:
+    """The disk bytes under each breakpoint address, read before they are needed.
+
+    The guard fills this while gdb is alive, so that when gdb dies restoring is
+    one ``pwrite`` per address through a ``/proc/PID/mem`` descriptor opened in
+    advance: no file to open, no map to parse, in the window where every probe
+    hit would kill the target.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.mem = os.open(f"/proc/{pid}/mem", os.O_RDWR)
+        self.bytes: dict[int, int] = {}
+        self.files: set[str] = set()
+
+    def learn(self, addresses) -> None:
+        """Read the original byte of each new address from its ELF file on disk."""
+        new = [a for a in addresses if a not in self.bytes]
+        if not new:
+            return
+        mappings = executable_mappings(self.pid)
+        for address in new:
             m = _mapping_of(mappings, address)
             if m is None:
-                continue
-            files[m.path] = m
-            mem.seek(address)
-            if mem.read(1) != bytes([INT3]):
                 continue
             with open(m.path, "rb") as fh:
                 fh.seek(m.offset + address - m.start)
                 original = fh.read(1)
             if original and original[0] != INT3:
-                mem.seek(address)
-                mem.write(original)
-                restored.append(TextMismatch(address, m.path, INT3, original[0]))
+                self.bytes[address] = original[0]
+                self.files.add(m.path)
+
+    def restore(self) -> list[int]:
+        """Put the original byte back wherever an ``int3`` sits at a known address."""
+        fixed = []
+        for address, original in self.bytes.items():
+            if os.pread(self.mem, 1, address) == b"\xcc":
+                os.pwrite(self.mem, bytes([original]), address)
+                fixed.append(address)
+        return fixed
+
+
+def restore(pid: int, addresses: list[int], scan: bool = True, first: set[str] | None = None) -> list[TextMismatch]:
+    """Write the disk bytes back wherever an ``int3`` sits at ``addresses`` (and, with
+    ``scan``, anywhere else in the code: the files in ``first``, then every other one).
+    Returns what was restored."""
+    originals = Originals(pid)
+    try:
+        originals.learn(addresses)
+        restored = [TextMismatch(a, "", INT3, originals.bytes[a]) for a in originals.restore()]
+    finally:
+        os.close(originals.mem)
     if scan:
-        # temporary breakpoints (a finish breakpoint at a return address) and gdb's own
-        # (the dynamic loader's shared-library event breakpoint) sit elsewhere
-        for mm in text_mismatches(pid):
+        restored += _scan(pid, first or originals.files)
+    return restored
+
+
+def _scan(pid: int, first: set[str]) -> list[TextMismatch]:
+    """Restore every ``int3`` in ``pid``'s code that the disk file does not have.
+
+    Temporary breakpoints (at a return address) and gdb's own (the dynamic
+    loader's shared-library event breakpoint) sit outside the known addresses.
+    The files in ``first`` (the probed library, where return sites usually are)
+    are compared before the rest.
+    """
+    restored = []
+    for only in (first, None):
+        for mm in text_mismatches(pid, only=only):
             if mm.memory == INT3 and mm.disk != INT3:
                 with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
                     mem.seek(mm.address)
                     mem.write(bytes([mm.disk]))
                 restored.append(mm)
     return restored
+
+
+def _continue_if_stopped(pid: int) -> bool:
+    """Send SIGCONT when the target sits in a group stop (a SIGSTOP of gdb's left pending)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state != "T":
+        return False
+    os.kill(pid, signal.SIGCONT)
+    return True
 
 
 def start_guard(pid: int, gdb_pid: int | None, locations: tuple[str, ...]) -> subprocess.Popen | None:
@@ -170,6 +228,17 @@ def start_guard(pid: int, gdb_pid: int | None, locations: tuple[str, ...]) -> su
     except OSError:
         return None
     return guard
+
+
+def update_guard(guard: subprocess.Popen | None, addresses) -> None:
+    """Tell the guard every address that carries a breakpoint now (probe and return sites)."""
+    if guard is None:
+        return
+    try:
+        guard.stdin.write((json.dumps({"armed": sorted(int(a) for a in addresses)}) + "\n").encode())
+        guard.stdin.flush()
+    except OSError:
+        pass  # the guard is gone; gdb's own detach still runs
 
 
 def stop_guard(guard: subprocess.Popen | None) -> None:
@@ -202,12 +271,24 @@ def main(argv: list[str] | None = None) -> int:
     first = json.loads(sys.stdin.buffer.readline() or b"{}")
     armed: list[int] = [int(a) for a in first.get("armed", [])]
     try:
+        originals = Originals(target)
+        originals.learn(armed)
+    except OSError as exc:
+        _say({"error": str(exc)})
+        return 1
+    try:
         gdb_fd = os.pidfd_open(gdb)
     except ProcessLookupError:  # gdb died before we started watching: act now
         if armed:
             _say({"restored": len(restore(target, armed)), "ms": 0})
         return 0
     _say({"ready": True})
+    # the target runs again now: learn the breakpoints nobody told us about (gdb's own
+    # shared-library event breakpoint in the dynamic loader) by comparing code with disk
+    try:
+        originals.learn(m.address for m in text_mismatches(target) if m.memory == INT3)
+    except OSError:
+        pass
     stdin_open = True
     buf = b""
     while True:
@@ -217,11 +298,15 @@ def main(argv: list[str] | None = None) -> int:
             if armed:
                 t0 = time.perf_counter()
                 try:
-                    fixed = restore(target, armed)
+                    fixed = originals.restore()  # the known addresses first: one pwrite each
+                    fast_ms = (time.perf_counter() - t0) * 1000
+                    continued = _continue_if_stopped(target)
+                    fixed += [m.address for m in _scan(target, originals.files)]
                 except OSError as exc:  # the target is gone too
                     _say({"error": str(exc)})
                     return 1
-                _say({"restored": len(fixed), "ms": round((time.perf_counter() - t0) * 1000, 3)})
+                _say({"restored": len(fixed), "fast_ms": round(fast_ms, 3),
+                      "ms": round((time.perf_counter() - t0) * 1000, 3), "continued": continued})
             return 0
         chunk = os.read(sys.stdin.fileno(), 65536)
         if not chunk:
@@ -236,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if "armed" in msg:
                 armed = [int(a) for a in msg["armed"]]
+                try:
+                    originals.learn(armed)
+                except OSError:
+                    pass  # the scan still finds it
             if msg.get("disarmed"):
                 armed = []
                 if msg.get("bye"):

@@ -31,11 +31,16 @@ __all__ = ["LabSession"]
 class LabSession:
     """A running lab worker: the target process and its two databases.
 
+    ``own_target``: the worker is ours alone, so probes may stop it more than a
+    production process (``tdescope.app.capture.LAB_BUSY_FRACTION``).
+
     Parameters
     ----------
     folder : str, optional
         Where the databases live; a fresh temporary folder (removed on close) when omitted.
     """
+
+    own_target = True
 
     def __init__(self, folder: str | None = None) -> None:
         self._own_folder = folder is None
