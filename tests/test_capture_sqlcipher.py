@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from conftest import proc_state, tracer_pid
-from tdescope.app.capture import CaptureLimits, CaptureWindow
+from tdescope.app.capture import CaptureLimits, CaptureWindow, busy_fraction_for
 from tdescope.app.engines.api import WorkloadControl
 from tdescope.app.entropy import shannon_entropy
 from tdescope.app.events import CaptureWindowState, PageCapture
@@ -26,9 +26,9 @@ def _capture_lab(lab, recipe, count, params=None):
         elif isinstance(ev, CaptureWindowState):
             states.append(ev)
 
+    limits = CaptureLimits(max_captures=count, max_seconds=60, max_busy_fraction=busy_fraction_for(lab))
     exp = Experiment(lab, workload, params or {"groups": 6, "ids_per_group": 1500, "cache_pages": 50},
-                     recipe, CaptureLimits(max_captures=count, max_seconds=60), "sqlcipher", sink,
-                     repeat_until_captured=True)
+                     recipe, limits, "sqlcipher", sink, repeat_until_captured=True)
     exp.start()
     assert exp.wait(120)
     assert exp.error is None, exp.error
@@ -71,8 +71,8 @@ def test_encrypt_recipe_catches_plaintext_going_in(lab):
 
 def test_cancel_disarms_within_a_second_and_the_lab_still_works(lab):
     got = []
-    window = CaptureWindow(lab.server_pid(), DECRYPT, CaptureLimits(max_captures=100000, max_seconds=600),
-                           "sqlcipher", got.append)
+    limits = CaptureLimits(max_captures=100000, max_seconds=600, max_busy_fraction=busy_fraction_for(lab))
+    window = CaptureWindow(lab.server_pid(), DECRYPT, limits, "sqlcipher", got.append)
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("s", window.run()))
     t.start()

@@ -32,7 +32,7 @@ from tdescope.app.gdb.guard import update_guard as _update_guard
 from tdescope.app.gdb.mi import GdbError, GdbSession
 from tdescope.app.spool import FramePairs, SpoolReader
 
-__all__ = ["LAB_BUSY_FRACTION", "CaptureLimits", "CaptureSummary", "CaptureWindow", "busy_fraction_for"]
+__all__ = ["BUSY_FRACTION", "LAB_BUSY_FRACTION", "CaptureLimits", "CaptureSummary", "CaptureWindow", "busy_fraction_for"]
 
 _HELPER = Path(__file__).with_name("gdb") / "_probe_helper.py"
 _live_windows: "weakref.WeakSet[CaptureWindow]" = weakref.WeakSet()
@@ -41,6 +41,8 @@ PROGRESS_S = 0.5
 #: Cost of one breakpoint stop and resume through ptrace, measured on these machines
 #: (DESIGN.md: ~0.25 ms); gdb's Python callback time is measured and added per hit.
 STOP_OVERHEAD_S = 0.00025
+#: The default stop budget: the share of wall time a target may spend stopped in probes.
+BUSY_FRACTION = 0.01
 #: Stop budget for a lab process the workbench started itself: nobody else's work
 #: waits on it, so a class sees captures stream instead of arriving in bursts.
 LAB_BUSY_FRACTION = 0.5
@@ -78,7 +80,7 @@ class CaptureLimits:
 
     max_captures: int = 200
     max_seconds: float = 30.0
-    max_busy_fraction: float = 0.01
+    max_busy_fraction: float = BUSY_FRACTION
     max_burst_s: float = 0.025
     first_hit_timeout: float | None = None
     watchdog_s: float = 0.25
@@ -104,7 +106,8 @@ class CaptureLimits:
 @dataclass(frozen=True, slots=True)
 class CaptureSummary:
     """How a window ended. ``arming_stop_s``: how long the target was stopped while
-    gdb attached and armed (before the first resume)."""
+    gdb attached and armed (before the first resume). ``guard``: what the guard
+    did when gdb died while armed (``{"restored": N, "fast_ms": ...}``), else None."""
 
     captures: int
     reason: str
@@ -114,12 +117,13 @@ class CaptureSummary:
     elapsed_s: float
     error: str | None = None
     arming_stop_s: float = 0.0
+    guard: dict | None = None
 
 
 def busy_fraction_for(session) -> float:
     """The default stop budget for probing ``session``'s target: 1 %, or
     :data:`LAB_BUSY_FRACTION` when the session owns its target (a lab worker)."""
-    return LAB_BUSY_FRACTION if getattr(session, "own_target", False) else CaptureLimits.max_busy_fraction
+    return LAB_BUSY_FRACTION if getattr(session, "own_target", False) else BUSY_FRACTION
 
 
 def _ref(ref: ArgRef | None) -> dict | None:
@@ -229,6 +233,7 @@ class CaptureWindow:
         error: str | None = None
         arming_stop = 0.0
         guard: subprocess.Popen | None = None
+        guard_report: dict | None = None
         gdb = self._gdb = GdbSession(self._gdb_path)
         _live_windows.add(self)
         try:
@@ -340,7 +345,10 @@ class CaptureWindow:
                 except GdbError:
                     pass  # close() below still deletes breakpoints and detaches
             gdb.close()
-            _stop_guard(guard)
+            guard_report = _stop_guard(guard)
+            if guard_report and guard_report.get("restored"):
+                error = (f"gdb died while armed: the guard put back {guard_report['restored']} breakpoint "
+                         f"byte(s) in pid {self.pid} within {guard_report.get('ms', 0):.1f} ms")
             _live_windows.discard(self)
             # frames written between the last read and the disarm
             for capture in pairs.drain(self.limits.max_captures):
@@ -361,7 +369,8 @@ class CaptureWindow:
                 CaptureWindowState(time.time(), state, captures, stopped, error or reason)
             )
         return CaptureSummary(
-            captures, reason, armed_symbol, locations, stopped, time.monotonic() - t_start, error, arming_stop
+            captures, reason, armed_symbol, locations, stopped, time.monotonic() - t_start, error, arming_stop,
+            guard_report,
         )
 
 

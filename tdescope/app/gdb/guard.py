@@ -241,10 +241,11 @@ def update_guard(guard: subprocess.Popen | None, addresses) -> None:
         pass  # the guard is gone; gdb's own detach still runs
 
 
-def stop_guard(guard: subprocess.Popen | None) -> None:
-    """Tell the guard the window disarmed cleanly, and wait for it to exit."""
+def stop_guard(guard: subprocess.Popen | None) -> dict | None:
+    """Tell the guard the window disarmed cleanly, wait for it to exit, and return
+    what it did if it had to act (``{"restored": N, "fast_ms": ..., "ms": ...}``)."""
     if guard is None:
-        return
+        return None
     try:
         guard.stdin.write(b'{"disarmed": true, "bye": true}\n')
         guard.stdin.close()
@@ -254,6 +255,17 @@ def stop_guard(guard: subprocess.Popen | None) -> None:
         guard.wait(timeout=5)
     except subprocess.TimeoutExpired:
         guard.kill()
+        return None
+    report = None
+    for line in guard.stdout.read().splitlines():
+        try:
+            said = json.loads(line)
+        except ValueError:
+            continue
+        if "restored" in said or "error" in said:
+            report = said
+    guard.stdout.close()
+    return report
 
 
 def _say(obj: dict) -> None:
