@@ -9,6 +9,10 @@ regimes, side by side in one run:
 - ``quiet``: the target decrypts ~70 pages/s (a database doing a few cold reads);
 - ``busy``: the target decrypts as fast as it can (~10,000 pages/s offered).
 
+and two kill moments: within the first 0.5 s after arming (the opening burst,
+before the stop budget has paused the probe once: the worst case), and anywhere
+in the first 5 s (a kill at a random moment of a capture session).
+
 Just before each kill the bench notes where the target was: inside a breakpoint
 stop (state ``t``), running with the probe's ``int3`` in its code, or running
 with the probe paused by the stop budget (no ``int3``). The guard
@@ -34,11 +38,14 @@ from pathlib import Path
 
 from bench._report import goal
 
-goal("gdb_kill_survival_quiet_pct", "target survives gdb SIGKILL while armed, ~70 pages/s target, %", "≥ 95",
-     lambda v: v >= 95)
-goal("gdb_kill_survival_busy_pct", "same, target decrypting flat out (the stop budget pauses the probe), %")
+goal("gdb_kill_survival_quiet_pct", "target survives gdb SIGKILL at a random moment of an armed window "
+     "(0-5 s), ~70 pages/s target, %", "≥ 95", lambda v: v >= 95)
+goal("gdb_kill_survival_busy_pct", "same, target decrypting flat out (the stop budget pauses the probe), %",
+     "≥ 95", lambda v: v >= 95)
+goal("gdb_kill_survival_quiet_burst_pct", "same, kill in the opening burst (0-0.5 s after arming), quiet target, %")
+goal("gdb_kill_survival_busy_burst_pct", "same, kill in the opening burst, busy target, %")
 goal("gdb_kill_trials", "trials per regime")
-goal("gdb_kill_in_stop", "kills that landed while the target sat in a breakpoint stop (both regimes)")
+goal("gdb_kill_in_stop", "kills that landed while the target sat in a breakpoint stop (all four series)")
 goal("gdb_kill_in_stop_survived", "of those, how many survived")
 goal("gdb_kill_running_int3", "kills that landed while the target ran with the probe's int3 in its code")
 goal("gdb_kill_running_int3_survived", "of those, how many survived (the guard's case)")
@@ -81,7 +88,7 @@ def _int3_at(pid: int, address: int) -> bool:
         return False
 
 
-def _trial(folder: Path, pause: float, rng: random.Random) -> dict:
+def _trial(folder: Path, pause: float, rng: random.Random, within: float) -> dict:
     from tdescope.app.capture import CaptureLimits, CaptureWindow
     from tdescope.app.elfsyms import resolve_in_process
     from tdescope.plugins.sqlcipher.engine import DECRYPT
@@ -99,7 +106,7 @@ def _trial(folder: Path, pause: float, rng: random.Random) -> dict:
     t = threading.Thread(target=lambda: result.update(summary=window.run()))
     t.start()
     window.armed.wait(30)
-    time.sleep(rng.uniform(0.0, 0.5))
+    time.sleep(rng.uniform(0.0, within))
     gdb = window._gdb._proc if window._gdb is not None else None
     where = "running-int3" if _int3_at(pid, address) else "paused"
     if _state(pid) == "t":
@@ -123,14 +130,16 @@ def _trial(folder: Path, pause: float, rng: random.Random) -> dict:
 def run(quick: bool) -> dict:
     trials = 10 if quick else 100
     rng = random.Random(7)
-    survived = {"quiet": 0, "busy": 0}
+    survived = {"quiet": 0, "busy": 0, "quiet_burst": 0, "busy_burst": 0}
     where = {"in-stop": [0, 0], "running-int3": [0, 0], "paused": [0, 0]}
     fast = []
+    series = [(regime + suffix, pause, within) for suffix, within in (("", 5.0), ("_burst", 0.5))
+              for regime, pause in (("quiet", 0.25), ("busy", 0.0))]
     with tempfile.TemporaryDirectory(prefix="tdescope-bench-kill-") as tmp:
         for _ in range(trials):
-            for regime, pause in (("quiet", 0.25), ("busy", 0.0)):  # alternate the regimes
-                r = _trial(Path(tmp), pause, rng)
-                survived[regime] += r["survived"]
+            for name, pause, within in series:  # alternate the series
+                r = _trial(Path(tmp), pause, rng, within)
+                survived[name] += r["survived"]
                 where[r["where"]][0] += 1
                 where[r["where"]][1] += r["survived"]
                 if r["fast_ms"] is not None:
@@ -139,6 +148,8 @@ def run(quick: bool) -> dict:
         "gdb_kill_trials": trials,
         "gdb_kill_survival_quiet_pct": round(100 * survived["quiet"] / trials, 1),
         "gdb_kill_survival_busy_pct": round(100 * survived["busy"] / trials, 1),
+        "gdb_kill_survival_quiet_burst_pct": round(100 * survived["quiet_burst"] / trials, 1),
+        "gdb_kill_survival_busy_burst_pct": round(100 * survived["busy_burst"] / trials, 1),
         "gdb_kill_in_stop": where["in-stop"][0],
         "gdb_kill_in_stop_survived": where["in-stop"][1],
         "gdb_kill_running_int3": where["running-int3"][0],

@@ -24,6 +24,9 @@ from tdescope.app.gdb.mi import GdbError, GdbSession, check_command
         "-gdb-set may-call-functions on",
         "-target-download",
         "-exec-run",
+        '-interpreter-exec console "signal SIGKILL &"',
+        '-interpreter-exec console "signal SIGINT"',
+        '-interpreter-exec console "queue-signal SIGTERM"',
     ],
 )
 def test_guard_refuses_commands_that_change_the_target(command):
@@ -34,7 +37,8 @@ def test_guard_refuses_commands_that_change_the_target(command):
 @pytest.mark.parametrize(
     "command",
     ["-break-insert sqlcipher_page_cipher", "-target-detach", '-interpreter-exec console "source /x/helper.py"',
-     '-interpreter-exec console "python _tdescope_probe.arm(\\"/tmp/s.json\\")"', "-gdb-set pagination off"],
+     '-interpreter-exec console "python _tdescope_probe.arm(\\"/tmp/s.json\\")"', "-gdb-set pagination off",
+     '-interpreter-exec console "signal SIGINT &"'],
 )
 def test_guard_allows_what_probes_need(command):
     check_command(command)

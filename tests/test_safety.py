@@ -154,8 +154,11 @@ def test_no_int3_left_after_a_normal_window(sqlcipher_app):
     assert tracer_pid(app.pid) == 0
 
 
-def test_watchdog_detaches_a_target_held_stopped(sqlcipher_app):
+def test_watchdog_detaches_a_target_held_stopped(sqlcipher_app, monkeypatch):
     """A probe that keeps the target stopped too long is cut off by the watchdog."""
+    # gdb's interrupt is a SIGINT stop, which the window would pass on as a query cancel;
+    # here it stands for any stop the window does not act on
+    monkeypatch.setattr(capture_module, "_is_exit_or_sigint", capture_module._is_exit)
     app = sqlcipher_app()
     window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=1000, max_seconds=60, watchdog_s=0.25),
                            "sqlcipher", lambda c: None)
@@ -170,6 +173,30 @@ def test_watchdog_detaches_a_target_held_stopped(sqlcipher_app):
     app.go()
     app.stop()
     assert app.finish()[0] == 0
+
+
+def test_a_query_cancel_sigint_reaches_an_armed_target(sqlcipher_app):
+    """gdb keeps SIGINT for itself; the window passes one sent by someone else on at once."""
+    app = sqlcipher_app()
+    app.go()
+    states = []
+    window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60), "sqlcipher",
+                           lambda c: None, states.append)
+    t = threading.Thread(target=lambda: setattr(window, "summary", window.run()))
+    t.start()
+    assert window.armed.wait(20)
+    time.sleep(0.3)
+    os.kill(app.pid, signal.SIGINT)  # what pg_cancel_backend() does to a PostgreSQL backend
+    deadline = time.monotonic() + 3
+    while not any("passed a SIGINT" in s.message for s in states) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    window.cancel()
+    t.join(10)
+    assert any("passed a SIGINT" in s.message for s in states), [s.message for s in states]
+    assert window.summary.reason == "cancelled"
+    app.stop()
+    code, out, err = app.finish()
+    assert code == 0 and out.strip().endswith("cancels 1"), (out, err)
 
 
 def test_stop_budget_is_a_duty_cycle_that_pauses_the_window(sqlcipher_app):

@@ -326,7 +326,14 @@ class CaptureWindow:
                         break
                 else:
                     stopped_since = 0.0
-                rec = gdb.wait_event(_is_exit, timeout=0.02)
+                rec = gdb.wait_event(_is_exit_or_sigint, timeout=0.02)
+                if rec is not None and _is_sigint(rec):
+                    # someone sent the target SIGINT (PostgreSQL's query cancel): gdb stopped it
+                    # and keeps SIGINT for itself; deliver it, as if nobody were attached
+                    gdb.console_command("signal SIGINT &", timeout=5.0)  # "&": gdb must not wait for a stop
+                    self._on_state(CaptureWindowState(time.time(), "armed", captures, stopped,
+                                                      f"passed a SIGINT on to pid {self.pid}"))
+                    continue
                 if rec is not None:
                     reason = "target exited" if rec.type != "gdb-exit" else "gdb exited"
                     gdb.pid = None if rec.type != "gdb-exit" else gdb.pid
@@ -403,6 +410,15 @@ def _is_exit(rec) -> bool:
     return rec.type == "notify" and rec.message == "stopped" and isinstance(rec.payload, dict) and str(
         rec.payload.get("reason", "")
     ).startswith("exited")
+
+
+def _is_sigint(rec) -> bool:
+    return (rec.type == "notify" and rec.message == "stopped" and isinstance(rec.payload, dict)
+            and rec.payload.get("reason") == "signal-received" and rec.payload.get("signal-name") == "SIGINT")
+
+
+def _is_exit_or_sigint(rec) -> bool:
+    return _is_exit(rec) or _is_sigint(rec)
 
 
 def _last_json(lines: list[str]) -> dict | None:

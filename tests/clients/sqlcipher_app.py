@@ -4,10 +4,12 @@ Usage: python sqlcipher_app.py DBPATH ROUNDS [STOPFILE]. Prints its pid, waits
 for a line on stdin, then scans its encrypted table ROUNDS times through a tiny
 page cache (so every scan decrypts its pages again), checking every row, and
 finally prints "ok N" with the number of rows it read and verified. It stops
-early, still verifying, once STOPFILE exists.
+early, still verifying, once STOPFILE exists. Like a database session, it takes
+SIGINT as "cancel": it counts them and reports "ok N cancels K" when it had any.
 """
 
 import os
+import signal
 import sys
 
 import sqlcipher3
@@ -25,6 +27,8 @@ def main() -> int:
         conn.executemany("INSERT INTO items (label) VALUES (?)", [(f"{MARKER}-{i:05d}",) for i in range(3000)])
         conn.commit()
     conn.execute("PRAGMA cache_size = 8")
+    cancels = []
+    signal.signal(signal.SIGINT, lambda *_: cancels.append(1))
     print(os.getpid(), flush=True)
     sys.stdin.readline()
     total = 0
@@ -35,7 +39,7 @@ def main() -> int:
         total += len(rows)
         if stop and os.path.exists(stop):
             break
-    print(f"ok {total}", flush=True)
+    print(f"ok {total}" + (f" cancels {len(cancels)}" if cancels else ""), flush=True)
     return 0
 
 

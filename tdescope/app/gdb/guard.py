@@ -295,10 +295,11 @@ def main(argv: list[str] | None = None) -> int:
             _say({"restored": len(restore(target, armed)), "ms": 0})
         return 0
     _say({"ready": True})
-    # the target runs again now: learn the breakpoints nobody told us about (gdb's own
-    # shared-library event breakpoint in the dynamic loader) by comparing code with disk
+    # learn the breakpoint nobody told us about, gdb's own shared-library event breakpoint,
+    # by comparing the dynamic loader's code with its file (~1 ms: the guard is blind meanwhile)
     try:
-        originals.learn(m.address for m in text_mismatches(target) if m.memory == INT3)
+        loader = {m.path for m in executable_mappings(target) if "/ld-linux" in m.path or "/ld-" in m.path}
+        originals.learn(m.address for m in text_mismatches(target, only=loader) if m.memory == INT3)
     except OSError:
         pass
     stdin_open = True

@@ -66,8 +66,10 @@ _ALLOWED_COMMANDS = frozenset(
     }
 )
 #: Console commands allowed through ``-interpreter-exec console``: loading our
-#: probe helper and calling its functions; reading settings.
-_ALLOWED_CONSOLE = re.compile(r'^(source \S+|python _tdescope_probe\.\w+\([^;]*\)|info \w[\w ]*)$')
+#: probe helper and calling its functions; reading settings; passing on a
+#: SIGINT that someone else sent the target (a query cancel), which gdb keeps.
+_ALLOWED_CONSOLE = re.compile(
+    r'^(source \S+|python _tdescope_probe\.\w+\([^;]*\)|info \w[\w ]*|signal SIGINT &)$')
 #: Settings that would let gdb change the target are refused even via -gdb-set.
 _FORBIDDEN_SETTINGS = re.compile(r"^(may-write-memory|may-write-registers|may-call-functions|observer)\s+on\b")
 
