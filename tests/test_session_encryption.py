@@ -131,3 +131,50 @@ def test_notes_are_written_encrypted(encrypted, tmp_path):
     with SessionReader(path, writable=False, passphrase=PASSPHRASE) as reader:
         assert [n.text for n in reader.notes()] == ["secret remark zq81"]
     assert os.path.getsize(path) % 512 == 0
+
+
+def _plain_session(path):
+    from tdescope.app.events import PageCapture
+    from tdescope.app.session_file import SessionRecorder
+    from tdescope.app.session_meta import SessionMeta
+
+    with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
+        rec.record(PageCapture(1_700_000_000.0, 1, "sqlcipher_page_cipher", "decrypt", 3, os.urandom(512),
+                               b"tdescope-marker-row " * 25, 10.0, "sqlcipher"))
+    return path
+
+
+def test_copies_change_encryption_both_ways_and_keep_every_event(tmp_path):
+    from tdescope.app.session_file import copy_session
+
+    plain = _plain_session(tmp_path / "plain.tds")
+    copy_session(plain, tmp_path / "enc.tds", new_passphrase=PASSPHRASE)
+    assert is_encrypted(tmp_path / "enc.tds")
+    assert b"tdescope-marker-row" not in _readable((tmp_path / "enc.tds").read_bytes())
+    with pytest.raises(UserError, match="wrong passphrase"):
+        copy_session(tmp_path / "enc.tds", tmp_path / "nope.tds", passphrase="guess")
+    assert not (tmp_path / "nope.tds").exists() and not (tmp_path / "nope.tds.part").exists()
+    copy_session(tmp_path / "enc.tds", tmp_path / "back.tds", passphrase=PASSPHRASE)
+    assert not is_encrypted(tmp_path / "back.tds")
+    for path, passphrase in ((tmp_path / "enc.tds", PASSPHRASE), (tmp_path / "back.tds", None)):
+        with SessionReader(path, passphrase=passphrase) as reader:
+            [capture] = list(reader.events())
+            assert capture.after == b"tdescope-marker-row " * 25
+
+
+def test_a_recording_encrypted_in_place_keeps_recording(tmp_path):
+    from tdescope.app.events import Marker
+    from tdescope.app.session_file import SessionRecorder
+    from tdescope.app.session_meta import SessionMeta
+
+    path = tmp_path / "live.tds"
+    rec = SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)"))
+    rec.record(Marker(1.0, "before", "phase"))
+    rec.flush()
+    rec.encrypt(PASSPHRASE)
+    rec.record(Marker(2.0, "after", "phase"))
+    rec.close()
+    assert rec.encrypted and is_encrypted(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["live.tds"]  # no plain WAL left behind
+    with SessionReader(path, passphrase=PASSPHRASE) as reader:
+        assert [m.label for m in reader.events()] == ["before", "after"]

@@ -7,17 +7,23 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QInputDialog, QLineEdit, QMessageBox
 
 from tdescope.app.engines import discover_engines
+from tdescope.app.errors import UserError
 from tdescope.app.events import PageCapture
-from tdescope.app.session_file import SessionRecorder
+from tdescope.app.notes import NoteTarget
+from tdescope.app.session_file import SessionReader, SessionRecorder, is_encrypted
 from tdescope.app.session_meta import SessionMeta
 from tdescope.ui.main_window import MainWindow
 
 PASSPHRASE = "class 'room' pass"
 
 
+_generation = [0]  # dialog pollers stop when their test is over
+
+
 @pytest.fixture(autouse=True)
 def data_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    _generation[0] += 1
 
 
 @pytest.fixture
@@ -33,9 +39,13 @@ def encrypted_file(tmp_path):
 def _answer(text: str, seen: dict) -> None:
     """Type ``text`` into the password dialog once it is up, then dismiss the message box that may follow."""
 
+    mine = _generation[0]
+
     def step() -> None:
+        if _generation[0] != mine:
+            return
         for w in QApplication.topLevelWidgets():
-            if isinstance(w, QInputDialog) and w.isVisible():
+            if isinstance(w, QInputDialog) and w.isVisible() and "echo" not in seen:
                 seen["echo"] = w.textEchoMode()
                 w.grab().save("/tmp/tdescope_passphrase_dialog.png")
                 w.setTextValue(text)
@@ -44,7 +54,9 @@ def _answer(text: str, seen: dict) -> None:
                 seen["message"] = w.text()
                 w.accept()
                 return
-        QTimer.singleShot(20, step)
+        seen["steps"] = seen.get("steps", 0) + 1
+        if seen["steps"] < 100:  # give up after ~2 s: no poller may outlive its test
+            QTimer.singleShot(20, step)
 
     QTimer.singleShot(20, step)
 
@@ -68,3 +80,78 @@ def test_encrypted_session_opens_after_the_passphrase(qtbot, qsettings, encrypte
     assert store is not None and store.all() == []
     store.close()
     win.shutdown()
+
+
+def test_save_as_keeps_an_encrypted_replay_encrypted(qtbot, qsettings, encrypted_file, tmp_path):
+    engines, _ = discover_engines()
+    win = MainWindow(engines["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    win.sessions.enter_replay(encrypted_file, PASSPHRASE)
+    copy = win.sessions.save_as(str(tmp_path / "copy"))
+    assert copy == tmp_path / "copy.tds" and is_encrypted(copy)
+    with SessionReader(copy, passphrase=PASSPHRASE) as reader:
+        assert reader.counts() == {"PageCapture": 3}
+    with pytest.raises(UserError, match="wrong passphrase"):
+        SessionReader(copy, passphrase="not it")
+    win.shutdown()
+
+
+def _type_passphrases(texts: list[str], seen: dict) -> None:
+    """Answer the next password dialogs with ``texts`` in turn, and a message box if one follows."""
+    left = list(texts)
+    mine = _generation[0]
+
+    def step() -> None:
+        if _generation[0] != mine:
+            return
+        for w in QApplication.topLevelWidgets():
+            if isinstance(w, QInputDialog) and w.isVisible() and left:
+                seen.setdefault("echo", []).append(w.textEchoMode())
+                w.setTextValue(left.pop(0))
+                w.accept()
+            elif isinstance(w, QMessageBox) and w.isVisible():
+                seen["message"] = w.text()
+                w.accept()
+                return
+        if left or "message" not in seen:
+            QTimer.singleShot(20, step)
+
+    QTimer.singleShot(20, step)
+
+
+def _capture(i: int) -> PageCapture:
+    return PageCapture(1_700_000_000.0 + i, i + 1, "sqlcipher_page_cipher", "decrypt", 10 + i,
+                       os.urandom(1024), b"plaintext row " * 70, 20.0, "sqlcipher")
+
+
+def test_encrypt_recording_encrypts_the_autosave_in_place_and_goes_on_recording(qtbot, qsettings):
+    engines, _ = discover_engines()
+    win = MainWindow(engines["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    win.feed(_capture(0))
+    qtbot.waitUntil(lambda: win.sessions.recorder is not None and win.sessions.recorder.written == 1, timeout=5000)
+    path = win.sessions.recorder.path
+    assert not is_encrypted(path)
+    store = win.sessions._ensure_store()
+    store.add(NoteTarget("free", ts=1_700_000_000.0), "before encrypting")
+
+    seen: dict = {}
+    _type_passphrases(["one", "another"], seen)  # typed differently: nothing is encrypted
+    assert win.sessions.encrypt_recording() is False
+    assert seen.get("message") == "The passphrases differ; nothing was encrypted.", seen
+    assert not is_encrypted(path)
+
+    seen = {}
+    _type_passphrases([PASSPHRASE, PASSPHRASE], seen)
+    assert win.sessions.encrypt_recording() is True
+    assert seen["echo"] == [QLineEdit.EchoMode.Password] * 2
+    win.feed(_capture(1))
+    win.sessions.notes_dock.store.add(NoteTarget("free", ts=1_700_000_001.0), "after encrypting")
+    qtbot.waitUntil(lambda: win.sessions.recorder.written == 2, timeout=5000)
+    win.shutdown()
+    assert is_encrypted(path)
+    assert sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name)) == [path.name]
+    with SessionReader(path, passphrase=PASSPHRASE) as reader:
+        assert reader.counts() == {"PageCapture": 2}
+        assert [n.text for n in reader.notes()] == ["before encrypting", "after encrypting"]

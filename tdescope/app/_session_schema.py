@@ -77,6 +77,14 @@ def _connect(target: str, passphrase: str | None, uri: bool = False) -> sqlite3.
     return conn
 
 
+def connect_cipher(target: str, passphrase: str | None) -> sqlite3.Connection:
+    """A connection through SQLCipher even for a plain file (``passphrase`` None):
+    what ``sqlcipher_export`` between plain and encrypted files needs."""
+    if passphrase is not None:
+        return _connect(target, passphrase)
+    return sqlcipher.connect(target, check_same_thread=False, isolation_level=None)
+
+
 def is_encrypted(path: str | os.PathLike) -> bool:
     """True when ``path`` looks like an SQLCipher file: no SQLite header, whole pages.
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tdescope.app import _event_codec as codec
-from tdescope.app._session_schema import (DB_DATABASE_ERRORS, DB_ERRORS, SCHEMA_VERSION, connect_existing, create,
-                                          damaged, is_encrypted)
+from tdescope.app._session_schema import (DB_DATABASE_ERRORS, DB_ERRORS, SCHEMA_VERSION, _tune,
+                                          connect_cipher, connect_existing, create, damaged, is_encrypted)
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event
 from tdescope.app.notes import Note, read_notes
@@ -100,6 +100,22 @@ class SessionRecorder:
         self._queue.put(done)
         done.wait(timeout)
 
+    def encrypt(self, passphrase: str, timeout: float = 60.0) -> None:
+        """Encrypt the file being recorded, in place, and go on recording into it.
+
+        The writer thread commits what is queued, exports the file into an
+        SQLCipher copy, replaces the plain file (and its WAL) with it, and reopens.
+        Raises UserError when that fails; recording then goes on, unencrypted.
+        """
+        if self.encrypted:
+            return
+        done = _Rekey(passphrase)
+        self._queue.put(done)
+        if not done.wait(timeout):
+            raise UserError(f"encrypting {self.path} took too long")
+        if done.error:
+            raise UserError(done.error)
+
     def close(self) -> None:
         """Commit what is queued and close the file. Safe to call twice."""
         if self._closed:
@@ -141,16 +157,37 @@ class SessionRecorder:
             self.written += 1
         conn.execute("COMMIT")
 
+    def _rekey(self, passphrase: str) -> None:
+        """Writer thread: swap the plain file for an encrypted copy and reopen it."""
+        tmp = self.path.with_name(self.path.name + ".enc")
+        tmp.unlink(missing_ok=True)
+        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._conn.close()
+        try:
+            copy_session(self.path, tmp, new_passphrase=passphrase)
+            os.replace(tmp, self.path)
+            for suffix in ("-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self.encrypted = True
+        finally:
+            self._conn = connect_existing(self.path, passphrase=passphrase if self.encrypted else None)
+            _tune(self._conn)
+
     def _loop(self) -> None:
         stop = False
         while not stop:
             first = self._queue.get()
             items, waiters = [], []
+            rekey = None
             deadline = time.monotonic() + COMMIT_EVERY_S
             item = first
             while True:
                 if item is _STOP:
                     stop = True
+                elif isinstance(item, _Rekey):
+                    waiters.append(item)
+                    rekey = item
+                    deadline = time.monotonic()
                 elif isinstance(item, threading.Event):
                     waiters.append(item)
                     deadline = time.monotonic()  # someone is waiting: commit now
@@ -172,8 +209,22 @@ class SessionRecorder:
                         self._conn.execute("ROLLBACK")
                     except DB_ERRORS:
                         pass
+            if rekey is not None:
+                try:
+                    self._rekey(rekey.passphrase)
+                except UserError as exc:
+                    rekey.error = str(exc)
             for w in waiters:
                 w.set()
+
+
+class _Rekey(threading.Event):
+    """Writer-thread request: encrypt the file in place (see :meth:`SessionRecorder.encrypt`)."""
+
+    def __init__(self, passphrase: str) -> None:
+        super().__init__()
+        self.passphrase = passphrase
+        self.error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,23 +399,55 @@ def _empty_bytes(kind: str, with_bytes: bool) -> dict[str, bytes]:
     return {f.name: b"" for f in dataclasses.fields(cls) if f.type in ("bytes", bytes)}
 
 
-def copy_session(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Copy a session file consistently, even while it is being recorded (SQLite backup)."""
+def copy_session(src: str | os.PathLike, dst: str | os.PathLike, passphrase: str | None = None,
+                 new_passphrase: str | None = None) -> None:
+    """Copy a session file consistently, even while it is being recorded.
+
+    ``passphrase`` opens an encrypted ``src``; ``new_passphrase`` encrypts the copy
+    with SQLCipher. A plain copy of a plain file is an SQLite backup; a copy that
+    involves encryption goes through ``sqlcipher_export`` (the backup API cannot
+    change a file's encryption).
+    """
     src, dst = Path(src), Path(dst)
     if src.resolve() == dst.resolve():
         return
     tmp = dst.with_name(dst.name + ".part")
     try:
         tmp.unlink(missing_ok=True)
-        source = connect_existing(src, writable=False)
-        target = sqlite3.connect(str(tmp))
-        with target:
-            source.backup(target)
-        target.execute("PRAGMA journal_mode = WAL")
-        target.close()
-        source.close()
+        source = connect_existing(src, writable=False, passphrase=passphrase)  # checks file and passphrase
+        encrypted = is_encrypted(src)
+        if not encrypted and new_passphrase is None:
+            target = sqlite3.connect(str(tmp))
+            with target:
+                source.backup(target)
+            target.execute("PRAGMA journal_mode = WAL")
+            target.close()
+            source.close()
+        else:
+            app_id, version = (source.execute(f"PRAGMA {p}").fetchone()[0] for p in ("application_id", "user_version"))
+            source.close()
+            _export(src, passphrase if encrypted else None, tmp, new_passphrase)
+            target = connect_cipher(str(tmp), new_passphrase)
+            target.execute(f"PRAGMA application_id = {int(app_id)}")
+            target.execute(f"PRAGMA user_version = {int(version)}")
+            target.execute("PRAGMA journal_mode = WAL")
+            target.close()
         shutil.move(str(tmp), str(dst))
     except OSError as exc:
+        tmp.unlink(missing_ok=True)
         raise UserError(f"cannot save {dst}: {exc.strerror or exc}") from None
     except DB_ERRORS as exc:
+        tmp.unlink(missing_ok=True)
         raise UserError(f"cannot save {dst}: {exc}") from None
+
+
+def _export(src: Path, passphrase: str | None, dst: Path, new_passphrase: str | None) -> None:
+    """``sqlcipher_export`` of ``src`` into a new file ``dst`` (plain when ``new_passphrase`` is None)."""
+    conn = connect_cipher(str(src), passphrase)
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        conn.execute("ATTACH DATABASE ? AS copy KEY ?", (str(dst), new_passphrase or ""))
+        conn.execute("SELECT sqlcipher_export('copy')")
+        conn.execute("DETACH DATABASE copy")
+    finally:
+        conn.close()

@@ -29,7 +29,7 @@ from tdescope.ui.notes_dock import NotesDock
 from tdescope.ui.replay_bar import ReplayBar, ReplayPlayer
 from tdescope.ui.report_dialog import ReportDialog, ReportReady, build_in_background, write_report
 
-__all__ = ["SessionController", "ask_passphrase", "attach_sessions", "autosave_dir", "open_replay_window"]
+__all__ = ["SessionController", "ask_new_passphrase", "ask_passphrase", "attach_sessions", "autosave_dir", "open_replay_window"]
 
 _RECENT_KEY = "sessions/recent"
 _KEEP_AUTOSAVES = 30
@@ -86,6 +86,22 @@ def ask_passphrase(parent, path: str | Path) -> str | None:
     return text
 
 
+def ask_new_passphrase(parent) -> str | None:
+    """A new passphrase, typed twice in password dialogs; None when cancelled or they differ."""
+    first, ok = QInputDialog.getText(parent, "tdescope — encrypt recording",
+                                     "Passphrase for this window's session files:", QLineEdit.EchoMode.Password)
+    if not ok or not first:
+        return None
+    again, ok = QInputDialog.getText(parent, "tdescope — encrypt recording", "The same passphrase again:",
+                                     QLineEdit.EchoMode.Password)
+    if not ok:
+        return None
+    if again != first:
+        QMessageBox.warning(parent, "tdescope — encrypt recording", "The passphrases differ; nothing was encrypted.")
+        return None
+    return first
+
+
 def open_replay_window(path: str, settings=None, passphrase: str | None = None):
     """A new main window replaying ``path``; raises UserError for a bad file or a wrong passphrase."""
     from tdescope.ui.main_window import MainWindow  # main_window imports this module
@@ -112,6 +128,7 @@ class SessionController(QObject):
         self.player: ReplayPlayer | None = None
         self._inventory: Inventory | None = None
         self._passphrase: str | None = None  # of the replayed file, in memory only
+        self._record_passphrase: str | None = None  # encrypts this window's recordings, in memory only
         self._lock = threading.Lock()
         self.notes_dock = NotesDock(self._note_targets, self._ensure_store, window)
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.notes_dock)
@@ -147,6 +164,8 @@ class SessionController(QObject):
             QAction("&Open session…", w, shortcut=QKeySequence.StandardKey.Open, triggered=self.open_dialog),
             self.recent_menu.menuAction(),
             QAction("Save &As…", w, shortcut=QKeySequence.StandardKey.SaveAs, triggered=self.save_as),
+            QAction("En&crypt Recording…", w, triggered=self.encrypt_recording,
+                    toolTip="Encrypt this window's recordings with SQLCipher: they hold decrypted pages"),
             QAction("&Export report…", w, shortcut="Ctrl+E", triggered=self.export_dialog),
         ]
         file_menu.insertActions(first, actions)
@@ -222,7 +241,7 @@ class SessionController(QObject):
                     n += 1
                     path = folder / f"{stamp}-{self.window.engine.name}-{n}.tds"
                 try:
-                    self.recorder = SessionRecorder(path, self._meta())
+                    self.recorder = SessionRecorder(path, self._meta(), passphrase=self._record_passphrase)
                 except UserError as exc:
                     self.mode = "idle"  # cannot record here: say so once, keep working
                     self.window.pump.put(_RecordingFailed(str(exc)))
@@ -234,15 +253,16 @@ class SessionController(QObject):
     def _on_recording_started(self, path: str) -> None:
         self._remember(path)
         if self.notes_dock.store is None and self.recorder is not None and str(self.recorder.path) == path:
-            self.notes_dock.set_store(NoteStore(path))
-        self.window.statusBar().showMessage(f"Recording to {path}", 5000)
+            self.notes_dock.set_store(NoteStore(path, self._record_passphrase))
+        how = "encrypted " if self._record_passphrase else ""
+        self.window.statusBar().showMessage(f"Recording {how}to {path}", 5000)
 
     def _ensure_store(self) -> NoteStore | None:
         if self.mode == "replay" and self.reader is not None:
             return NoteStore(self.reader.path, self._passphrase)
         if self.mode == "live":
             recorder = self.recorder or self._start_recording()
-            return NoteStore(recorder.path) if recorder is not None else None
+            return NoteStore(recorder.path, self._record_passphrase) if recorder is not None else None
         return None
 
     @property
@@ -353,14 +373,48 @@ class SessionController(QObject):
         dst = Path(path if str(path).endswith(".tds") else f"{path}.tds")
         if self.recorder is not None:
             self.recorder.flush()
+        # an encrypted session stays encrypted, under the same passphrase
+        passphrase = self._passphrase if self.reader is not None else self._record_passphrase
         try:
-            copy_session(src, dst)
+            copy_session(src, dst, passphrase=passphrase, new_passphrase=passphrase)
         except UserError as exc:
             QMessageBox.warning(self.window, "Save As", str(exc))
             return None
         self._remember(dst)
         self.window.statusBar().showMessage(f"Saved a copy to {dst}", 5000)
         return dst
+
+    def encrypt_recording(self, passphrase: str | None = None) -> bool:
+        """File > Encrypt Recording: encrypt the autosave in place, and every later recording
+        of this window, under a passphrase asked for twice (kept in memory only)."""
+        if self.mode != "live":
+            QMessageBox.information(self.window, "Encrypt Recording",
+                                    "Only a live session records; use Save As to copy a replayed one.")
+            return False
+        if self._record_passphrase is not None:
+            self.window.statusBar().showMessage("This window's recordings are already encrypted", 5000)
+            return True
+        if passphrase is None:
+            passphrase = ask_new_passphrase(self.window)
+            if passphrase is None:
+                return False
+        recorder = self.recorder
+        if recorder is not None:
+            notes = self.notes_dock.store
+            if notes is not None:
+                notes.close()  # its connection would keep writing to the plain file being replaced
+            try:
+                recorder.encrypt(passphrase)
+            except UserError as exc:
+                QMessageBox.warning(self.window, "Encrypt Recording", str(exc))
+                passphrase = None
+            self.notes_dock.set_store(NoteStore(recorder.path, passphrase if recorder.encrypted else None))
+            if passphrase is None:
+                return False
+        self._record_passphrase = passphrase
+        where = f" ({recorder.path.name})" if recorder is not None else ""
+        self.window.statusBar().showMessage(f"Recording encrypted{where}: the passphrase is not stored anywhere", 8000)
+        return True
 
     def export_dialog(self) -> None:
         """File > Export report (Ctrl+E)."""
