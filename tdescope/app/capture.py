@@ -281,7 +281,7 @@ class CaptureWindow:
                     break
                 for capture in pairs.drain(self.limits.max_captures):
                     self._on_capture(capture)
-                captures, stopped = pairs.captures, pairs.stopped_s
+                captures, stopped = pairs.captures, max(pairs.stopped_s, pairs.helper_busy_s)
                 if pairs.closed_reason:
                     reason = pairs.closed_reason
                 if captures >= self.limits.max_captures:
@@ -348,7 +348,10 @@ class CaptureWindow:
             if gdb.alive and gdb.pid is not None:
                 try:
                     if gdb.interrupt(timeout=3.0):
+                        n_console = len(gdb.console)
                         gdb.console_command("python _tdescope_probe.disarm()", timeout=5.0)
+                        said = _last_json(gdb.console[n_console:]) or {}
+                        pairs.helper_busy_s = max(pairs.helper_busy_s, float(said.get("busy_s") or 0.0))
                 except GdbError:
                     pass  # close() below still deletes breakpoints and detaches
             gdb.close()
@@ -360,7 +363,7 @@ class CaptureWindow:
             # frames written between the last read and the disarm
             for capture in pairs.drain(self.limits.max_captures):
                 self._on_capture(capture)
-            captures, stopped = pairs.captures, pairs.stopped_s
+            captures, stopped = pairs.captures, max(pairs.stopped_s, pairs.helper_busy_s)
             reader.close()
             for name in ("spool.bin", "spec.json"):
                 try:

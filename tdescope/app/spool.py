@@ -70,6 +70,8 @@ class FramePairs:
         self.paused_for: float | None = None
         #: Return addresses the helper planted after-breakpoints at (for the guard).
         self.return_sites: set[int] = set()
+        #: The helper's running total of stopped time, uncaptured hits included.
+        self.helper_busy_s = 0.0
 
     def drain(self, limit: int) -> Iterator[PageCapture]:
         """Yield the captures completed by the new frames, up to ``limit`` in all."""
@@ -82,6 +84,8 @@ class FramePairs:
                     self.closed_reason = f"limit: {note.get('reason')}"
                 elif event == "paused":
                     self.paused_for = float(note.get("resume_in") or 0.0)
+                if "busy_s" in note:
+                    self.helper_busy_s = max(self.helper_busy_s, float(note["busy_s"]))
                 elif event == "return-site":
                     self.return_sites.add(int(note["address"]))
                 continue

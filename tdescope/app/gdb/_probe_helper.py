@@ -46,6 +46,7 @@ class _State:
     debt_at = 0.0
     paused = False
     return_sites = set()  # return addresses that carry (or carried) an after-breakpoint
+    busy_said = 0.0  # when the running total of stopped time was last written to the spool
 
 
 def _write(kind, seq, pgno, mode, data, busy_us):
@@ -102,6 +103,11 @@ def _charge(seconds):
     _State.debt = max(0.0, _State.debt - (now - _State.debt_at) * spec["duty"]) + seconds
     _State.debt_at = now
     _State.busy += seconds
+    if now - _State.busy_said >= 0.25:
+        # every hit is charged, captured or not (a decrypt probe also stops on encrypt calls):
+        # the workbench shows this total, not just the captured pages' share
+        _State.busy_said = now
+        _notice(event="busy", busy_s=_State.busy)
 
 
 def _maybe_pause():
@@ -258,7 +264,7 @@ def arm(spec_path):
     _State.rate_start, _State.rate_hits = time.monotonic(), 0
     _State.closed = False
     _State.started = _State.debt_at = time.monotonic()
-    _State.debt, _State.paused, _State.return_sites = 0.0, False, set()
+    _State.debt, _State.paused, _State.return_sites, _State.busy_said = 0.0, False, set(), 0.0
     errors = []
     if spec.get("address"):
         # resolved by the workbench from the ELF files before attaching (app/elfsyms.py)
