@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument("--lab", default="sqlcipher", metavar="ENGINE", help="engine lab to open (default: sqlcipher)")
     gui.add_argument("--engine", metavar="ENGINE", help="connect to a server instead: postgres or oracle")
     gui.add_argument("--dsn", default="", help="where the server is (a libpq DSN or an Oracle EZConnect string)")
+    gui.add_argument("--encrypt", action="store_true",
+                     help="encrypt this window's recordings (SQLCipher) from the first event; asks a passphrase")
     gui.add_argument("file", nargs="?", help="a recorded session (.tds) to open")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
@@ -50,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             refuse_password_in_dsn(getattr(args, "dsn", ""))
 
             return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
-                           engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""))
+                           engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""),
+                           encrypt=getattr(args, "encrypt", False))
         return importlib.import_module(COMMANDS[command]).run(args)
     except UserError as exc:
         print(f"tdescope: {exc}", file=sys.stderr)

@@ -155,3 +155,17 @@ def test_encrypt_recording_encrypts_the_autosave_in_place_and_goes_on_recording(
     with SessionReader(path, passphrase=PASSPHRASE) as reader:
         assert reader.counts() == {"PageCapture": 2}
         assert [n.text for n in reader.notes()] == ["before encrypting", "after encrypting"]
+
+
+def test_a_window_told_to_encrypt_first_never_writes_a_plain_file(qtbot, qsettings):
+    engines, _ = discover_engines()
+    win = MainWindow(engines["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    assert win.sessions.encrypt_recording(passphrase=PASSPHRASE)  # what `tdescope gui --encrypt` does
+    win.feed(_capture(0))
+    qtbot.waitUntil(lambda: win.sessions.recorder is not None and win.sessions.recorder.written == 1, timeout=5000)
+    path = win.sessions.recorder.path
+    assert is_encrypted(path) and win.sessions.recorder.encrypted
+    win.shutdown()
+    with SessionReader(path, passphrase=PASSPHRASE) as reader:
+        assert reader.counts() == {"PageCapture": 1}

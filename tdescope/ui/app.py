@@ -27,7 +27,8 @@ def _run_replay(path: str) -> int:
     from PySide6.QtWidgets import QApplication
 
     from tdescope.app.session_file import SessionReader, is_encrypted
-    from tdescope.ui.session_controller import ask_passphrase, open_replay_window
+    from tdescope.ui.passphrase import ask_passphrase
+    from tdescope.ui.session_controller import open_replay_window
 
     if not is_encrypted(path):
         SessionReader(path, writable=False).close()  # a bad file fails here, as one line, before any window
@@ -45,8 +46,11 @@ def _run_replay(path: str) -> int:
 
 
 def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str | None = None,
-            dsn: str = "") -> int:
-    """Open the workbench on the ``lab`` engine, or on ``engine`` at ``dsn``; returns the exit status."""
+            dsn: str = "", encrypt: bool = False) -> int:
+    """Open the workbench on the ``lab`` engine, or on ``engine`` at ``dsn``; returns the exit status.
+
+    ``encrypt`` asks a passphrase before anything is recorded, so no plain autosave is ever written.
+    """
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -69,6 +73,9 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     app.setOrganizationName("tdescope")
     window = MainWindow(engines[lab])
     window.show()
+    if encrypt and not window.sessions.encrypt_recording():
+        window.shutdown()
+        raise UserError("no passphrase given: not starting (--encrypt records nothing in the clear)")
     # The modules and widgets built so far live as long as the window: freezing them
     # keeps the cyclic GC's full passes (tens of ms, on whichever thread allocates,
     # holding the GIL) from walking them again and again during a capture storm.

@@ -17,19 +17,20 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QLineEdit, QMenu, QMessageBox
+from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
 
 from tdescope.app.engines.api import DecodedPage, Inventory
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, PageCapture
 from tdescope.app.notes import NoteStore, NoteTarget
-from tdescope.app.session_file import SessionReader, SessionRecorder, copy_session, is_encrypted
+from tdescope.app.session_file import SessionReader, SessionRecorder, copy_session
 from tdescope.app.session_meta import SessionMeta
 from tdescope.ui.notes_dock import NotesDock
+from tdescope.ui.passphrase import ask_new_passphrase, ask_passphrase
 from tdescope.ui.replay_bar import ReplayBar, ReplayPlayer
 from tdescope.ui.report_dialog import ReportDialog, ReportReady, build_in_background, write_report
 
-__all__ = ["SessionController", "ask_new_passphrase", "ask_passphrase", "attach_sessions", "autosave_dir", "open_replay_window"]
+__all__ = ["SessionController", "attach_sessions", "autosave_dir", "open_replay_window"]
 
 _RECENT_KEY = "sessions/recent"
 _KEEP_AUTOSAVES = 30
@@ -70,36 +71,6 @@ def engine_for(meta: SessionMeta):
 
     engines, _ = discover_engines()
     return engines.get(meta.engine) or _RecordedEngine(meta.engine, meta.engine_label)
-
-
-def ask_passphrase(parent, path: str | Path) -> str | None:
-    """The passphrase of an encrypted ``path`` from a password dialog; None for a plain file.
-
-    Raises UserError when the user cancels or leaves it empty.
-    """
-    if not is_encrypted(path):
-        return None
-    text, ok = QInputDialog.getText(parent, "tdescope — encrypted session",
-                                    f"{Path(path).name} is encrypted. Passphrase:", QLineEdit.EchoMode.Password)
-    if not ok or not text:
-        raise UserError(f"{path} is encrypted: give its passphrase")
-    return text
-
-
-def ask_new_passphrase(parent) -> str | None:
-    """A new passphrase, typed twice in password dialogs; None when cancelled or they differ."""
-    first, ok = QInputDialog.getText(parent, "tdescope — encrypt recording",
-                                     "Passphrase for this window's session files:", QLineEdit.EchoMode.Password)
-    if not ok or not first:
-        return None
-    again, ok = QInputDialog.getText(parent, "tdescope — encrypt recording", "The same passphrase again:",
-                                     QLineEdit.EchoMode.Password)
-    if not ok:
-        return None
-    if again != first:
-        QMessageBox.warning(parent, "tdescope — encrypt recording", "The passphrases differ; nothing was encrypted.")
-        return None
-    return first
 
 
 def open_replay_window(path: str, settings=None, passphrase: str | None = None):
