@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from conftest import proc_state, tracer_pid
-from tdescope.app.capture import CaptureLimits, CaptureWindow, busy_fraction_for
+from tdescope.app.capture import CaptureLimits, CaptureWindow, stop_budget
 from tdescope.app.engines.api import WorkloadControl
 from tdescope.app.entropy import shannon_entropy
 from tdescope.app.events import CaptureWindowState, PageCapture
@@ -26,7 +26,7 @@ def _capture_lab(lab, recipe, count, params=None):
         elif isinstance(ev, CaptureWindowState):
             states.append(ev)
 
-    limits = CaptureLimits(max_captures=count, max_seconds=60, max_busy_fraction=busy_fraction_for(lab))
+    limits = CaptureLimits(max_captures=count, max_seconds=60, **stop_budget(lab.own_target))
     exp = Experiment(lab, workload, params or {"groups": 6, "ids_per_group": 1500, "cache_pages": 50},
                      recipe, limits, "sqlcipher", sink, repeat_until_captured=True)
     exp.start()
@@ -71,7 +71,7 @@ def test_encrypt_recipe_catches_plaintext_going_in(lab):
 
 def test_cancel_disarms_within_a_second_and_the_lab_still_works(lab):
     got = []
-    limits = CaptureLimits(max_captures=100000, max_seconds=600, max_busy_fraction=busy_fraction_for(lab))
+    limits = CaptureLimits(max_captures=100000, max_seconds=600, **stop_budget(lab.own_target))
     window = CaptureWindow(lab.server_pid(), DECRYPT, limits, "sqlcipher", got.append)
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("s", window.run()))

@@ -32,7 +32,7 @@ from tdescope.app.gdb.guard import update_guard as _update_guard
 from tdescope.app.gdb.mi import GdbError, GdbSession
 from tdescope.app.spool import FramePairs, SpoolReader
 
-__all__ = ["BUSY_FRACTION", "LAB_BUSY_FRACTION", "CaptureLimits", "CaptureSummary", "CaptureWindow", "busy_fraction_for"]
+__all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "stop_budget"]
 
 _HELPER = Path(__file__).with_name("gdb") / "_probe_helper.py"
 _live_windows: "weakref.WeakSet[CaptureWindow]" = weakref.WeakSet()
@@ -45,7 +45,7 @@ STOP_OVERHEAD_S = 0.00025
 BUSY_FRACTION = 0.01
 #: Stop budget for a lab process the workbench started itself: nobody else's work
 #: waits on it, so a class sees captures stream instead of arriving in bursts.
-LAB_BUSY_FRACTION = 0.5
+LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5}
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +120,14 @@ class CaptureSummary:
     guard: dict | None = None
 
 
-def busy_fraction_for(session) -> float:
-    """The default stop budget for probing ``session``'s target: 1 %, or
-    :data:`LAB_BUSY_FRACTION` when the session owns its target (a lab worker)."""
-    return LAB_BUSY_FRACTION if getattr(session, "own_target", False) else BUSY_FRACTION
+def stop_budget(own_target: bool, fraction: float | None = None) -> dict:
+    """:class:`CaptureLimits` keywords for the stop budget: 1 % of wall time in 25 ms
+    bursts, or :data:`LAB_STOP_BUDGET` for a target the workbench started itself
+    (``EngineSession.own_target``). ``fraction`` (the user's ``--stop-budget``) wins."""
+    budget = dict(LAB_STOP_BUDGET) if own_target else {"max_busy_fraction": BUSY_FRACTION}
+    if fraction:
+        budget["max_busy_fraction"] = fraction
+    return budget
 
 
 def _ref(ref: ArgRef | None) -> dict | None:

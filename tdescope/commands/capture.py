@@ -33,7 +33,7 @@ def add_arguments(cap) -> None:
 
 
 def run(args) -> int:
-    from tdescope.app.capture import BUSY_FRACTION, LAB_BUSY_FRACTION, CaptureLimits
+    from tdescope.app.capture import CaptureLimits, stop_budget
     from tdescope.app.capture_record import describe_capture
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.events import CaptureWindowState, PageCapture, Problem
@@ -44,9 +44,8 @@ def run(args) -> int:
     engine = engine_named(args.engine)
     recipe = recipe_named(engine, args.recipe)
     decoder = engine.page_decoder()
-    budget = args.stop_budget or (LAB_BUSY_FRACTION if args.lab else BUSY_FRACTION)
     limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
-                           max_busy_fraction=budget)
+                           **stop_budget(args.lab, args.stop_budget))
     dump = Path(args.dump) if args.dump else None
     if dump is not None:
         try:

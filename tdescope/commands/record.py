@@ -62,7 +62,7 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
 
 
 def run(args) -> int:
-    from tdescope.app.capture import BUSY_FRACTION, LAB_BUSY_FRACTION, CaptureLimits
+    from tdescope.app.capture import CaptureLimits, stop_budget
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.events import Marker, PageCapture
     from tdescope.app.experiment import Experiment
@@ -122,8 +122,8 @@ def run(args) -> int:
 
         stops = _start_samplers(pid, args, record, session.wait_source() if session else None, notes)
         deadline = time.monotonic() + args.seconds
-        budget = args.stop_budget or (LAB_BUSY_FRACTION if args.lab else BUSY_FRACTION)
-        limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds, max_busy_fraction=budget)
+        limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
+                               **stop_budget(bool(args.lab), args.stop_budget))
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:
             run_no += 1

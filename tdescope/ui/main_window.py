@@ -12,7 +12,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox
 
 from tdescope import __version__
-from tdescope.app.capture import CaptureLimits, busy_fraction_for
+from tdescope.app.capture import CaptureLimits, stop_budget
 from tdescope.app.capture_record import CaptureRecord, describe_capture
 from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inventory, ProbeRecipe
 from tdescope.app.entropy import chunk_entropy, diff_mask
@@ -196,7 +196,7 @@ class MainWindow(QMainWindow):
             return
         self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
-                               max_busy_fraction=busy_fraction_for(self.session))
+                               **stop_budget(getattr(self.session, "own_target", False)))
         self.experiment = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self._sink)
         self.experiment.start()
         self._watch_done(self.experiment)
