@@ -179,7 +179,9 @@ class GdbSession:
         require_gdb(self._gdb_path)
         try:
             self._proc = subprocess.Popen(
-                [self._gdb_path, "--interpreter=mi3", "--nx", "--quiet"],
+                # one thread: when gdb dies, its tracees are detached and its pidfd (the
+                # guard's watch) is signalled in the same exit, with no worker threads between
+                [self._gdb_path, "--interpreter=mi3", "--nx", "--quiet", "-iex", "maint set worker-threads 0"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
