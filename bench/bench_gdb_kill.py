@@ -42,8 +42,9 @@ goal("gdb_kill_survival_quiet_pct", "target survives gdb SIGKILL at a random mom
      "(0-5 s), ~70 pages/s target, %", "≥ 95", lambda v: v >= 95)
 goal("gdb_kill_survival_busy_pct", "same, target decrypting flat out (the stop budget pauses the probe), %",
      "≥ 95", lambda v: v >= 95)
-goal("gdb_kill_survival_quiet_burst_pct", "same, kill in the opening burst (0-0.5 s after arming), quiet target, %")
-goal("gdb_kill_survival_busy_burst_pct", "same, kill in the opening burst, busy target, %")
+goal("gdb_kill_survival_quiet_burst_pct", "same, kill in the opening burst (0-0.5 s after arming), quiet target, %",
+     "≥ 95", lambda v: v >= 95)
+goal("gdb_kill_survival_busy_burst_pct", "same, kill in the opening burst, busy target, %", "≥ 95", lambda v: v >= 95)
 goal("gdb_kill_trials", "trials per regime")
 goal("gdb_kill_in_stop", "kills that landed while the target sat in a breakpoint stop (all four series)")
 goal("gdb_kill_in_stop_survived", "of those, how many survived")
@@ -51,7 +52,7 @@ goal("gdb_kill_running_int3", "kills that landed while the target ran with the p
 goal("gdb_kill_running_int3_survived", "of those, how many survived (the guard's case)")
 goal("gdb_kill_paused", "kills that landed while the stop budget had paused the probe (no int3)")
 goal("gdb_kill_paused_survived", "of those, how many survived")
-goal("gdb_kill_guard_fast_ms_p50", "guard: gdb's death to the probe's bytes restored, median, ms (its own clock)")
+goal("gdb_kill_guard_fast_ms_p50", "guard: from its wake-up (gdb dead) to the probe's bytes restored, median, ms")
 
 TARGET = r'''
 import os, sys, time, sqlcipher3
