@@ -72,14 +72,6 @@ while not os.path.exists(stop):
 '''
 
 
-def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "?"
-
-
 def _int3_at(pid: int, address: int) -> bool:
     try:
         with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
@@ -92,6 +84,7 @@ def _int3_at(pid: int, address: int) -> bool:
 def _trial(folder: Path, pause: float, rng: random.Random, within: float) -> dict:
     from tdescope.app.capture import CaptureLimits, CaptureWindow
     from tdescope.app.elfsyms import resolve_in_process
+    from tdescope.app.procstat import process_state
     from tdescope.plugins.sqlcipher.engine import DECRYPT
 
     stop = folder / "stop"
@@ -110,7 +103,7 @@ def _trial(folder: Path, pause: float, rng: random.Random, within: float) -> dic
     time.sleep(rng.uniform(0.0, within))
     gdb = window._gdb._proc if window._gdb is not None else None
     where = "running-int3" if _int3_at(pid, address) else "paused"
-    if _state(pid) == "t":
+    if process_state(pid) == "t":
         where = "in-stop"
     if gdb is not None and gdb.poll() is None:
         os.kill(gdb.pid, signal.SIGKILL)

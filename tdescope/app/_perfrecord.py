@@ -29,6 +29,7 @@ from tdescope.app._perfscript import Sample, fold, frame_label, parse_perf_scrip
 from tdescope.app.errors import UserError
 from tdescope.app.secret_env import env_without_secrets
 from tdescope.app.events import HotspotWindow
+from tdescope.app.procstat import process_state
 
 __all__ = ["check_perf", "perf_event", "HotspotSampler", "PERF_SCRIPT_FIELDS"]
 
@@ -114,11 +115,7 @@ def perf_event() -> str:
 
 def _alive(pid: int) -> bool:
     """True when ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return process_state(pid) not in ("", "Z")
 
 
 class HotspotSampler:

@@ -30,6 +30,7 @@ from tdescope.app.gdb.guard import start_guard as _start_guard
 from tdescope.app.gdb.guard import stop_guard as _stop_guard
 from tdescope.app.gdb.guard import update_guard as _update_guard
 from tdescope.app.gdb.mi import GdbError, GdbSession
+from tdescope.app.procstat import process_state
 from tdescope.app.spool import FramePairs, SpoolReader
 
 __all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "stop_budget"]
@@ -285,7 +286,7 @@ class CaptureWindow:
                     break
                 for capture in pairs.drain(self.limits.max_captures):
                     self._on_capture(capture)
-                captures, stopped = pairs.captures, max(pairs.stopped_s, pairs.helper_busy_s)
+                captures, stopped = pairs.captures, pairs.stopped_total_s
                 if pairs.closed_reason:
                     reason = pairs.closed_reason
                 if captures >= self.limits.max_captures:
@@ -323,7 +324,7 @@ class CaptureWindow:
                 if now - armed_at > self.limits.max_seconds:
                     reason = reason or "limit: max seconds"
                     break
-                if _traced_stop(self.pid):
+                if process_state(self.pid) == "t":  # the main thread sits in a ptrace stop
                     stopped_since = stopped_since or now
                     if now - stopped_since > self.limits.watchdog_s:
                         reason = f"watchdog: target stopped over {self.limits.watchdog_s * 1000:.0f} ms"
@@ -367,7 +368,7 @@ class CaptureWindow:
             # frames written between the last read and the disarm
             for capture in pairs.drain(self.limits.max_captures):
                 self._on_capture(capture)
-            captures, stopped = pairs.captures, max(pairs.stopped_s, pairs.helper_busy_s)
+            captures, stopped = pairs.captures, pairs.stopped_total_s
             reader.close()
             for name in ("spool.bin", "spec.json"):
                 try:
@@ -398,15 +399,6 @@ def _resolve(pid: int, recipe: ProbeRecipe):
                         "as the process owner or as root") from None
     except (FileNotFoundError, ProcessLookupError):
         raise UserError(f"pid {pid} is gone (no such process)") from None
-
-
-def _traced_stop(pid: int) -> bool:
-    """True while ``pid``'s main thread sits in a ptrace stop (state ``t``)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "t"
-    except (OSError, IndexError):
-        return False
 
 
 def _is_exit(rec) -> bool:

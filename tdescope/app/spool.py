@@ -73,6 +73,12 @@ class FramePairs:
         #: The helper's running total of stopped time, uncaptured hits included.
         self.helper_busy_s = 0.0
 
+    @property
+    def stopped_total_s(self) -> float:
+        """Stopped time so far: the helper's total when it has said one (it counts
+        uncaptured hits too), else the sum over the captured frames."""
+        return max(self.stopped_s, self.helper_busy_s)
+
     def drain(self, limit: int) -> Iterator[PageCapture]:
         """Yield the captures completed by the new frames, up to ``limit`` in all."""
         for kind, seq, pgno, _mode, ts, busy, data in self._reader.frames():
@@ -84,10 +90,10 @@ class FramePairs:
                     self.closed_reason = f"limit: {note.get('reason')}"
                 elif event == "paused":
                     self.paused_for = float(note.get("resume_in") or 0.0)
-                if "busy_s" in note:
-                    self.helper_busy_s = max(self.helper_busy_s, float(note["busy_s"]))
                 elif event == "return-site":
                     self.return_sites.add(int(note["address"]))
+                if "busy_s" in note:
+                    self.helper_busy_s = max(self.helper_busy_s, float(note["busy_s"]))
                 continue
             if self.captures >= limit:
                 continue

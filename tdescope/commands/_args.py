@@ -6,7 +6,7 @@ import argparse
 
 from tdescope.app.errors import UserError
 
-__all__ = ["positive_int", "seconds", "percent", "engine_named", "recipe_named", "refuse_critical_pid"]
+__all__ = ["positive_int", "seconds", "percent", "add_stop_budget_argument", "engine_named", "recipe_named", "refuse_critical_pid"]
 
 
 def positive_int(text: str) -> int:
@@ -40,6 +40,13 @@ def percent(text: str) -> float:
     if not 0 < value <= 100:
         raise argparse.ArgumentTypeError(f"must be between 0 and 100 %, not {value:g}")
     return value / 100
+
+
+def add_stop_budget_argument(parser) -> None:
+    """``--stop-budget PCT``, shared by the commands that arm probes."""
+    parser.add_argument("--stop-budget", type=percent, metavar="PCT",
+                        help="the share of wall time the target may spend stopped in probe hits, in %% (default 1; "
+                             "50 for a lab the workbench started); over it the probe pauses, then re-arms")
 
 
 def engine_named(name: str):

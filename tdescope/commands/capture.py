@@ -9,7 +9,8 @@ import threading
 from pathlib import Path
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import engine_named, percent, positive_int, recipe_named, refuse_critical_pid, seconds
+from tdescope.commands._args import (add_stop_budget_argument, engine_named, positive_int, recipe_named,
+                                     refuse_critical_pid, seconds)
 from tdescope.commands._dsn import add_dsn_arguments, dsn_workload, open_dsn_session
 
 HELP = "capture pages before and after decryption, headless"
@@ -25,9 +26,7 @@ def add_arguments(cap) -> None:
     cap.add_argument("--recipe", default="decrypt", help="decrypt (default) or encrypt, or a recipe key")
     cap.add_argument("--count", type=positive_int, default=10, help="page pairs to capture (default 10)")
     cap.add_argument("--timeout", type=seconds, default=30.0, help="give up after this many seconds (default 30)")
-    cap.add_argument("--stop-budget", type=percent, metavar="PCT",
-                     help="the share of wall time the target may spend stopped in probe hits, in %% (default 1; "
-                             "50 for a lab the workbench started); over it the probe pauses, then re-arms")
+    add_stop_budget_argument(cap)
     cap.add_argument("--dump", metavar="DIR", help="write NNNN-before.bin / NNNN-after.bin here")
     cap.add_argument("--json", action="store_true", help="one JSON object per capture")
 

@@ -15,7 +15,8 @@ import threading
 import time
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import engine_named, percent, positive_int, recipe_named, refuse_critical_pid, seconds
+from tdescope.commands._args import (add_stop_budget_argument, engine_named, positive_int, recipe_named,
+                                     refuse_critical_pid, seconds)
 
 HELP = "record a session (workload, captures, hotspots, waits) to a .tds file, headless"
 
@@ -29,9 +30,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--captures", type=int, default=50, metavar="N",
                         help="page pairs to capture in the probe window (0: no probe; default 50)")
     parser.add_argument("--recipe", default="decrypt", help="probe recipe: decrypt (default), encrypt or a key")
-    parser.add_argument("--stop-budget", type=percent, metavar="PCT",
-                        help="the share of wall time the target may spend stopped in probe hits, in %% (default 1; "
-                             "50 for a lab the workbench started); over it the probe pauses, then re-arms")
+    add_stop_budget_argument(parser)
     parser.add_argument("--seconds", type=seconds, required=True, metavar="S", help="how long to record")
     parser.add_argument("--allow-critical", action="store_true",
                         help="allow probing a postmaster or background process with --pid (dangerous)")

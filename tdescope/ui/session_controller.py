@@ -17,7 +17,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
+from PySide6.QtWidgets import QApplication, QFileDialog, QMenu, QMessageBox
 
 from tdescope.app.engines.api import DecodedPage, Inventory
 from tdescope.app.errors import UserError
@@ -374,10 +374,16 @@ class SessionController(QObject):
             notes = self.notes_dock.store
             if notes is not None:
                 notes.close()  # its connection would keep writing to the plain file being replaced
+            error = None
+            QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)  # the writer thread exports the file
             try:
                 recorder.encrypt(passphrase)
             except UserError as exc:
-                QMessageBox.warning(self.window, "Encrypt Recording", str(exc))
+                error = str(exc)
+            finally:
+                QApplication.restoreOverrideCursor()
+            if error is not None:
+                QMessageBox.warning(self.window, "Encrypt Recording", error)
                 passphrase = None
             self.notes_dock.set_store(NoteStore(recorder.path, passphrase if recorder.encrypted else None))
             if passphrase is None:

@@ -30,6 +30,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from tdescope.app.procstat import process_state
+
 __all__ = [
     "Mapping",
     "Originals",
@@ -157,19 +159,16 @@ class Originals:
         return fixed
 
 
-def restore(pid: int, addresses: list[int], scan: bool = True, first: set[str] | None = None) -> list[TextMismatch]:
-    """Write the disk bytes back wherever an ``int3`` sits at ``addresses`` (and, with
-    ``scan``, anywhere else in the code: the files in ``first``, then every other one).
-    Returns what was restored."""
+def restore(pid: int, addresses: list[int]) -> list[TextMismatch]:
+    """Write the disk bytes back wherever an ``int3`` sits at ``addresses``, then anywhere
+    else in the code (their files first). Returns what was restored."""
     originals = Originals(pid)
     try:
         originals.learn(addresses)
         restored = [TextMismatch(a, "", INT3, originals.bytes[a]) for a in originals.restore()]
     finally:
         os.close(originals.mem)
-    if scan:
-        restored += _scan(pid, first or originals.files)
-    return restored
+    return restored + _scan(pid, originals.files)
 
 
 def _scan(pid: int, first: set[str]) -> list[TextMismatch]:
@@ -193,12 +192,7 @@ def _scan(pid: int, first: set[str]) -> list[TextMismatch]:
 
 def _continue_if_stopped(pid: int) -> bool:
     """Send SIGCONT when the target sits in a group stop (a SIGSTOP of gdb's left pending)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    if state != "T":
+    if process_state(pid) != "T":
         return False
     os.kill(pid, signal.SIGCONT)
     return True
@@ -298,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     # learn the breakpoint nobody told us about, gdb's own shared-library event breakpoint,
     # by comparing the dynamic loader's code with its file (~1 ms: the guard is blind meanwhile)
     try:
-        loader = {m.path for m in executable_mappings(target) if "/ld-linux" in m.path or "/ld-" in m.path}
+        loader = {m.path for m in executable_mappings(target) if "/ld-" in m.path}
         originals.learn(m.address for m in text_mismatches(target, only=loader) if m.memory == INT3)
     except OSError:
         pass

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from tdescope.app.critical import CriticalProcess
 from tdescope.app.errors import UserError
+from tdescope.app.procstat import stat_fields
 
 __all__ = ["Backend", "CRITICAL_PROCESSES", "check_backend", "list_backends", "parent_pid"]
 
@@ -48,11 +49,8 @@ class Backend:
 
 def parent_pid(pid: int) -> int | None:
     """PPid of ``pid`` from /proc, None when gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = stat_fields(pid)
+    return int(fields[1]) if fields else None
 
 
 def _cmdline(pid: int) -> str:
