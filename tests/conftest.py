@@ -52,6 +52,15 @@ def _no_core_dumps() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+
+def compile_client(src: str, out: Path, *flags: str) -> Path:
+    """Build the C test client ``tests/clients/SRC`` into ``out`` (-O1 -g and ``flags``); skip without cc."""
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler (cc)")
+    subprocess.run(["cc", "-O1", "-g", *flags, "-o", str(out), str(CLIENTS / src)], check=True)
+    return out
+
+
 class AppProcess:
     """A running sqlcipher3 client (tests/clients/sqlcipher_app.py)."""
 
@@ -107,6 +116,21 @@ def lab():
     session = LabSession()
     yield session
     session.close()
+
+
+@pytest.fixture
+def lab_window(qtbot, qsettings):
+    """A shown MainWindow connected to a fresh SQLCipher lab; shut down at teardown."""
+    from tdescope.app.engines import ConnectParams, discover_engines
+    from tdescope.ui.main_window import MainWindow
+
+    win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    win.connect_engine(ConnectParams(options={"lab": True}))
+    qtbot.waitUntil(lambda: win.session is not None, timeout=30000)
+    yield win
+    win.shutdown()
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import compile_client
 from tdescope.app.disasm import (
     annotate,
     disassemble,
@@ -20,20 +21,12 @@ from tdescope.app.disasm import (
 from tdescope.app.errors import UserError
 from tdescope.app.hotspots import HotspotSampler, check_perf, leaf_offsets
 
-CLIENTS = Path(__file__).parent / "clients"
 
-
-def _cc(src: str, out: Path, *flags: str) -> Path:
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler (cc)")
-    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", *flags, "-o", str(out),
-                    str(CLIENTS / src)], check=True)
-    return out
 
 
 @pytest.fixture(scope="module")
 def hot(tmp_path_factory) -> Path:
-    return _cc("hot.c", tmp_path_factory.mktemp("hot") / "hot")
+    return compile_client("hot.c", tmp_path_factory.mktemp("hot") / "hot", "-fno-omit-frame-pointer")
 
 
 def test_function_bounds_and_disassembly(hot):
@@ -73,7 +66,7 @@ def test_unreadable_or_unknown_raise_user_error(hot, tmp_path):
 
 
 def test_aesni_instructions_are_flagged(tmp_path):
-    exe = _cc("aes.c", tmp_path / "aes", "-maes")
+    exe = compile_client("aes.c", tmp_path / "aes", "-maes", "-fno-omit-frame-pointer")
     insns = disassemble(str(exe), "aes_rounds")
     flagged = {i.mnemonic for i in insns if i.is_crypto}
     assert {"aesenc", "aesenclast", "aesdec", "aesimc"} <= flagged

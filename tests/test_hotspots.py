@@ -9,10 +9,10 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
+from conftest import compile_client
 from tdescope.app.events import HotspotWindow
 from tdescope.app.hotspots import (
     HotspotSampler,
@@ -27,16 +27,8 @@ from tdescope.app.hotspots import (
     perf_event,
 )
 
-CLIENTS = Path(__file__).parent / "clients"
 SQLCIPHER_SO = "_sqlite3.cpython-311-x86_64-linux-gnu.so"
 
-
-def _cc(src: str, out: Path, *flags: str) -> Path:
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler (cc)")
-    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", *flags, "-o", str(out),
-                    str(CLIENTS / src)], check=True)
-    return out
 
 
 def _need_perf() -> None:
@@ -251,7 +243,7 @@ def test_check_perf_and_event():
 @pytest.mark.perf
 def test_sampler_ranks_hot_loop_first(tmp_path):
     _need_perf()
-    exe = _cc("hot.c", tmp_path / "hot")
+    exe = compile_client("hot.c", tmp_path / "hot", "-fno-omit-frame-pointer")
     target = subprocess.Popen([str(exe), "20"])
     windows, errors, samples = [], [], []
     try:
@@ -283,7 +275,7 @@ def test_sampler_ranks_hot_loop_first(tmp_path):
 @pytest.mark.perf
 def test_sampler_reports_exit_once(tmp_path):
     _need_perf()
-    exe = _cc("hot.c", tmp_path / "hot")
+    exe = compile_client("hot.c", tmp_path / "hot", "-fno-omit-frame-pointer")
     # Reap it as soon as it exits, so it vanishes like a non-child target would.
     target = subprocess.Popen([str(exe), "0.8"])
     threading.Thread(target=target.wait, daemon=True).start()

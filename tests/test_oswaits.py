@@ -4,29 +4,21 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from conftest import compile_client
 from tdescope.app._syscalls import _BUILTIN, SYSCALLS
 from tdescope.app.events import WaitSample
 from tdescope.app.oswaits import OsWaitSampler, WaitProfile, classify, syscall_name
 
-CLIENTS = Path(__file__).parent / "clients"
 UNISTD = "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"
 
-
-def _cc(src: str, out: Path, *flags: str) -> Path:
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler (cc)")
-    subprocess.run(["cc", "-O1", "-g", *flags, "-o", str(out), str(CLIENTS / src)], check=True)
-    return out
 
 
 @pytest.mark.parametrize("state, syscall, wchan, fd_kind, expected", [
@@ -100,7 +92,7 @@ def test_sleeper_is_idle():
 
 
 def test_pread_loop_is_file_io(tmp_path):
-    exe = _cc("preader.c", tmp_path / "preader")
+    exe = compile_client("preader.c", tmp_path / "preader")
     data = tmp_path / "data.bin"
     data.write_bytes(os.urandom(16 << 20))
     _, out = _sample([str(exe), str(data)], 1.2)
@@ -111,7 +103,7 @@ def test_pread_loop_is_file_io(tmp_path):
 
 
 def test_mmap_loop_is_memory_operation(tmp_path):
-    exe = _cc("mmapper.c", tmp_path / "mmapper", "-pthread")
+    exe = compile_client("mmapper.c", tmp_path / "mmapper", "-pthread")
     pid, out = _sample([str(exe)], 1.2)
     # the main thread waits in pthread_join (futex); the three workers churn memory
     assert any(s.tid == pid and s.wait_class == "Lock" for s in out)

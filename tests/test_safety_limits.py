@@ -88,17 +88,8 @@ def test_the_defaults_are_the_promises():
 # -- the GUI ----------------------------------------------------------------------
 
 @pytest.fixture
-def window(qtbot, qsettings):
-    from tdescope.app.engines import ConnectParams, discover_engines
-    from tdescope.ui.main_window import MainWindow
-
-    win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
-    qtbot.addWidget(win)
-    win.show()
-    win.connect_engine(ConnectParams(options={"lab": True}))
-    qtbot.waitUntil(lambda: win.session is not None, timeout=30000)
-    yield win
-    win.shutdown()
+def window(lab_window):
+    return lab_window
 
 
 def _stopped_ms(text: str) -> float:

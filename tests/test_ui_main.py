@@ -3,21 +3,14 @@
 import pytest
 from PySide6.QtCore import Qt
 
-from tdescope.app.engines import ConnectParams, discover_engines
+from tdescope.app.engines import discover_engines
 from tdescope.app.events import CaptureWindowState
 from tdescope.ui.main_window import MainWindow
 
 
 @pytest.fixture
-def window(qtbot, qsettings):
-    engines, _ = discover_engines()
-    win = MainWindow(engines["sqlcipher"], qsettings)
-    qtbot.addWidget(win)
-    win.show()
-    win.connect_engine(ConnectParams(options={"lab": True}))
-    qtbot.waitUntil(lambda: win.session is not None, timeout=30000)
-    yield win
-    win.shutdown()
+def window(lab_window):
+    return lab_window
 
 
 def test_inventory_fills_the_engine_panel(window):
