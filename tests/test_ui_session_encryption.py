@@ -169,3 +169,33 @@ def test_a_window_told_to_encrypt_first_never_writes_a_plain_file(qtbot, qsettin
     win.shutdown()
     with SessionReader(path, passphrase=PASSPHRASE) as reader:
         assert reader.counts() == {"PageCapture": 1}
+
+
+def _file_action(win, text: str):
+    return next(a for a in win.menuBar().actions()[0].menu().actions() if a.text() == text)
+
+
+def test_the_file_menu_actions_ask_before_they_write(qtbot, qsettings, tmp_path, monkeypatch):
+    """Through the real QActions: `triggered` passes `checked`, which must not become a path
+    (Save As once wrote ./False.tds) or a passphrase (Encrypt Recording said "empty")."""
+    from PySide6.QtWidgets import QFileDialog
+
+    engines, _ = discover_engines()
+    win = MainWindow(engines["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    win.feed(_capture(0))
+    qtbot.waitUntil(lambda: win.sessions.recorder is not None and win.sessions.recorder.written == 1, timeout=5000)
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "saved.tds"), ""))
+    monkeypatch.chdir(tmp_path)
+    _file_action(win, "Save &As…").trigger()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".tds") == ["saved.tds"]
+
+    seen: dict = {}
+    _type_passphrases([PASSPHRASE, PASSPHRASE], seen)
+    _file_action(win, "En&crypt Recording…").trigger()
+    assert seen["echo"] == [QLineEdit.EchoMode.Password] * 2 and "message" not in seen
+    path = win.sessions.recorder.path
+    win.shutdown()
+    assert is_encrypted(path)
+    assert not list(path.parent.glob("*.part"))

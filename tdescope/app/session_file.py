@@ -434,11 +434,11 @@ def copy_session(src: str | os.PathLike, dst: str | os.PathLike, passphrase: str
             target.close()
         shutil.move(str(tmp), str(dst))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UserError(f"cannot save {dst}: {exc.strerror or exc}") from None
     except DB_ERRORS as exc:
-        tmp.unlink(missing_ok=True)
         raise UserError(f"cannot save {dst}: {exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)  # a copy that failed half way (gone after a successful move)
 
 
 def _export(src: Path, passphrase: str | None, dst: Path, new_passphrase: str | None) -> None:

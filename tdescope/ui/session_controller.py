@@ -134,8 +134,9 @@ class SessionController(QObject):
             QAction("&New (clear)", w, shortcut="Ctrl+Shift+N", triggered=self.new),
             QAction("&Open session…", w, shortcut=QKeySequence.StandardKey.Open, triggered=self.open_dialog),
             self.recent_menu.menuAction(),
-            QAction("Save &As…", w, shortcut=QKeySequence.StandardKey.SaveAs, triggered=self.save_as),
-            QAction("En&crypt Recording…", w, triggered=self.encrypt_recording,
+            # lambdas: `triggered` passes `checked` (False), which would land in the optional argument
+            QAction("Save &As…", w, shortcut=QKeySequence.StandardKey.SaveAs, triggered=lambda: self.save_as()),
+            QAction("En&crypt Recording…", w, triggered=lambda: self.encrypt_recording(),
                     toolTip="Encrypt this window's recordings with SQLCipher: they hold decrypted pages"),
             QAction("&Export report…", w, shortcut="Ctrl+E", triggered=self.export_dialog),
         ]
