@@ -77,7 +77,7 @@ class _Rounds:
 
 
 def _armed(pid: int, n: int) -> tuple[float, float, int]:
-    from tdescope.app.capture import CaptureLimits, CaptureWindow
+    from tdescope.app.probe.window import CaptureLimits, CaptureWindow
     from tdescope.plugins.sqlcipher.engine import DECRYPT
 
     caps = []

@@ -53,7 +53,7 @@ class Target:
 
 
 def tdescope_rate(pid: int, n: int) -> tuple[float, list[float]]:
-    from tdescope.app.capture import CaptureLimits, CaptureWindow
+    from tdescope.app.probe.window import CaptureLimits, CaptureWindow
     from tdescope.plugins.sqlcipher.engine import DECRYPT
 
     caps = []

@@ -82,9 +82,9 @@ def _int3_at(pid: int, address: int) -> bool:
 
 
 def _trial(folder: Path, pause: float, rng: random.Random, within: float) -> dict:
-    from tdescope.app.capture import CaptureLimits, CaptureWindow
-    from tdescope.app.elfsyms import resolve_in_process
-    from tdescope.app.procstat import process_state
+    from tdescope.app.probe.window import CaptureLimits, CaptureWindow
+    from tdescope.app.system.elf import resolve_in_process
+    from tdescope.app.system.procstat import process_state
     from tdescope.plugins.sqlcipher.engine import DECRYPT
 
     stop = folder / "stop"

@@ -43,7 +43,7 @@ def _tracer(pid: int) -> int:
 
 def run(quick: bool) -> dict:
     from tdescope.app.engines.api import WorkloadControl
-    from tdescope.app.observe import Observation
+    from tdescope.app.observe.sampling import Observation
     from tdescope.plugins.sqlcipher.lab import LabSession
 
     reps = 5 if quick else 8

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tdescope.app.events import (HotspotWindow, Marker, PageCapture, PhaseTiming, WaitSample,  # noqa: E402
                                  WorkloadProgress, WorkloadResult)
-from tdescope.app.session_file import SessionReader, SessionRecorder  # noqa: E402
-from tdescope.app.session_meta import SessionMeta  # noqa: E402
+from tdescope.app.session.file import SessionReader, SessionRecorder  # noqa: E402
+from tdescope.app.session.meta import SessionMeta  # noqa: E402
 
 _SYMS = ["main", "PostgresMain", "exec_simple_query", "PortalRun", "ExecScan", "heap_getnext", "ReadBuffer",
          "smgrread", "mdread", "FileRead", "pread64", "sqlite3VdbeExec", "sqlite3BtreeNext", "sqlcipher_page_cipher",
@@ -96,13 +96,13 @@ def synthesise(path: Path, minutes: float) -> dict:
 _MEASURE = r"""
 import json, sys, time
 t = time.perf_counter()
-from tdescope.app.session_file import SessionReader
+from tdescope.app.session.file import SessionReader
 with SessionReader(sys.argv[1], writable=False) as r:
     s = r.summary()
 opened = time.perf_counter() - t
 t = time.perf_counter()
 from tdescope.app.engines import discover_engines
-from tdescope.app.report import build_report, render_html
+from tdescope.app.report.model import build_report, render_html
 with SessionReader(sys.argv[1], writable=False) as r:
     report = build_report(r, discover_engines()[0]["sqlcipher"].page_decoder())
 html = render_html(report)

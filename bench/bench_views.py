@@ -1,7 +1,7 @@
 """GUI-thread cost of one refresh of the Hotspots, Waits and Timeline views after a long run.
 
 Real events are recorded first: the lab runs A/B DML for a few seconds under
-:class:`~tdescope.app.observe.Observation` (perf + /proc). They are then
+:class:`~tdescope.app.observe.sampling.Observation` (perf + /proc). They are then
 replayed, shifted in time, to build a long history (minutes of windows and
 wait samples), and the views are measured as the GUI meets them: every
 100 ms tick takes that tick's events (what the pump hands over), updates the
@@ -36,7 +36,7 @@ for _tab in ("table", "flame", "diff"):
 
 def _record(seconds: float) -> list:
     from tdescope.app.engines.api import WorkloadControl
-    from tdescope.app.observe import Observation
+    from tdescope.app.observe.sampling import Observation
     from tdescope.plugins.sqlcipher.lab import LabSession
 
     events: list = []
@@ -83,9 +83,9 @@ def run(quick: bool) -> dict:
     from PySide6.QtCore import Qt
 
     from tdescope.app.events import HotspotWindow, WaitSample, WorkloadProgress
-    from tdescope.app.glossary import load_glossary
-    from tdescope.app.observe import HotspotLeaves
-    from tdescope.app.observed import ObservedRun
+    from tdescope.app.hotspots.glossary import load_glossary
+    from tdescope.app.observe.sampling import HotspotLeaves
+    from tdescope.app.observe.observed import ObservedRun
     from tdescope.ui.hotspots_dock import HotspotsDock
     from tdescope.ui.timeline_dock import TimelineDock
     from tdescope.ui.waits_dock import WaitsDock

@@ -126,8 +126,8 @@ def stripped_sqlcipher(tmp_path_factory):
 
 
 def test_stripped_binary_symbols_and_disassembly(stripped_sqlcipher):
-    from tdescope.app.disasm import function_bounds
-    from tdescope.app.elfsyms import find_symbol
+    from tdescope.app.hotspots.disasm import function_bounds
+    from tdescope.app.system.elf import find_symbol
 
     _, so = stripped_sqlcipher
     original = next(SITE.glob("_sqlite3*.so"))

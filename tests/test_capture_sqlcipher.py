@@ -5,9 +5,9 @@ import threading
 import pytest
 
 from conftest import proc_state, tracer_pid
-from tdescope.app.capture import CaptureLimits, CaptureWindow, stop_budget
+from tdescope.app.probe.window import CaptureLimits, CaptureWindow, stop_budget
 from tdescope.app.engines.api import WorkloadControl
-from tdescope.app.entropy import shannon_entropy
+from tdescope.app.probe.entropy import shannon_entropy
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.experiment import Experiment
 from tdescope.plugins.sqlcipher.engine import DECRYPT, ENCRYPT

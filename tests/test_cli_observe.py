@@ -13,7 +13,7 @@ import pytest
 
 from conftest import TDESCOPE, assert_one_line_error, run_tdescope as run
 
-from tdescope.app.hotspots import check_perf
+from tdescope.app.hotspots.profile import check_perf
 
 CLIENTS = Path(__file__).parent / "clients"
 

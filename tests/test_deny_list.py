@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from conftest import assert_one_line_error, run_tdescope, tracer_pid
-from tdescope.app.critical import CriticalProcess, ProcessTitle, critical_role, rules_of
+from tdescope.app.system.critical import CriticalProcess, ProcessTitle, critical_role, rules_of
 from tdescope.app.engines import discover_engines
 
 RULES = rules_of(discover_engines()[0].values())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import compile_client
-from tdescope.app.disasm import (
+from tdescope.app.hotspots.disasm import (
     annotate,
     disassemble,
     function_bounds,
@@ -19,7 +19,7 @@ from tdescope.app.disasm import (
     load_base,
 )
 from tdescope.app.errors import UserError
-from tdescope.app.hotspots import HotspotSampler, check_perf, leaf_offsets
+from tdescope.app.hotspots.profile import HotspotSampler, check_perf, leaf_offsets
 
 
 
@@ -84,7 +84,7 @@ def test_is_crypto_insn(mnemonic, expected):
 
 
 def test_annotate_maps_addresses():
-    from tdescope.app.disasm import Insn
+    from tdescope.app.hotspots.disasm import Insn
     insns = [Insn(0x100, 4, "", "a", ""), Insn(0x104, 2, "", "b", ""), Insn(0x106, 1, "", "c", "")]
     rows = annotate(insns, Counter({0x5000 + 0x104: 3, 0x5000 + 0x105: 1, 0x5000 + 0x100: 4,
                                     0x5000 + 0x200: 9}), load_base=0x5000)
@@ -144,7 +144,7 @@ def test_code_of_a_deleted_binary_is_read_through_map_files(tmp_path):
     import subprocess
     import time
 
-    from tdescope.app.disasm import code_file, disassemble
+    from tdescope.app.hotspots.disasm import code_file, disassemble
 
     src = tmp_path / "spin.c"
     src.write_text("__attribute__((noinline)) int spin(int n){int s=0;for(int i=0;i<n;i++)s+=i*i;return s;}\n"

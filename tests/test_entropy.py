@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from tdescope.app import entropy
-from tdescope.app.entropy import chunk_entropy, diff_mask, diff_ranges, shannon_entropy, verdict
+from tdescope.app.probe import entropy as entropy
+from tdescope.app.probe.entropy import chunk_entropy, diff_mask, diff_ranges, shannon_entropy, verdict
 
 RNG = random.Random(20240611)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error, run_tdescope, tracer_pid
-from tdescope.app._perfscript import fold, parse_perf_script
+from tdescope.app.hotspots.perf_script import fold, parse_perf_script
 from tdescope.app.gdb.mi import GdbError, GdbSession
 from tdescope.plugins.oracle.blockdump import parse_blockdump
 from tdescope.plugins.oracle.blockdump_render import blockdump_to_page

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from tdescope.app.errors import UserError
-from tdescope.app.glossary import base_symbol, describe, load_glossary
+from tdescope.app.hotspots.glossary import base_symbol, describe, load_glossary
 
 NAMES = ("sqlite", "openssl")
 

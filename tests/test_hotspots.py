@@ -14,7 +14,7 @@ import pytest
 
 from conftest import compile_client
 from tdescope.app.events import HotspotWindow
-from tdescope.app.hotspots import (
+from tdescope.app.hotspots.profile import (
     HotspotSampler,
     Profile,
     check_perf,

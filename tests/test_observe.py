@@ -12,11 +12,11 @@ import pytest
 
 from tdescope.app.engines.api import WorkloadControl
 from tdescope.app.events import HotspotWindow, Problem, WaitSample, WorkloadProgress
-from tdescope.app.hotspots import check_perf, is_crypto
-from tdescope.app.observe import HotspotLeaves, Observation
-from tdescope.app.observed import ObservedRun
-from tdescope.app.oswaits import WAIT_CLASSES
-from tdescope.app.timeline import SideSpan, side_of, side_spans
+from tdescope.app.hotspots.profile import check_perf, is_crypto
+from tdescope.app.observe.sampling import HotspotLeaves, Observation
+from tdescope.app.observe.observed import ObservedRun
+from tdescope.app.waits.os_sampler import WAIT_CLASSES
+from tdescope.app.observe.timeline import SideSpan, side_of, side_spans
 
 
 class Sink:

@@ -9,7 +9,7 @@ import pytest
 
 from tdescope.app.engines import discover_engines
 from tdescope.app.engines.api import EngineSession
-from tdescope.app.glossary import describe
+from tdescope.app.hotspots.glossary import describe
 from tdescope.plugins.oracle.blocks import OracleBlockDecoder
 from tdescope.plugins.oracle.session import OracleSession
 from tdescope.plugins.oracle.trace import parse_trace_file

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from tdescope.app.capture import CaptureLimits, CaptureWindow
-from tdescope.app.capture_record import describe_capture
+from tdescope.app.probe.window import CaptureLimits, CaptureWindow
+from tdescope.app.probe.capture_record import describe_capture
 from tdescope.plugins.oracle.blocks import OracleBlockDecoder, check_block, parse_cache_header
 from tdescope.plugins.oracle.recipes import oracle_recipes
 

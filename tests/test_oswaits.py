@@ -13,9 +13,9 @@ from collections import Counter
 import pytest
 
 from conftest import compile_client
-from tdescope.app._syscalls import _BUILTIN, SYSCALLS
+from tdescope.app.waits.syscalls import _BUILTIN, SYSCALLS
 from tdescope.app.events import WaitSample
-from tdescope.app.oswaits import OsWaitSampler, WaitProfile, classify, syscall_name
+from tdescope.app.waits.os_sampler import OsWaitSampler, WaitProfile, classify, syscall_name
 
 UNISTD = "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"
 

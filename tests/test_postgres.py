@@ -12,7 +12,7 @@ import pytest
 
 from conftest import tracer_pid
 from pgcluster import PASSWORD, PASSWORD_ROLE
-from tdescope.app.capture import CaptureLimits
+from tdescope.app.probe.window import CaptureLimits
 from tdescope.app.engines.api import ConnectParams, WorkloadControl
 from tdescope.app.errors import UserError
 from tdescope.app.events import PageCapture, WaitSample

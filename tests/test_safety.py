@@ -15,8 +15,8 @@ import time
 import pytest
 
 from conftest import proc_state, tracer_pid
-from tdescope.app import capture as capture_module
-from tdescope.app.capture import CaptureLimits, CaptureWindow
+from tdescope.app.probe import window as capture_module
+from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.app.gdb.guard import text_mismatches
 from tdescope.plugins.sqlcipher.engine import DECRYPT
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import proc_state, tracer_pid
-from tdescope.app.capture import CaptureLimits, CaptureWindow
+from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.gdb.guard import text_mismatches

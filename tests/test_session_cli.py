@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from tdescope.app.notes import NoteStore, NoteTarget
-from tdescope.app.session_file import SessionReader
+from tdescope.app.session.notes import NoteStore, NoteTarget
+from tdescope.app.session.file import SessionReader
 
 TDESCOPE = [sys.executable, "-m", "tdescope"]
 #: A row value the lab's workload writes: it must not reach a report unless asked for.

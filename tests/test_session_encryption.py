@@ -10,8 +10,8 @@ import zlib
 import pytest
 
 from tdescope.app.errors import UserError
-from tdescope.app.notes import NoteStore, NoteTarget
-from tdescope.app.session_file import SessionReader, is_encrypted
+from tdescope.app.session.notes import NoteStore, NoteTarget
+from tdescope.app.session.file import SessionReader, is_encrypted
 
 TDESCOPE = [sys.executable, "-m", "tdescope"]
 #: A row value the lab's workload writes into its pages.
@@ -135,8 +135,8 @@ def test_notes_are_written_encrypted(encrypted, tmp_path):
 
 def _plain_session(path):
     from tdescope.app.events import PageCapture
-    from tdescope.app.session_file import SessionRecorder
-    from tdescope.app.session_meta import SessionMeta
+    from tdescope.app.session.file import SessionRecorder
+    from tdescope.app.session.meta import SessionMeta
 
     with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
         rec.record(PageCapture(1_700_000_000.0, 1, "sqlcipher_page_cipher", "decrypt", 3, os.urandom(512),
@@ -145,7 +145,7 @@ def _plain_session(path):
 
 
 def test_copies_change_encryption_both_ways_and_keep_every_event(tmp_path):
-    from tdescope.app.session_file import copy_session
+    from tdescope.app.session.file import copy_session
 
     plain = _plain_session(tmp_path / "plain.tds")
     copy_session(plain, tmp_path / "enc.tds", new_passphrase=PASSPHRASE)
@@ -164,8 +164,8 @@ def test_copies_change_encryption_both_ways_and_keep_every_event(tmp_path):
 
 def test_a_recording_encrypted_in_place_keeps_recording(tmp_path):
     from tdescope.app.events import Marker
-    from tdescope.app.session_file import SessionRecorder
-    from tdescope.app.session_meta import SessionMeta
+    from tdescope.app.session.file import SessionRecorder
+    from tdescope.app.session.meta import SessionMeta
 
     path = tmp_path / "live.tds"
     rec = SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)"))

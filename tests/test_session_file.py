@@ -9,9 +9,9 @@ import pytest
 from tdescope.app.errors import UserError
 from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, PageCapture, PhaseTiming, Problem,
                                  WaitSample, WorkloadProgress, WorkloadResult)
-from tdescope.app.notes import NoteStore, NoteTarget
-from tdescope.app.session_file import SessionReader, SessionRecorder, copy_session
-from tdescope.app.session_meta import SessionMeta
+from tdescope.app.session.notes import NoteStore, NoteTarget
+from tdescope.app.session.file import SessionReader, SessionRecorder, copy_session
+from tdescope.app.session.meta import SessionMeta
 
 
 def every_kind(t: float) -> list:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from tdescope.app.engines.api import DecodedField, DecodedPage
-from tdescope.app.entropy import shannon_entropy, verdict
+from tdescope.app.probe.entropy import shannon_entropy, verdict
 from tdescope.plugins.sqlcipher._records import OVERFLOW_MARK
 from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
 

@@ -29,7 +29,7 @@ from tdescope.ui.pageview import SPAN_ROLE, PageView  # noqa: E402
 
 
 def chunk_entropy(data: bytes, chunk: int = 256) -> list[float]:
-    """Local stand-in for tdescope.app.entropy.chunk_entropy."""
+    """Local stand-in for tdescope.app.probe.entropy.chunk_entropy."""
     out = []
     for i in range(0, len(data), chunk):
         c = data[i : i + chunk]

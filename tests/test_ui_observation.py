@@ -11,9 +11,9 @@ import pytest
 from PySide6.QtCore import QPointF, Qt
 
 from tdescope.app.events import HotspotWindow, WaitSample, WorkloadProgress
-from tdescope.app.glossary import load_glossary
-from tdescope.app.observe import HotspotLeaves
-from tdescope.app.observed import ObservedRun
+from tdescope.app.hotspots.glossary import load_glossary
+from tdescope.app.observe.sampling import HotspotLeaves
+from tdescope.app.observe.observed import ObservedRun
 from tdescope.ui.hotspots_dock import HotspotsDock
 from tdescope.ui.timeline_dock import TimelineDock
 from tdescope.ui.waits_dock import WaitsDock
@@ -188,7 +188,7 @@ def test_timeline_range_filters_hotspots_and_waits(qtbot, run):
 @pytest.mark.perf
 def test_main_window_observes_a_real_run(qtbot, qsettings):
     from tdescope.app.engines import ConnectParams, discover_engines
-    from tdescope.app.hotspots import check_perf, is_crypto
+    from tdescope.app.hotspots.profile import check_perf, is_crypto
     from tdescope.ui.main_window import MainWindow
 
     if check_perf() is not None:

@@ -9,9 +9,9 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 
 from tdescope.app.engines import discover_engines
 from tdescope.app.events import PageCapture, PhaseTiming, WorkloadProgress, WorkloadResult
-from tdescope.app.notes import NoteStore, NoteTarget
-from tdescope.app.session_file import SessionReader, SessionRecorder
-from tdescope.app.session_meta import SessionMeta
+from tdescope.app.session.notes import NoteStore, NoteTarget
+from tdescope.app.session.file import SessionReader, SessionRecorder
+from tdescope.app.session.meta import SessionMeta
 from tdescope.ui.main_window import MainWindow
 from tdescope.ui.session_controller import open_replay_window
 

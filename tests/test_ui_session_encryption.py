@@ -9,9 +9,9 @@ from PySide6.QtWidgets import QApplication, QInputDialog, QLineEdit, QMessageBox
 from tdescope.app.engines import discover_engines
 from tdescope.app.errors import UserError
 from tdescope.app.events import PageCapture
-from tdescope.app.notes import NoteTarget
-from tdescope.app.session_file import SessionReader, SessionRecorder, is_encrypted
-from tdescope.app.session_meta import SessionMeta
+from tdescope.app.session.notes import NoteTarget
+from tdescope.app.session.file import SessionReader, SessionRecorder, is_encrypted
+from tdescope.app.session.meta import SessionMeta
 from tdescope.ui.main_window import MainWindow
 
 PASSPHRASE = "class 'room' pass"

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tdescope.app.capture import CaptureLimits, CaptureSummary, CaptureWindow
+from tdescope.app.probe.window import CaptureLimits, CaptureSummary, CaptureWindow
 from tdescope.app.engines.api import EngineSession, ProbeRecipe, Workload, WorkloadControl
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, Problem, WorkloadResult

@@ -72,7 +72,7 @@ def recipe_named(engine, key: str):
 
 def refuse_critical_pid(pid: int, allow: bool = False) -> None:
     """UserError when ``pid`` is on any loaded engine's deny-list (postmaster, checkpointer, ora_pmon...)."""
-    from tdescope.app.critical import refuse_critical, rules_of
+    from tdescope.app.system.critical import refuse_critical, rules_of
     from tdescope.app.engines import discover_engines
 
     engines, _ = discover_engines()

@@ -67,7 +67,7 @@ def observe(args, hotspots: bool, waits: bool):
     """
     from tdescope.app.engines.api import ConnectParams, WorkloadControl
     from tdescope.app.events import Problem
-    from tdescope.app.observe import Observation
+    from tdescope.app.observe.sampling import Observation
 
     events: list = []
     lock = threading.Lock()

@@ -40,7 +40,7 @@ def ask_passphrase(prompt: str = "Passphrase", confirm: bool = False, missing: s
 
 def passphrase_for(path: str) -> str | None:
     """The passphrase of ``path`` when it is encrypted (asked for), else None."""
-    from tdescope.app.session_file import is_encrypted
+    from tdescope.app.session.file import is_encrypted
 
     if not is_encrypted(path):
         return None

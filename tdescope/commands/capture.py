@@ -32,8 +32,8 @@ def add_arguments(cap) -> None:
 
 
 def run(args) -> int:
-    from tdescope.app.capture import CaptureLimits, stop_budget
-    from tdescope.app.capture_record import describe_capture
+    from tdescope.app.probe.window import CaptureLimits, stop_budget
+    from tdescope.app.probe.capture_record import describe_capture
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.events import CaptureWindowState, PageCapture, Problem
     from tdescope.app.experiment import Experiment

@@ -45,11 +45,11 @@ def add_arguments(parser) -> None:
 def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
     """OS waits (/proc, 20 Hz), engine waits and perf hotspots (1 s windows) on ``pid``.
 
-    The same :class:`~tdescope.app.observe.Observation` that feeds the live docks,
+    The same :class:`~tdescope.app.observe.sampling.Observation` that feeds the live docks,
     so the CLI and the GUI record the same streams. Returns its stop function.
     """
-    from tdescope.app.hotspots import check_perf
-    from tdescope.app.observe import Observation
+    from tdescope.app.hotspots.profile import check_perf
+    from tdescope.app.observe.sampling import Observation
 
     hotspots = not args.no_hotspots
     if hotspots and (why := check_perf(pid)) is not None:
@@ -61,12 +61,12 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
 
 
 def run(args) -> int:
-    from tdescope.app.capture import CaptureLimits, stop_budget
+    from tdescope.app.probe.window import CaptureLimits, stop_budget
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.events import Marker, PageCapture
     from tdescope.app.experiment import Experiment
-    from tdescope.app.session_file import SessionRecorder
-    from tdescope.app.session_meta import SessionMeta
+    from tdescope.app.session.file import SessionRecorder
+    from tdescope.app.session.meta import SessionMeta
 
     if args.captures < 0:
         raise UserError("--captures must be 0 or more")

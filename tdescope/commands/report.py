@@ -34,8 +34,8 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
 
     ``passphrase`` opens an encrypted session file.
     """
-    from tdescope.app.report import build_report
-    from tdescope.app.session_file import SessionReader
+    from tdescope.app.report.model import build_report
+    from tdescope.app.session.file import SessionReader
 
     out = Path(output)
     suffix = out.suffix.lower()

@@ -18,7 +18,7 @@ def add_arguments(parser) -> None:
 
 
 def _glossary(args, engine):
-    from tdescope.app.glossary import load_glossary
+    from tdescope.app.hotspots.glossary import load_glossary
     from tdescope.commands._args import engine_named
 
     if args.engine:
@@ -30,8 +30,8 @@ def _glossary(args, engine):
 
 def run(args) -> int:
     from tdescope.app.events import HotspotWindow
-    from tdescope.app.glossary import describe
-    from tdescope.app.hotspots import Profile, crypto_pct, is_crypto
+    from tdescope.app.hotspots.glossary import describe
+    from tdescope.app.hotspots.profile import Profile, crypto_pct, is_crypto
 
     events, problems, engine = observe(args, hotspots=True, waits=False)
     windows = [e for e in events if isinstance(e, HotspotWindow)]

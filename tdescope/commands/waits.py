@@ -19,7 +19,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from tdescope.app.events import WaitSample
-    from tdescope.app.observed import ObservedRun
+    from tdescope.app.observe.observed import ObservedRun
 
     events, problems, _ = observe(args, hotspots=False, waits=True)
     run_ = ObservedRun()

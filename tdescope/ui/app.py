@@ -26,7 +26,7 @@ def _run_replay(path: str) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from tdescope.app.session_file import SessionReader, is_encrypted
+    from tdescope.app.session.file import SessionReader, is_encrypted
     from tdescope.ui.passphrase import ask_passphrase
     from tdescope.ui.session_controller import open_replay_window
 

@@ -7,7 +7,7 @@ import time
 from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QDockWidget, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
-from tdescope.app.capture_record import CaptureRecord
+from tdescope.app.probe.capture_record import CaptureRecord
 from tdescope.app.events import PageCapture
 from tdescope.ui.table_model import RowTableModel
 

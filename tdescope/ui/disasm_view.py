@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
-from tdescope.app.disasm import HeatRow, Insn, annotate, code_file, disassemble
+from tdescope.app.hotspots.disasm import HeatRow, Insn, annotate, code_file, disassemble
 from tdescope.app.errors import UserError
 from tdescope.ui.table_model import RowTableModel
 

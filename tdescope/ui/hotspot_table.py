@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor
 
-from tdescope.app.hotspots import DiffRow, SymbolStat, is_crypto
+from tdescope.app.hotspots.profile import DiffRow, SymbolStat, is_crypto
 from tdescope.ui.table_model import RowTableModel
 
 __all__ = ["HotspotModel", "DiffModel", "SymbolFilter"]

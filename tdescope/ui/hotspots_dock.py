@@ -1,6 +1,6 @@
 """The Hotspots dock: live symbol table, flame graph, encrypted-vs-plain diff and disassembly.
 
-The dock reads an :class:`~tdescope.app.observed.ObservedRun` (kept by the
+The dock reads an :class:`~tdescope.app.observe.observed.ObservedRun` (kept by the
 observation wiring) when told that new data arrived; it never touches the
 samplers. Scope: the last perf window or the whole run, narrowed to the
 timeline's selected range when there is one.
@@ -25,9 +25,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tdescope.app.glossary import describe
-from tdescope.app.hotspots import crypto_pct, diff_profiles
-from tdescope.app.observed import ObservedRun
+from tdescope.app.hotspots.glossary import describe
+from tdescope.app.hotspots.profile import crypto_pct, diff_profiles
+from tdescope.app.observe.observed import ObservedRun
 from tdescope.ui.disasm_view import DisassemblyView
 from tdescope.ui.flamegraph import FlameGraph
 from tdescope.ui.hotspot_table import DiffModel, HotspotModel, SymbolFilter

@@ -12,10 +12,10 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox
 
 from tdescope import __version__
-from tdescope.app.capture import CaptureLimits, stop_budget
-from tdescope.app.capture_record import CaptureRecord, describe_capture
+from tdescope.app.probe.window import CaptureLimits, stop_budget
+from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inventory, ProbeRecipe
-from tdescope.app.entropy import chunk_entropy, diff_mask
+from tdescope.app.probe.entropy import chunk_entropy, diff_mask
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
 from tdescope.app.experiment import Experiment

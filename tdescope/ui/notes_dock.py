@@ -1,7 +1,7 @@
 """The Notes dock: a session's notes in time order; add, edit, delete, with undo and redo.
 
 Each change is a QUndoCommand on the dock's :attr:`NotesDock.undo_stack` that
-writes through to the session file's :class:`~tdescope.app.notes.NoteStore`,
+writes through to the session file's :class:`~tdescope.app.session.notes.NoteStore`,
 so undo of a delete brings the note back under its old id.
 """
 
@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tdescope.app.notes import Note, NoteStore, NoteTarget
+from tdescope.app.session.notes import Note, NoteStore, NoteTarget
 
 __all__ = ["NotesDock", "NoteDialog"]
 

@@ -3,7 +3,7 @@
 :func:`attach_observation` is all ``MainWindow`` calls. It adds the Hotspots,
 Waits and Timeline docks, an "Observe" menu (hotspots on/off, waits on/off,
 clear), subscribes to the event pump, and starts an
-:class:`~tdescope.app.observe.Observation` of the server pid once the engine
+:class:`~tdescope.app.observe.sampling.Observation` of the server pid once the engine
 session is connected. Views refresh on a 10 Hz timer, only those with new data.
 """
 
@@ -16,8 +16,8 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QAction
 
 from tdescope.app.events import HotspotWindow, Marker, WaitSample, WorkloadProgress
-from tdescope.app.observe import HotspotLeaves, Observation
-from tdescope.app.observed import ObservedRun
+from tdescope.app.observe.sampling import HotspotLeaves, Observation
+from tdescope.app.observe.observed import ObservedRun
 from tdescope.ui.hotspots_dock import HotspotsDock, glossary_of
 from tdescope.ui.timeline_dock import TimelineDock
 from tdescope.ui.waits_dock import WaitsDock

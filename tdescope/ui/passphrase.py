@@ -7,7 +7,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QInputDialog, QLineEdit, QMessageBox
 
 from tdescope.app.errors import UserError
-from tdescope.app.session_file import is_encrypted
+from tdescope.app.session.file import is_encrypted
 
 __all__ = ["ask_new_passphrase", "ask_passphrase"]
 

@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 )
 
 from tdescope.app.errors import UserError
-from tdescope.app.report import Report, build_report
-from tdescope.app.session_file import SessionReader
+from tdescope.app.report.model import Report, build_report
+from tdescope.app.session.file import SessionReader
 
 __all__ = ["ReportDialog", "ReportReady", "build_in_background", "write_report"]
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from tdescope.app.errors import UserError
-from tdescope.app.report import Report, render_html
+from tdescope.app.report.model import Report, render_html
 
 __all__ = ["write_pdf", "write_report"]
 

@@ -22,9 +22,9 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMenu, QMessageBox
 from tdescope.app.engines.api import DecodedPage, Inventory
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, PageCapture
-from tdescope.app.notes import NoteStore, NoteTarget
-from tdescope.app.session_file import SessionReader, SessionRecorder, copy_session
-from tdescope.app.session_meta import SessionMeta
+from tdescope.app.session.notes import NoteStore, NoteTarget
+from tdescope.app.session.file import SessionReader, SessionRecorder, copy_session
+from tdescope.app.session.meta import SessionMeta
 from tdescope.ui.notes_dock import NotesDock
 from tdescope.ui.passphrase import ask_new_passphrase, ask_passphrase
 from tdescope.ui.replay_bar import ReplayBar, ReplayPlayer

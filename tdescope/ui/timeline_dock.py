@@ -13,8 +13,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from tdescope.app.hotspots import Profile, crypto_pct
-from tdescope.app.observed import ObservedRun
+from tdescope.app.hotspots.profile import Profile, crypto_pct
+from tdescope.app.observe.observed import ObservedRun
 
 __all__ = ["TimelineDock"]
 

@@ -16,8 +16,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QHeaderView, QLabel, QSplitter, QTableView, QVBoxLayout, QWidget
 
-from tdescope.app.observed import ObservedRun, WaitTopRow
-from tdescope.app.oswaits import WAIT_CLASSES
+from tdescope.app.observe.observed import ObservedRun, WaitTopRow
+from tdescope.app.waits.os_sampler import WAIT_CLASSES
 from tdescope.ui.table_model import RowTableModel
 
 __all__ = ["WaitsDock", "WaitTopModel", "CLASS_COLORS"]

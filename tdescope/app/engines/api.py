@@ -297,7 +297,7 @@ class Engine(Protocol):
 
     # Optional: ``panel = "package.module:create_docks"`` names the plugin's own Qt
     # docks; ui/ imports it by name when a window opens on the engine.
-    # Optional: ``critical_processes``, a tuple of tdescope.app.critical.CriticalProcess:
+    # Optional: ``critical_processes``, a tuple of tdescope.app.system.critical.CriticalProcess:
     # the engine's processes a probe must refuse (postmaster, LGWR...) without an override.
 
     def connect(self, params: ConnectParams) -> EngineSession:

@@ -267,7 +267,7 @@ def arm(spec_path):
     _State.debt, _State.paused, _State.return_sites, _State.busy_said = 0.0, False, set(), 0.0
     errors = []
     if spec.get("address"):
-        # resolved by the workbench from the ELF files before attaching (app/elfsyms.py)
+        # resolved by the workbench from the ELF files before attaching (app/system/elf.py)
         bp = _ProbeBreakpoint("*%#x" % spec["address"], internal=False)
         _State.breakpoints.append(bp)
         print(json.dumps({"armed": spec["symbols"][0], "pending": False, "locations": [hex(spec["address"])]}))

@@ -30,7 +30,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from tdescope.app.procstat import process_state
+from tdescope.app.system.procmaps import Mapping, executable_mappings
+from tdescope.app.system.procstat import process_state
 
 __all__ = [
     "Mapping",
@@ -49,16 +50,6 @@ INT3 = 0xCC
 
 
 @dataclass(frozen=True, slots=True)
-class Mapping:
-    """One file-backed executable mapping of a process."""
-
-    start: int
-    end: int
-    offset: int
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
 class TextMismatch:
     """A byte of the target's code that differs from the file on disk."""
 
@@ -66,22 +57,6 @@ class TextMismatch:
     path: str
     memory: int
     disk: int
-
-
-def executable_mappings(pid: int) -> list[Mapping]:
-    """File-backed ``r-x`` mappings of ``pid`` (code of the executable and its libraries)."""
-    out = []
-    with open(f"/proc/{pid}/maps") as fh:
-        for line in fh:
-            parts = line.split(maxsplit=5)
-            if len(parts) < 6 or "x" not in parts[1] or not parts[5].startswith("/"):
-                continue
-            start, end = (int(x, 16) for x in parts[0].split("-"))
-            path = parts[5].strip()
-            if path.endswith(" (deleted)"):
-                continue
-            out.append(Mapping(start, end, int(parts[2], 16), path))
-    return out
 
 
 def _mapping_of(mappings: list[Mapping], address: int) -> Mapping | None:
@@ -203,7 +178,7 @@ def start_guard(pid: int, gdb_pid: int | None, locations: tuple[str, ...]) -> su
 
     The caller resumes the target only after this returns: no moment without a guard.
     """
-    from tdescope.app.secret_env import env_without_secrets
+    from tdescope.app.system.secret_env import env_without_secrets
 
     if gdb_pid is None or not locations:
         return None

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pygdbmi import gdbmiparser
 
 from tdescope.app.errors import UserError
-from tdescope.app.secret_env import env_without_secrets
+from tdescope.app.system.secret_env import env_without_secrets
 
 __all__ = ["GdbError", "GdbTimeout", "GdbSession", "MiRecord", "MIN_GDB", "find_gdb", "gdb_version", "require_gdb"]
 

@@ -41,7 +41,7 @@ class OracleEngine:
     label = "Oracle Database (python-oracledb)"
     #: Where the Qt docks live, imported only by a UI that wants them (``module:factory``).
     panel = "tdescope.plugins.oracle.panel:create_docks"
-    #: Background processes a probe refuses without --allow-critical (app/critical.py).
+    #: Background processes a probe refuses without --allow-critical (app/system/critical.py).
     critical_processes = CRITICAL_PROCESSES
 
     def connect(self, params: ConnectParams):
@@ -93,7 +93,7 @@ class OracleEngine:
     @cache
     def glossary(self) -> Mapping[str, str]:
         """Oracle kernel functions named in the seeds, plus the OpenSSL/glibc ones seen alongside."""
-        from tdescope.app.glossary import load_glossary
+        from tdescope.app.hotspots.glossary import load_glossary
 
         return load_glossary("openssl", "oracle")
 

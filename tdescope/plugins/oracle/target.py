@@ -15,7 +15,7 @@ import re
 import socket
 from dataclasses import dataclass
 
-from tdescope.app.critical import CriticalProcess
+from tdescope.app.system.critical import CriticalProcess
 from tdescope.app.errors import UserError
 
 __all__ = [
@@ -57,7 +57,7 @@ _BACKGROUND = re.compile(
 )
 _PROGRAM = re.compile(r"\((\w+)\)\s*$")  # "oracle@db1 (LGWR)"
 
-#: The deny-list as the kernel sees it (app/critical.py): a background process is
+#: The deny-list as the kernel sees it (app/system/critical.py): a background process is
 #: "ora_pmon_ORCL" in ps (and "asm_..." for ASM), both in cmdline and in comm.
 CRITICAL_PROCESSES = (
     CriticalProcess("oracle", r"^(?:ora|asm|apx)_" + _BACKGROUND.pattern[1:-1] + r"_\S+",

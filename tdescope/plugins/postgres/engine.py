@@ -17,7 +17,7 @@ class PostgresEngine:
     name = "postgres"
     label = "PostgreSQL"
     panel = "tdescope.plugins.postgres.panel:create_docks"
-    #: Processes a probe refuses without --allow-critical (app/critical.py).
+    #: Processes a probe refuses without --allow-critical (app/system/critical.py).
     critical_processes = CRITICAL_PROCESSES
 
     def connect(self, params: ConnectParams):
@@ -50,6 +50,6 @@ class PostgresEngine:
     @cache
     def glossary(self) -> Mapping[str, str]:
         """PostgreSQL, pgcrypto and OpenSSL functions as they show in profiles."""
-        from tdescope.app.glossary import load_glossary
+        from tdescope.app.hotspots.glossary import load_glossary
 
         return load_glossary("openssl", "postgres")

@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from tdescope.app.critical import CriticalProcess
+from tdescope.app.system.critical import CriticalProcess
 from tdescope.app.errors import UserError
-from tdescope.app.procstat import stat_fields
+from tdescope.app.system.procstat import stat_fields
 
 __all__ = ["Backend", "CRITICAL_PROCESSES", "check_backend", "list_backends", "parent_pid"]
 
-#: The deny-list as the kernel sees it (app/critical.py), for a bare ``--pid``: the
+#: The deny-list as the kernel sees it (app/system/critical.py), for a bare ``--pid``: the
 #: postmaster keeps its binary's command line; every child rewrites its title to
 #: "postgres: [cluster_name: ]what", and background processes name their role there.
 CRITICAL_PROCESSES = (

@@ -61,6 +61,6 @@ class SqlcipherEngine:
     @cache
     def glossary(self) -> Mapping[str, str]:
         """SQLite, SQLCipher and OpenSSL functions as they show in profiles."""
-        from tdescope.app.glossary import load_glossary
+        from tdescope.app.hotspots.glossary import load_glossary
 
         return load_glossary("sqlite", "openssl")

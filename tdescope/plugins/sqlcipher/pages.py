@@ -23,7 +23,7 @@ their on-disk meaning. The missing 16 bytes are described in the value of the
 from __future__ import annotations
 
 from tdescope.app.engines.api import DecodedField, DecodedPage
-from tdescope.app.entropy import shannon_entropy, verdict
+from tdescope.app.probe.entropy import shannon_entropy, verdict
 from tdescope.plugins.sqlcipher._records import (
     OffPage,
     decode_record,

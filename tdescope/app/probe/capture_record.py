@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import asdict, dataclass
 
 from tdescope.app.engines.api import DecodedPage, PageDecoder
-from tdescope.app.entropy import shannon_entropy
+from tdescope.app.probe.entropy import shannon_entropy
 from tdescope.app.events import PageCapture
 
 __all__ = ["CaptureRecord", "describe_capture"]

@@ -60,7 +60,7 @@ def event_class(kind: str, module: str | None = None) -> type | None:
 
     ``module`` is where the recorder found the class; a tdescope module named
     there is imported when the class is not loaded yet (e.g. ``HotspotLeaves``
-    lives in ``tdescope.app.observe``, which a headless reader never imports).
+    lives in ``tdescope.app.observe.sampling``, which a headless reader never imports).
     """
     if module and module.startswith("tdescope.app.") and module not in sys.modules:
         try:

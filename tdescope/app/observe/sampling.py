@@ -19,12 +19,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tdescope.app._perfscript import Sample
+from tdescope.app.hotspots.perf_script import Sample
 from tdescope.app.engines.api import WaitSource
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, Problem
-from tdescope.app.hotspots import HotspotSampler, check_perf
-from tdescope.app.oswaits import OsWaitSampler
+from tdescope.app.hotspots.profile import HotspotSampler, check_perf
+from tdescope.app.waits.os_sampler import OsWaitSampler
 
 __all__ = ["HotspotLeaves", "Observation", "leaves_of"]
 

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tdescope.app.events import HotspotWindow, Marker, WaitSample, WorkloadProgress
-from tdescope.app.hotspots import Profile
-from tdescope.app.observe import HotspotLeaves
-from tdescope.app.oswaits import WAIT_CLASSES
-from tdescope.app.timeline import SideSpan, SpanCutter, side_of
+from tdescope.app.hotspots.profile import Profile
+from tdescope.app.observe.sampling import HotspotLeaves
+from tdescope.app.waits.os_sampler import WAIT_CLASSES
+from tdescope.app.observe.timeline import SideSpan, SpanCutter, side_of
 
 __all__ = ["ObservedRun", "WaitTopRow"]
 

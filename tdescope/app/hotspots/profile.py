@@ -3,14 +3,14 @@
 The pieces, from raw to ranked:
 
 * :func:`parse_perf_script` turns ``perf script`` text into :class:`Sample` s
-  (pure, in :mod:`tdescope.app._perfscript`);
+  (pure, in :mod:`tdescope.app.hotspots.perf_script`);
 * :func:`fold` folds them into stacks, the payload of a ``HotspotWindow``;
 * :class:`Profile` counts self and total samples per symbol across windows
   (merge, time-range filter, ``top(n)``);
 * :func:`is_crypto` / :func:`crypto_pct` say how much of it is encryption;
 * :func:`diff_profiles` ranks what grew between an encrypted and a plain run;
 * :class:`HotspotSampler` and :func:`check_perf` run real perf
-  (in :mod:`tdescope.app._perfrecord`).
+  (in :mod:`tdescope.app.hotspots.perf_record`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tdescope.app._perfrecord import HotspotSampler, check_perf, perf_event
-from tdescope.app._perfscript import (
+from tdescope.app.hotspots.perf_record import HotspotSampler, check_perf, perf_event
+from tdescope.app.hotspots.perf_script import (
     Frame,
     Sample,
     fold,
@@ -30,7 +30,7 @@ from tdescope.app._perfscript import (
     parse_perf_script,
 )
 from tdescope.app.events import HotspotWindow
-from tdescope.app.glossary import base_symbol
+from tdescope.app.hotspots.glossary import base_symbol
 
 __all__ = [
     "Frame",

@@ -9,11 +9,17 @@ whose name looks like a password, key, secret or token is left out.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
-from tdescope.app.session_meta import is_secret_name
+__all__ = ["env_without_secrets", "is_secret_name"]
 
-__all__ = ["env_without_secrets"]
+_SECRET = re.compile(r"pass(word|wd|phrase)|secret|key|token|credential", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    """True when ``name`` looks like it holds a password, key, secret or passphrase."""
+    return bool(_SECRET.search(str(name)))
 
 
 def env_without_secrets(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tdescope.app.elfsyms import resolve_in_process
+from tdescope.app.system.elf import resolve_in_process
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
@@ -30,12 +30,12 @@ from tdescope.app.gdb.guard import start_guard as _start_guard
 from tdescope.app.gdb.guard import stop_guard as _stop_guard
 from tdescope.app.gdb.guard import update_guard as _update_guard
 from tdescope.app.gdb.mi import GdbError, GdbSession
-from tdescope.app.procstat import process_state
-from tdescope.app.spool import FramePairs, SpoolReader
+from tdescope.app.system.procstat import process_state
+from tdescope.app.probe.spool import FramePairs, SpoolReader
 
 __all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "stop_budget"]
 
-_HELPER = Path(__file__).with_name("gdb") / "_probe_helper.py"
+_HELPER = Path(__file__).parent.parent / "gdb" / "_probe_helper.py"
 _live_windows: "weakref.WeakSet[CaptureWindow]" = weakref.WeakSet()
 #: Seconds between the "armed" progress states that carry the live stopped time.
 PROGRESS_S = 0.5

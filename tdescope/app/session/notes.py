@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from tdescope.app._session_schema import DB_DATABASE_ERRORS, connect_existing, damaged
+from tdescope.app.session.schema import DB_DATABASE_ERRORS, connect_existing, damaged
 
 __all__ = ["NOTE_KINDS", "Note", "NoteTarget", "NoteStore", "read_notes"]
 

@@ -17,16 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tdescope import __version__
+from tdescope.app.system.secret_env import is_secret_name
 
 __all__ = ["SessionMeta", "scrub", "cpu_flags", "is_secret_name"]
 
-_SECRET = re.compile(r"pass(word|wd|phrase)|secret|key|token|credential", re.IGNORECASE)
 _NOT_STORED = "(not stored)"
-
-
-def is_secret_name(name: str) -> bool:
-    """True when ``name`` looks like it holds a password, key, secret or passphrase."""
-    return bool(_SECRET.search(str(name)))
 
 
 def scrub(value):

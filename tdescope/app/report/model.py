@@ -9,7 +9,7 @@ layer (``tdescope.ui.report_pdf``).
 Redaction: the plaintext side of a capture (``after`` when decrypting,
 ``before`` when encrypting) is shown as ``··`` and its decoded values are
 hidden unless ``include_plaintext`` is set. Secrets never reach the model: the
-session file holds none (see :mod:`tdescope.app.session_meta`).
+session file holds none (see :mod:`tdescope.app.session.meta`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from importlib import resources
 
 from tdescope import __version__
 from tdescope.app.engines.api import DecodedPage, PageDecoder
-from tdescope.app.entropy import chunk_entropy, shannon_entropy, verdict
+from tdescope.app.probe.entropy import chunk_entropy, shannon_entropy, verdict
 from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, PageCapture, Problem, WorkloadProgress,
                                  WorkloadResult)
-from tdescope.app.notes import Note
-from tdescope.app.report_plots import TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
-from tdescope.app.session_file import SessionReader
+from tdescope.app.session.notes import Note
+from tdescope.app.report.plots import TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
+from tdescope.app.session.file import SessionReader
 
 __all__ = ["Plot", "ResultTable", "CaptureSection", "Report", "build_report", "render_html", "MASK"]
 

@@ -25,11 +25,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from tdescope.app._perfscript import Sample, fold, frame_label, parse_perf_script
+from tdescope.app.hotspots.perf_script import Sample, fold, frame_label, parse_perf_script
 from tdescope.app.errors import UserError
-from tdescope.app.secret_env import env_without_secrets
+from tdescope.app.system.secret_env import env_without_secrets
 from tdescope.app.events import HotspotWindow
-from tdescope.app.procstat import process_state
+from tdescope.app.system.procstat import process_state
 
 __all__ = ["check_perf", "perf_event", "HotspotSampler", "PERF_SCRIPT_FIELDS"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from tdescope.app.gdb.guard import executable_mappings
+from tdescope.app.system.procmaps import executable_mappings
 
 __all__ = ["ResolvedSymbol", "find_symbol", "resolve_in_process"]
 

@@ -1,8 +1,8 @@
 """Session files (.tds): one SQLite file in WAL mode holding a whole recorded run.
 
-Tables: ``meta`` (the run's :class:`~tdescope.app.session_meta.SessionMeta`,
+Tables: ``meta`` (the run's :class:`~tdescope.app.session.meta.SessionMeta`,
 one JSON value per key), ``events`` (ts, kind, payload), ``blobs`` (the bytes of
-captures, zlib'd when it helps), ``notes`` (see :mod:`tdescope.app.notes`).
+captures, zlib'd when it helps), ``notes`` (see :mod:`tdescope.app.session.notes`).
 The schema is versioned with ``PRAGMA user_version``; a newer, damaged or
 truncated file is refused with one clear line.
 
@@ -26,13 +26,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tdescope.app import _event_codec as codec
-from tdescope.app._session_schema import (DB_DATABASE_ERRORS, DB_ERRORS, SCHEMA_VERSION, _tune,
+from tdescope.app.session import codec as codec
+from tdescope.app.session.schema import (DB_DATABASE_ERRORS, DB_ERRORS, SCHEMA_VERSION, _tune,
                                           connect_cipher, connect_existing, create, damaged, is_encrypted)
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event
-from tdescope.app.notes import Note, read_notes
-from tdescope.app.session_meta import SessionMeta
+from tdescope.app.session.notes import Note, read_notes
+from tdescope.app.session.meta import SessionMeta
 
 __all__ = ["COMMIT_EVERY_S", "SCHEMA_VERSION", "SessionRecorder", "SessionReader", "SessionSummary", "copy_session",
            "is_encrypted"]

@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from tdescope.app._syscalls import syscall_name
+from tdescope.app.waits.syscalls import syscall_name
 from tdescope.app.events import WaitSample
 
 __all__ = [

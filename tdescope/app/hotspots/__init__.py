@@ -1,0 +1,1 @@
+"""Live hotspots: perf sampling, perf script parsing, profiles, the crypto rule, disassembly, glossaries."""

@@ -1,0 +1,1 @@
+"""Reports of a recorded session: the model and its SVG plots."""

@@ -1,0 +1,1 @@
+"""The session: the live hub, the recorder and reader of .tds files, their schema, notes."""

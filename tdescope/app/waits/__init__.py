@@ -1,0 +1,1 @@
+"""Wait events seen from the OS (/proc) and counted one way."""

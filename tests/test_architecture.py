@@ -1,0 +1,58 @@
+"""The shape of the code: no import cycles inside tdescope, modules of a readable size."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import grimp
+import pytest
+
+import tdescope
+
+PACKAGE = Path(tdescope.__file__).parent
+#: Modules allowed past MAX_LINES; each says why in its docstring.
+MAX_LINES = 400
+
+
+def _cycles(graph) -> list[tuple[str, str]]:
+    """Pairs (a, b) where a imports b directly and b reaches a again."""
+    found = []
+    for a in sorted(graph.modules):
+        if not a.startswith("tdescope"):
+            continue
+        for b in sorted(graph.find_modules_directly_imported_by(a)):
+            if b.startswith("tdescope") and b != a and graph.chain_exists(importer=b, imported=a):
+                found.append((a, b))
+    return found
+
+
+def test_no_module_of_tdescope_imports_another_in_a_circle():
+    graph = grimp.build_graph("tdescope")
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    # the check itself can fail: a two-module circle in a throwaway graph
+    graph = grimp.ImportGraph()
+    for m in ("tdescope.x", "tdescope.y"):
+        graph.add_module(m)
+    graph.add_import(importer="tdescope.x", imported="tdescope.y")
+    graph.add_import(importer="tdescope.y", imported="tdescope.x")
+    assert _cycles(graph) == [("tdescope.x", "tdescope.y"), ("tdescope.y", "tdescope.x")]
+
+
+def _long_modules() -> list[str]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text().count("\n")
+        if lines <= MAX_LINES:
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        if "long because" not in doc.lower():
+            out.append(f"{path.relative_to(PACKAGE)}: {lines} lines")
+    return out
+
+
+def test_no_module_is_over_400_lines_without_saying_why():
+    assert _long_modules() == []
