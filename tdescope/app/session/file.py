@@ -22,6 +22,7 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,6 @@ class SessionRecorder:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self.error: str | None = None
         self.written = 0
-        self._modules: dict[str, str] = {}  # kind -> defining module, so readers can import it
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="session-writer", daemon=True)
         self._thread.start()
@@ -144,10 +144,6 @@ class SessionRecorder:
                 _write_meta(conn, item)
                 continue
             enc = codec.encode(item)
-            if enc.kind not in self._modules:
-                self._modules[enc.kind] = type(item).__module__
-                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('event_modules', ?)",
-                             (json.dumps(self._modules),))
             cur = conn.execute("INSERT INTO events (ts, kind, payload) VALUES (?, ?, ?)", (enc.ts, enc.kind, enc.payload))
             if enc.blobs:
                 conn.executemany(
@@ -262,6 +258,9 @@ class SessionReader:
         self.path = Path(path)
         self.conn = connect_existing(self.path, writable=writable, passphrase=passphrase)
         self._lock = threading.Lock()
+        #: Rows read but not rebuilt, by stored kind: names outside ``EVENT_TYPES`` or rows
+        #: that no longer fit their class.
+        self.skipped: Counter[str] = Counter()
         try:
             rows = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
             self.schema_version = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -269,7 +268,6 @@ class SessionReader:
             self.conn.close()
             raise damaged(self.path, exc) from None
         try:
-            self._modules = json.loads(rows.get("event_modules", "{}"))
             self.meta = SessionMeta.from_rows({k: json.loads(v) for k, v in rows.items()})
         except (ValueError, TypeError) as exc:
             self.conn.close()
@@ -340,7 +338,8 @@ class SessionReader:
 
         ``kinds`` takes event classes or their names (``PageCapture``). With
         ``with_bytes=False`` capture bytes are left empty (cheap listings).
-        Kinds this version does not know are skipped.
+        Kinds outside :data:`~tdescope.app.events.EVENT_TYPES` are skipped and counted in
+        :attr:`skipped`.
         """
         where, args = [], []
         if kinds is not None:
@@ -366,11 +365,12 @@ class SessionReader:
         blobs = self._blobs(blob_ids) if with_bytes and blob_ids else {}
         for eid, ts, kind, payload in rows:
             try:
-                ev = codec.decode(kind, ts, payload, blobs.get(eid) or _empty_bytes(kind, with_bytes),
-                                  self._modules.get(kind))
+                ev = codec.decode(kind, ts, payload, blobs.get(eid) or _empty_bytes(kind, with_bytes))
             except (ValueError, TypeError) as exc:
                 raise damaged(self.path, exc) from None
-            if ev is not None:
+            if ev is None:
+                self.skipped[kind] += 1
+            else:
                 yield ev
 
     def _blobs(self, ids: list[int]) -> dict[int, dict[str, bytes]]:
