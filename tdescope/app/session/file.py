@@ -9,7 +9,8 @@ truncated file is refused with one clear line.
 :class:`SessionRecorder` appends events from any thread through one writer
 thread that commits at least every :data:`COMMIT_EVERY_S` seconds, so a kill -9
 loses only the events of the last half second and nothing committed.
-:class:`SessionReader` loads them back by kind and time range.
+:class:`SessionReader` loads them back by kind and time range; copying a file
+(into or out of encryption) is :mod:`tdescope.app.session.copy`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import dataclasses
 import json
 import os
 import queue
-import shutil
 import sqlite3
 import threading
 import time
@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tdescope.app.session import codec as codec
+from tdescope.app.session.copy import copy_session  # ui/session_controller.py imports it from here
 from tdescope.app.session.schema import (DB_DATABASE_ERRORS, DB_ERRORS, SCHEMA_VERSION, _tune,
-                                          connect_cipher, connect_existing, create, damaged, is_encrypted)
+                                          connect_existing, create, damaged, is_encrypted)
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event
 from tdescope.app.session.notes import Note, read_notes
@@ -397,57 +398,3 @@ def _empty_bytes(kind: str, with_bytes: bool) -> dict[str, bytes]:
     if cls is None:
         return {}
     return {f.name: b"" for f in dataclasses.fields(cls) if f.type in ("bytes", bytes)}
-
-
-def copy_session(src: str | os.PathLike, dst: str | os.PathLike, passphrase: str | None = None,
-                 new_passphrase: str | None = None) -> None:
-    """Copy a session file consistently, even while it is being recorded.
-
-    ``passphrase`` opens an encrypted ``src``; ``new_passphrase`` encrypts the copy
-    with SQLCipher. A plain copy of a plain file is an SQLite backup; a copy that
-    involves encryption goes through ``sqlcipher_export`` (the backup API cannot
-    change a file's encryption).
-    """
-    src, dst = Path(src), Path(dst)
-    if src.resolve() == dst.resolve():
-        return
-    tmp = dst.with_name(dst.name + ".part")
-    try:
-        tmp.unlink(missing_ok=True)
-        source = connect_existing(src, writable=False, passphrase=passphrase)  # checks file and passphrase
-        encrypted = is_encrypted(src)
-        if not encrypted and new_passphrase is None:
-            target = sqlite3.connect(str(tmp))
-            with target:
-                source.backup(target)
-            target.execute("PRAGMA journal_mode = WAL")
-            target.close()
-            source.close()
-        else:
-            app_id, version = (source.execute(f"PRAGMA {p}").fetchone()[0] for p in ("application_id", "user_version"))
-            source.close()
-            _export(src, passphrase if encrypted else None, tmp, new_passphrase)
-            target = connect_cipher(str(tmp), new_passphrase)
-            target.execute(f"PRAGMA application_id = {int(app_id)}")
-            target.execute(f"PRAGMA user_version = {int(version)}")
-            target.execute("PRAGMA journal_mode = WAL")
-            target.close()
-        shutil.move(str(tmp), str(dst))
-    except OSError as exc:
-        raise UserError(f"cannot save {dst}: {exc.strerror or exc}") from None
-    except DB_ERRORS as exc:
-        raise UserError(f"cannot save {dst}: {exc}") from None
-    finally:
-        tmp.unlink(missing_ok=True)  # a copy that failed half way (gone after a successful move)
-
-
-def _export(src: Path, passphrase: str | None, dst: Path, new_passphrase: str | None) -> None:
-    """``sqlcipher_export`` of ``src`` into a new file ``dst`` (plain when ``new_passphrase`` is None)."""
-    conn = connect_cipher(str(src), passphrase)
-    try:
-        conn.execute("PRAGMA busy_timeout = 5000")
-        conn.execute("ATTACH DATABASE ? AS copy KEY ?", (str(dst), new_passphrase or ""))
-        conn.execute("SELECT sqlcipher_export('copy')")
-        conn.execute("DETACH DATABASE copy")
-    finally:
-        conn.close()
