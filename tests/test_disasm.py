@@ -16,9 +16,9 @@ from tdescope.app.hotspots.disasm import (
     disassemble,
     function_bounds,
     is_crypto_insn,
-    load_base,
 )
 from tdescope.app.errors import UserError
+from tdescope.app.system.elf import load_base
 from tdescope.app.hotspots.profile import HotspotSampler, check_perf, leaf_offsets
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import compile_client
 from tdescope.app.events import HotspotWindow
+from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.hotspots.profile import (
     HotspotSampler,
     Profile,
@@ -21,7 +22,6 @@ from tdescope.app.hotspots.profile import (
     crypto_pct,
     diff_profiles,
     fold,
-    is_crypto,
     leaf_offsets,
     parse_perf_script,
     perf_event,

@@ -12,8 +12,10 @@ import pytest
 
 from tdescope.app.engines.api import WorkloadControl
 from tdescope.app.events import HotspotWindow, Problem, WaitSample, WorkloadProgress
-from tdescope.app.hotspots.profile import check_perf, is_crypto
-from tdescope.app.observe.sampling import HotspotLeaves, Observation
+from tdescope.app.hotspots.crypto import is_crypto
+from tdescope.app.hotspots.profile import check_perf
+from tdescope.app.events import HotspotLeaves
+from tdescope.app.observe.sampling import Observation
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.waits.os_sampler import WAIT_CLASSES
 from tdescope.app.observe.timeline import SideSpan, side_of, side_spans

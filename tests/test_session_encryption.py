@@ -145,7 +145,7 @@ def _plain_session(path):
 
 
 def test_copies_change_encryption_both_ways_and_keep_every_event(tmp_path):
-    from tdescope.app.session.file import copy_session
+    from tdescope.app.session.copy import copy_session
 
     plain = _plain_session(tmp_path / "plain.tds")
     copy_session(plain, tmp_path / "enc.tds", new_passphrase=PASSPHRASE)

@@ -10,7 +10,8 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, PageCapture, PhaseTiming, Problem,
                                  WaitSample, WorkloadProgress, WorkloadResult)
 from tdescope.app.session.notes import NoteStore, NoteTarget
-from tdescope.app.session.file import SessionReader, SessionRecorder, copy_session
+from tdescope.app.session.copy import copy_session
+from tdescope.app.session.file import SessionReader, SessionRecorder
 from tdescope.app.session.meta import SessionMeta
 
 

@@ -188,7 +188,8 @@ def test_timeline_range_filters_hotspots_and_waits(qtbot, run):
 @pytest.mark.perf
 def test_main_window_observes_a_real_run(qtbot, qsettings):
     from tdescope.app.engines import ConnectParams, discover_engines
-    from tdescope.app.hotspots.profile import check_perf, is_crypto
+    from tdescope.app.hotspots.crypto import is_crypto
+    from tdescope.app.hotspots.profile import check_perf
     from tdescope.ui.main_window import MainWindow
 
     if check_perf() is not None:

@@ -6,7 +6,9 @@ emits instances of these dataclasses. Timestamps are ``time.time()`` seconds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 __all__ = [
     "Event",
@@ -19,6 +21,8 @@ __all__ = [
     "HotspotWindow",
     "WaitSample",
     "Problem",
+    "HotspotLeaves",
+    "EVENT_TYPES",
 ]
 
 
@@ -193,3 +197,26 @@ class Problem(Event):
 
     source: str
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class HotspotLeaves(Event):
+    """Where inside each function the samples of one hotspot window landed.
+
+    ``offsets`` maps a symbol to ``{offset inside the symbol: samples}``;
+    ``function start + offset`` is the file address to heat in a disassembly.
+    ``HotspotWindow`` carries folded stacks only, hence this companion event.
+    """
+
+    pid: int
+    offsets: dict
+
+
+#: The session file's vocabulary, closed: stored kind (class name) -> class, for every
+#: event and every dataclass nested in one (``PhaseTiming``). The session codec builds
+#: objects from this map only; a name not in it is skipped when read.
+EVENT_TYPES: Mapping[str, type] = MappingProxyType({
+    cls.__name__: cls
+    for cls in (PageCapture, WorkloadProgress, WorkloadResult, PhaseTiming, CaptureWindowState, Marker,
+                HotspotWindow, WaitSample, Problem, HotspotLeaves)
+})

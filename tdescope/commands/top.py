@@ -31,7 +31,8 @@ def _glossary(args, engine):
 def run(args) -> int:
     from tdescope.app.events import HotspotWindow
     from tdescope.app.hotspots.glossary import describe
-    from tdescope.app.hotspots.profile import Profile, crypto_pct, is_crypto
+    from tdescope.app.hotspots.crypto import is_crypto
+    from tdescope.app.hotspots.profile import Profile, crypto_pct
 
     events, problems, engine = observe(args, hotspots=True, waits=False)
     windows = [e for e in events if isinstance(e, HotspotWindow)]

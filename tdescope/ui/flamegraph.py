@@ -9,7 +9,7 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
-from tdescope.app.hotspots.profile import is_crypto
+from tdescope.app.hotspots.crypto import is_crypto
 
 __all__ = ["FlameGraph", "FlameNode", "build_tree"]
 

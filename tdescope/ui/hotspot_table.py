@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor
 
-from tdescope.app.hotspots.profile import DiffRow, SymbolStat, is_crypto
+from tdescope.app.hotspots.crypto import is_crypto
+from tdescope.app.hotspots.profile import DiffRow, SymbolStat
 from tdescope.ui.table_model import RowTableModel
 
 __all__ = ["HotspotModel", "DiffModel", "SymbolFilter"]

@@ -7,7 +7,8 @@ The pieces, from raw to ranked:
 * :func:`fold` folds them into stacks, the payload of a ``HotspotWindow``;
 * :class:`Profile` counts self and total samples per symbol across windows
   (merge, time-range filter, ``top(n)``);
-* :func:`is_crypto` / :func:`crypto_pct` say how much of it is encryption;
+* :func:`crypto_pct` says how much of it is encryption, by the one rule
+  :func:`tdescope.app.hotspots.crypto.is_crypto`;
 * :func:`diff_profiles` ranks what grew between an encrypted and a plain run;
 * :class:`HotspotSampler` and :func:`check_perf` run real perf
   (in :mod:`tdescope.app.hotspots.perf_record`).
@@ -15,7 +16,6 @@ The pieces, from raw to ranked:
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,7 +30,7 @@ from tdescope.app.hotspots.perf_script import (
     parse_perf_script,
 )
 from tdescope.app.events import HotspotWindow
-from tdescope.app.hotspots.glossary import base_symbol
+from tdescope.app.hotspots.crypto import is_crypto
 
 __all__ = [
     "Frame",
@@ -40,7 +40,6 @@ __all__ = [
     "leaf_offsets",
     "SymbolStat",
     "Profile",
-    "is_crypto",
     "crypto_pct",
     "DiffRow",
     "diff_profiles",
@@ -169,43 +168,6 @@ def _dsos_of(samples: Iterable[Sample]) -> dict[str, str]:
         for f in s.frames:
             out.setdefault(frame_label(f), f.dso)
     return out
-
-
-# Patterns over the base symbol (versions and clone suffixes stripped). They
-# cover OpenSSL (1.1 and 3.x, as bundled in the sqlcipher3 wheel and as
-# Debian's libcrypto), LibreSSL/BoringSSL names, and Oracle's crypto layer.
-_CRYPTO_PATTERNS = [
-    # AES, including the AES-NI assembly and key schedules
-    r"aesni_.*", r"AES_.*", r"aes_.*", r".*_aes_.*", r".*_aes", r"vpaes_.*", r"bsaes_.*",
-    r".*ExpandRijndaelKey.*", r"Rijndael.*", r"rijndael.*",
-    # SHA / HMAC / PBKDF2
-    r"sha1_block.*", r"sha256_block.*", r"sha512_block.*", r"SHA\d*_.*", r"ossl_sha\d*_.*",
-    r"HMAC.*", r"ossl_hmac.*", r"hmac_.*", r"PKCS5_PBKDF2_HMAC.*", r"pbkdf2.*", r"kdf_pbkdf2.*",
-    r"ossl_pbkdf2.*",
-    # EVP cipher / digest / MAC front ends
-    r"EVP_(Encrypt|Decrypt|Cipher|CIPHER|Digest|MD|MAC|KDF|PBE|BytesTo).*",
-    r"ossl_cipher_.*", r"cipher_hw_.*", r"ossl_prov_cipher.*", r"ossl_digest_.*",
-    # GCM / ChaCha20-Poly1305
-    r"gcm_.*", r"ghash_.*", r"CRYPTO_gcm128_.*", r"ChaCha20_.*", r"chacha20_.*", r"Poly1305_.*",
-    r"poly1305_.*",
-    # Oracle: Rijndael-128 in l9 library, ztch* hashing, kgce crypto engine
-    r"l9_.*RIJ128.*", r"ztchsh.*", r"kgce_.*",
-]
-_CRYPTO_RE = re.compile("|".join(f"(?:{p})" for p in _CRYPTO_PATTERNS))
-
-
-def is_crypto(symbol: str) -> bool:
-    """True when ``symbol`` is a cipher, digest, MAC or KDF function.
-
-    Examples
-    --------
-    >>> is_crypto("aesni_cbc_encrypt"), is_crypto("sha512_block_data_order_avx2")
-    (True, True)
-    >>> is_crypto("sqlite3VdbeExec")
-    False
-    """
-    # Leading underscores mark internal helpers (_aesni_decrypt6), same family.
-    return _CRYPTO_RE.fullmatch(base_symbol(symbol).lstrip("_")) is not None
 
 
 def crypto_pct(profile: Profile) -> float:

@@ -17,29 +17,15 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tdescope.app.hotspots.perf_script import Sample
 from tdescope.app.engines.api import WaitSource
 from tdescope.app.errors import UserError
-from tdescope.app.events import Event, Problem
+from tdescope.app.events import Event, HotspotLeaves, Problem
 from tdescope.app.hotspots.profile import HotspotSampler, check_perf
 from tdescope.app.waits.os_sampler import OsWaitSampler
 
 __all__ = ["HotspotLeaves", "Observation", "leaves_of"]
-
-
-@dataclass(frozen=True, slots=True)
-class HotspotLeaves(Event):
-    """Where inside each function the samples of one hotspot window landed.
-
-    ``offsets`` maps a symbol to ``{offset inside the symbol: samples}``;
-    ``function start + offset`` is the file address to heat in a disassembly.
-    ``HotspotWindow`` carries folded stacks only, hence this companion event.
-    """
-
-    pid: int
-    offsets: dict
 
 
 def leaves_of(samples: list[Sample], pid: int, ts: float | None = None) -> HotspotLeaves:

@@ -23,6 +23,7 @@ from importlib import resources
 from tdescope import __version__
 from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.probe.entropy import chunk_entropy, shannon_entropy, verdict
+from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, PageCapture, Problem, WorkloadProgress,
                                  WorkloadResult)
 from tdescope.app.session.notes import Note
@@ -174,8 +175,7 @@ def _hotspot_plots(reader: SessionReader) -> list[Plot]:
     self_counts: Counter = Counter()
     for stack, n in stacks.items():
         self_counts[stack.rsplit(";", 1)[-1]] += n
-    crypto = ("aes", "cipher", "crypt", "evp_", "sha", "hmac", "gcm", "cbc")
-    rows = [(sym, n / total * 100, "crypto" if any(c in sym.lower() for c in crypto) else "")
+    rows = [(sym, n / total * 100, "crypto" if is_crypto(sym) else "")
             for sym, n in self_counts.most_common(15)] if total else []
     return [
         Plot("hotspots", "Top hotspots (self time)", horizontal_bars(rows),

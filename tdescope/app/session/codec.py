@@ -4,17 +4,18 @@ Any frozen dataclass deriving from :class:`~tdescope.app.events.Event` is stored
 without a schema change: its fields become a JSON object, except ``bytes``
 fields, which go to the blob table (zlib-compressed when that helps). Nested
 dataclasses (``PhaseTiming`` inside ``WorkloadResult``) carry their class name.
-On reading, fields the class no longer has are ignored and missing ones take
-their defaults, so files from older or newer versions still load what they can.
+On reading, classes come only from the closed map
+:data:`~tdescope.app.events.EVENT_TYPES`; a kind outside it decodes to None (the
+reader skips and counts it). Fields the class no longer has are ignored and
+missing ones take their defaults, so files from older or newer versions still
+load what they can.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import re
-import sys
 import zlib
 from functools import lru_cache
 
@@ -49,34 +50,13 @@ def short_kind(kind: str) -> str:
     return _SHORT.get(kind) or re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
 
 
-def _subclasses(cls: type):
-    for sub in cls.__subclasses__():
-        yield sub
-        yield from _subclasses(sub)
+def event_class(kind: str) -> type | None:
+    """The class stored as ``kind``, from the closed map :data:`~tdescope.app.events.EVENT_TYPES`, or None.
 
-
-def event_class(kind: str, module: str | None = None) -> type | None:
-    """The Event dataclass called ``kind`` (any imported subclass), or None.
-
-    ``module`` is where the recorder found the class; a tdescope module named
-    there is imported when the class is not loaded yet (e.g. ``HotspotLeaves``
-    lives in ``tdescope.app.observe.sampling``, which a headless reader never imports).
+    Nothing named in a session file is imported or looked up on a module: a
+    file is data, and a name outside the map is simply unknown.
     """
-    if module and module.startswith("tdescope.app.") and module not in sys.modules:
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            pass
-    known = getattr(_events, kind, None)
-    if isinstance(known, type) and dataclasses.is_dataclass(known):
-        return known
-    for cls in _subclasses(_events.Event):
-        # slots=True dataclasses replace their class; the discarded one may linger among
-        # the subclasses, so only accept the class its module actually exports
-        module = sys.modules.get(cls.__module__)
-        if cls.__name__ == kind and getattr(module, cls.__qualname__, None) is cls:
-            return cls
-    return None
+    return _events.EVENT_TYPES.get(kind) if isinstance(kind, str) else None
 
 
 def pack_blob(data: bytes) -> tuple[bytes, int]:
@@ -159,14 +139,16 @@ def _build(cls: type, values: dict):
     return cls(**kwargs)
 
 
-def decode(kind: str, ts: float, payload: str | bytes, blobs: dict[str, bytes] | None = None,
-           module: str | None = None):
+def decode(kind: str, ts: float, payload: str | bytes, blobs: dict[str, bytes] | None = None):
     """Rebuild the event, or None when this version has no such kind or it no longer fits."""
-    cls = event_class(kind, module)
+    cls = event_class(kind)
     if cls is None:
         return None
     text = zlib.decompress(payload).decode() if isinstance(payload, bytes) else payload
-    values = {k: _revive(v) for k, v in json.loads(text).items()}
+    raw = json.loads(text)
+    if not isinstance(raw, dict):
+        return None
+    values = {k: _revive(v) for k, v in raw.items()}
     values["ts"] = ts
     values.update(blobs or {})
     try:

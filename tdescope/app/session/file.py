@@ -9,7 +9,8 @@ truncated file is refused with one clear line.
 :class:`SessionRecorder` appends events from any thread through one writer
 thread that commits at least every :data:`COMMIT_EVERY_S` seconds, so a kill -9
 loses only the events of the last half second and nothing committed.
-:class:`SessionReader` loads them back by kind and time range.
+:class:`SessionReader` loads them back by kind and time range; copying a file
+(into or out of encryption) is :mod:`tdescope.app.session.copy`.
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ import dataclasses
 import json
 import os
 import queue
-import shutil
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tdescope.app.session import codec as codec
+from tdescope.app.session.copy import copy_session  # ui/session_controller.py imports it from here
 from tdescope.app.session.schema import (DB_DATABASE_ERRORS, DB_ERRORS, SCHEMA_VERSION, _tune,
-                                          connect_cipher, connect_existing, create, damaged, is_encrypted)
+                                          connect_existing, create, damaged, is_encrypted)
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event
 from tdescope.app.session.notes import Note, read_notes
@@ -79,7 +81,6 @@ class SessionRecorder:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self.error: str | None = None
         self.written = 0
-        self._modules: dict[str, str] = {}  # kind -> defining module, so readers can import it
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="session-writer", daemon=True)
         self._thread.start()
@@ -144,10 +145,6 @@ class SessionRecorder:
                 _write_meta(conn, item)
                 continue
             enc = codec.encode(item)
-            if enc.kind not in self._modules:
-                self._modules[enc.kind] = type(item).__module__
-                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('event_modules', ?)",
-                             (json.dumps(self._modules),))
             cur = conn.execute("INSERT INTO events (ts, kind, payload) VALUES (?, ?, ?)", (enc.ts, enc.kind, enc.payload))
             if enc.blobs:
                 conn.executemany(
@@ -262,6 +259,9 @@ class SessionReader:
         self.path = Path(path)
         self.conn = connect_existing(self.path, writable=writable, passphrase=passphrase)
         self._lock = threading.Lock()
+        #: Rows read but not rebuilt, by stored kind: names outside ``EVENT_TYPES`` or rows
+        #: that no longer fit their class.
+        self.skipped: Counter[str] = Counter()
         try:
             rows = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
             self.schema_version = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -269,7 +269,6 @@ class SessionReader:
             self.conn.close()
             raise damaged(self.path, exc) from None
         try:
-            self._modules = json.loads(rows.get("event_modules", "{}"))
             self.meta = SessionMeta.from_rows({k: json.loads(v) for k, v in rows.items()})
         except (ValueError, TypeError) as exc:
             self.conn.close()
@@ -340,7 +339,8 @@ class SessionReader:
 
         ``kinds`` takes event classes or their names (``PageCapture``). With
         ``with_bytes=False`` capture bytes are left empty (cheap listings).
-        Kinds this version does not know are skipped.
+        Kinds outside :data:`~tdescope.app.events.EVENT_TYPES` are skipped and counted in
+        :attr:`skipped`.
         """
         where, args = [], []
         if kinds is not None:
@@ -366,11 +366,12 @@ class SessionReader:
         blobs = self._blobs(blob_ids) if with_bytes and blob_ids else {}
         for eid, ts, kind, payload in rows:
             try:
-                ev = codec.decode(kind, ts, payload, blobs.get(eid) or _empty_bytes(kind, with_bytes),
-                                  self._modules.get(kind))
+                ev = codec.decode(kind, ts, payload, blobs.get(eid) or _empty_bytes(kind, with_bytes))
             except (ValueError, TypeError) as exc:
                 raise damaged(self.path, exc) from None
-            if ev is not None:
+            if ev is None:
+                self.skipped[kind] += 1
+            else:
                 yield ev
 
     def _blobs(self, ids: list[int]) -> dict[int, dict[str, bytes]]:
@@ -397,57 +398,3 @@ def _empty_bytes(kind: str, with_bytes: bool) -> dict[str, bytes]:
     if cls is None:
         return {}
     return {f.name: b"" for f in dataclasses.fields(cls) if f.type in ("bytes", bytes)}
-
-
-def copy_session(src: str | os.PathLike, dst: str | os.PathLike, passphrase: str | None = None,
-                 new_passphrase: str | None = None) -> None:
-    """Copy a session file consistently, even while it is being recorded.
-
-    ``passphrase`` opens an encrypted ``src``; ``new_passphrase`` encrypts the copy
-    with SQLCipher. A plain copy of a plain file is an SQLite backup; a copy that
-    involves encryption goes through ``sqlcipher_export`` (the backup API cannot
-    change a file's encryption).
-    """
-    src, dst = Path(src), Path(dst)
-    if src.resolve() == dst.resolve():
-        return
-    tmp = dst.with_name(dst.name + ".part")
-    try:
-        tmp.unlink(missing_ok=True)
-        source = connect_existing(src, writable=False, passphrase=passphrase)  # checks file and passphrase
-        encrypted = is_encrypted(src)
-        if not encrypted and new_passphrase is None:
-            target = sqlite3.connect(str(tmp))
-            with target:
-                source.backup(target)
-            target.execute("PRAGMA journal_mode = WAL")
-            target.close()
-            source.close()
-        else:
-            app_id, version = (source.execute(f"PRAGMA {p}").fetchone()[0] for p in ("application_id", "user_version"))
-            source.close()
-            _export(src, passphrase if encrypted else None, tmp, new_passphrase)
-            target = connect_cipher(str(tmp), new_passphrase)
-            target.execute(f"PRAGMA application_id = {int(app_id)}")
-            target.execute(f"PRAGMA user_version = {int(version)}")
-            target.execute("PRAGMA journal_mode = WAL")
-            target.close()
-        shutil.move(str(tmp), str(dst))
-    except OSError as exc:
-        raise UserError(f"cannot save {dst}: {exc.strerror or exc}") from None
-    except DB_ERRORS as exc:
-        raise UserError(f"cannot save {dst}: {exc}") from None
-    finally:
-        tmp.unlink(missing_ok=True)  # a copy that failed half way (gone after a successful move)
-
-
-def _export(src: Path, passphrase: str | None, dst: Path, new_passphrase: str | None) -> None:
-    """``sqlcipher_export`` of ``src`` into a new file ``dst`` (plain when ``new_passphrase`` is None)."""
-    conn = connect_cipher(str(src), passphrase)
-    try:
-        conn.execute("PRAGMA busy_timeout = 5000")
-        conn.execute("ATTACH DATABASE ? AS copy KEY ?", (str(dst), new_passphrase or ""))
-        conn.execute("SELECT sqlcipher_export('copy')")
-        conn.execute("DETACH DATABASE copy")
-    finally:
-        conn.close()

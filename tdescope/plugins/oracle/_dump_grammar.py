@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from tdescope.plugins.oracle import _dump_records as bd
+
 __all__: list[str] = []  # private: used by blockdump.py
 
 _HEX = r"0x[0-9a-fA-F]+"
@@ -68,33 +70,28 @@ class _Block:
         self.cols = []
 
     def finish_col(self) -> None:
-        from tdescope.plugins.oracle.blockdump import DumpColumn
         if self.pending_col is not None:
             idx, n, buf = self.pending_col
             if len(buf) != n:
                 self.problems.append(f"col {idx}: {len(buf)} bytes dumped, [{n}] announced")
-            self.cols.append(DumpColumn(idx, n, bytes(buf)))
+            self.cols.append(bd.DumpColumn(idx, n, bytes(buf)))
             self.pending_col = None
 
     def freeze(self):
-        from tdescope.plugins.oracle.blockdump import BlockDump
         self.close_row()
         header = replace(self.header, itl=tuple(self.itl)) if self.header is not None else None
-        return BlockDump(self.cache, header, self.data_header, tuple(self.table_dir), tuple(self.row_dir),
+        return bd.BlockDump(self.cache, header, self.data_header, tuple(self.table_dir), tuple(self.row_dir),
                          tuple(self.rows), bytes(self.memory) if self.memory is not None else None,
                          self.memory_address, self.encrypted_header_only, self.complete,
                          tuple(self.problems), self.first_line)
 
 
-def parse_blocks(lines: list[str], byteorder: str = "little") -> list:
+def parse_blocks(lines: list[str], byteorder: str = "little") -> list[bd.BlockDump]:
     """The state machine: one pass, one _Block at a time.
 
     ``byteorder`` is that of the platform that wrote the dump: its hex memory
     lines print native 32-bit words.
     """
-    # Imported here: blockdump.py imports this module for parse_blocks.
-    from tdescope.plugins.oracle import blockdump as bd
-
     blocks: list = []
     cur: _Block | None = None
 
@@ -132,7 +129,7 @@ def parse_blocks(lines: list[str], byteorder: str = "little") -> list:
                         b.finish_col()
                     continue
                 b.finish_col()
-            _feed(b, line, byteorder, bd)
+            _feed(b, line, byteorder)
         except (ValueError, TypeError, IndexError) as exc:
             if cur is not None:
                 cur.problems.append(f"line {line_no}: {exc}: {line.strip()[:80]}")
@@ -141,7 +138,7 @@ def parse_blocks(lines: list[str], byteorder: str = "little") -> list:
     return blocks
 
 
-def _feed(b: _Block, line: str, byteorder: str, bd) -> None:
+def _feed(b: _Block, line: str, byteorder: str) -> None:
     if m := _SCN.match(line):
         if b.cache is not None:
             b.cache = replace(b.cache, scn=bd.scn_value(m.group(1)), seq=_int(m.group(2)),
