@@ -1,6 +1,8 @@
 """GdbSession against real gdb and a real process: tokens, the read-only guard, clean detach."""
 
+import ast
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -8,8 +10,8 @@ import pytest
 
 from conftest import proc_state, tracer_pid
 from tdescope.app.gdb import mi
+from tdescope.app.gdb.allowlist import HELPER_FUNCTIONS, HELPER_PATH
 from tdescope.app.gdb.mi import GdbError, GdbSession, check_command
-
 
 HELPER = str(Path(mi.__file__).resolve().with_name("_probe_helper.py"))
 
@@ -185,6 +187,54 @@ ALLOWED = [
 @pytest.mark.parametrize("command", ALLOWED)
 def test_guard_allows_what_tdescope_sends(command):
     check_command(command)
+
+
+def test_helper_path_is_the_packaged_helper():
+    assert HELPER_PATH == HELPER and Path(HELPER_PATH).is_file()
+
+
+def test_helper_functions_are_exactly_what_the_helper_exposes():
+    tree = ast.parse(Path(HELPER_PATH).read_text())
+    exposed = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                   and getattr(node.targets[0], "id", None) == "_tdescope_probe")
+    names = [key.value for key in exposed.args[2].keys]  # type(name, bases, {"arm": ..., ...})
+    arity = {f.name: len(f.args.args) for f in tree.body if isinstance(f, ast.FunctionDef)}
+    assert {name: arity[name] for name in names} == HELPER_FUNCTIONS
+
+
+def test_refusal_is_one_line():
+    with pytest.raises(GdbError) as err:
+        check_command("-gdb-show pagination\n-exec-jump *0x1000")
+    assert "read-only guard" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.fixture
+def ticker():
+    """A process that calls clock_nanosleep every 5 ms."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.005)"],
+                            start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("settings, fires", [((), True), (("may-write-memory off",), False)])
+def test_may_write_memory_off_would_also_keep_breakpoints_out(ticker, settings, fires):
+    """Why GdbSession leaves may-write-memory on: with it off, gdb inserts no breakpoint at all.
+
+    gdb refuses writes through its Python API then too, but it refuses its own int3
+    as well (the location falls back to <PENDING>), so no probe would ever fire.
+    """
+    with GdbSession() as gdb:
+        for setting in settings:
+            gdb.command(f"-gdb-set {setting}")
+        gdb.attach(ticker.pid)
+        gdb.command("-break-insert clock_nanosleep")
+        gdb.resume()
+        stop = gdb.wait_event(lambda r: r.type == "notify" and r.message == "stopped", timeout=3.0)
+        assert (stop is not None) == fires
+        assert gdb.interrupt()
+    assert ticker.poll() is None
 
 
 @pytest.fixture
