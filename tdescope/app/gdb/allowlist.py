@@ -11,7 +11,7 @@ loosely: a command passes only when it is, exactly, one of
   pattern: numbers, hex addresses, plain symbols, breakpoint numbers, never an
   expression;
 - ``-gdb-set NAME VALUE`` or ``-gdb-show NAME`` for a setting in
-  :data:`_SETTINGS` (settings that let gdb change the target only to ``off``);
+  :data:`_SETTINGS`, and only to the one safe value listed there;
 - ``-interpreter-exec console "TEXT"`` with one MI string argument (escapes
   ``\\\\`` and ``\\"`` only) whose TEXT is ``source HELPER_PATH``,
   ``signal SIGINT &`` (passing on a SIGINT someone else sent the target), or
@@ -51,19 +51,20 @@ _ARGUMENTS = {
     "-data-read-memory-bytes": rf"(?:{_ADDRESS}|{_NUMBER}) {_NUMBER}",
 }
 
-_ON_OFF = ("on", "off")
-#: Settings tdescope sets or shows, with the values it may set them to.
+#: Settings tdescope sets or shows, each with the one value it sets: the other
+#: value would weaken the target's safety (``mi-async off``: no detach when the
+#: workbench dies; ``auto-load on``: scripts from the target's files run in gdb;
+#: ``may-call-functions on``).
 _SETTINGS = {
-    "mi-async": _ON_OFF,
-    "pagination": _ON_OFF,
-    "confirm": _ON_OFF,
-    "breakpoint pending": _ON_OFF,
-    "auto-load": _ON_OFF,
-    "auto-solib-add": _ON_OFF,
-    "print thread-events": _ON_OFF,
-    # what would let gdb change the target may only be turned off
-    "may-call-functions": ("off",),
-    "may-write-memory": ("off",),
+    "mi-async": "on",
+    "pagination": "off",
+    "confirm": "off",
+    "breakpoint pending": "on",
+    "may-call-functions": "off",
+    "may-write-memory": "off",  # not set by GdbSession (gdb then inserts no breakpoint), but safe
+    "auto-load": "off",
+    "auto-solib-add": "off",
+    "print thread-events": "off",
 }
 
 #: ``-interpreter-exec console`` with exactly one MI string argument.
@@ -94,7 +95,7 @@ def refusal(command: str) -> str | None:
         return _console_refusal(re.sub(r'\\([\\"])', r"\1", m.group(1)))
     if head == "-gdb-set":
         name, _, value = rest.rpartition(" ")
-        if value not in _SETTINGS.get(name, ()):
+        if _SETTINGS.get(name) != value:
             return f"-gdb-set {rest[:60]!r} is not a setting tdescope may change"
         return None
     if head == "-gdb-show":
