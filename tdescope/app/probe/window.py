@@ -20,12 +20,12 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from tdescope.app.system.elf import resolve_in_process
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
+from tdescope.app.gdb.allowlist import HELPER_PATH
 from tdescope.app.gdb.guard import start_guard as _start_guard
 from tdescope.app.gdb.guard import stop_guard as _stop_guard
 from tdescope.app.gdb.guard import update_guard as _update_guard
@@ -35,7 +35,6 @@ from tdescope.app.probe.spool import FramePairs, SpoolReader
 
 __all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "stop_budget"]
 
-_HELPER = Path(__file__).parent.parent / "gdb" / "_probe_helper.py"
 _live_windows: "weakref.WeakSet[CaptureWindow]" = weakref.WeakSet()
 #: Seconds between the "armed" progress states that carry the live stopped time.
 PROGRESS_S = 0.5
@@ -255,7 +254,7 @@ class CaptureWindow:
                 gdb.command("-gdb-set auto-solib-add off")
             t_attach = time.monotonic()
             gdb.attach(self.pid)
-            gdb.console_command(f"source {_HELPER}")
+            gdb.console_command(f"source {HELPER_PATH}")
             spec_path = os.path.join(workdir, "spec.json")
             with open(spec_path, "w") as fh:
                 spec = recipe_spec(self.recipe, self.limits, spool)
