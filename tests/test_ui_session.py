@@ -113,7 +113,7 @@ def test_live_events_are_recorded_to_the_autosave_file(qtbot, qsettings, data_ho
     qtbot.addWidget(win)
     t = time.time()
     for i in range(10):
-        win.pump.put(WorkloadProgress(t + i / 10, "ab_dml", "plain", i + 1, 10))
+        win.live.publish(WorkloadProgress(t + i / 10, "ab_dml", "plain", i + 1, 10))
     win.feed(PageCapture(t + 1, 1, "sqlcipher_page_cipher", "decrypt", 2, os.urandom(512), bytes(512)))
     qtbot.waitUntil(lambda: win.sessions.recorder is not None, timeout=5000)
     path = win.sessions.recorder.path
