@@ -51,7 +51,7 @@ def settle(qtbot, win):
     qtbot.wait(20)
 
 
-def test_replay_drives_the_captures_dock(qtbot, replay):
+def test_replay_drives_the_captures_dock(qtbot, replay, data_home):
     win, player = replay, replay.sessions.player
     assert win.windowTitle().startswith("REPLAY — class.tds")
     assert win.sessions.replay_bar.isVisible() and win.sessions.replay_bar.banner.text().strip() == "REPLAY"
@@ -72,6 +72,8 @@ def test_replay_drives_the_captures_dock(qtbot, replay):
     assert win.captures_dock.model.rowCount() == 5
     assert win.workload_dock.status.text().startswith("Done: encrypted / plain = 1.50")
     assert win.sessions.replay_bar.slider.value() == win.sessions.replay_bar.slider.maximum()
+    # replayed events pass through the window's hub but a replay records nothing
+    assert win.sessions.recorder is None and not (data_home / "tdescope" / "sessions").exists()
 
 
 def test_notes_add_edit_undo_redo(qtbot, replay, session_file):
