@@ -78,7 +78,7 @@ def run(quick: bool) -> dict:
     spin(lambda: window.observation.observation is not None, 10)
     dock = window.workload_dock
     progress: list[WorkloadProgress] = []
-    window.pump.add_tap(lambda ev: progress.append(ev) if isinstance(ev, WorkloadProgress) else None)
+    window.live.subscribe(lambda ev: progress.append(ev) if isinstance(ev, WorkloadProgress) else None)
     for name, value in PARAMS.items():
         dock._spins[name].setValue(value)
 

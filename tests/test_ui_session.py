@@ -51,7 +51,7 @@ def settle(qtbot, win):
     qtbot.wait(20)
 
 
-def test_replay_drives_the_captures_dock(qtbot, replay):
+def test_replay_drives_the_captures_dock(qtbot, replay, data_home):
     win, player = replay, replay.sessions.player
     assert win.windowTitle().startswith("REPLAY — class.tds")
     assert win.sessions.replay_bar.isVisible() and win.sessions.replay_bar.banner.text().strip() == "REPLAY"
@@ -72,6 +72,8 @@ def test_replay_drives_the_captures_dock(qtbot, replay):
     assert win.captures_dock.model.rowCount() == 5
     assert win.workload_dock.status.text().startswith("Done: encrypted / plain = 1.50")
     assert win.sessions.replay_bar.slider.value() == win.sessions.replay_bar.slider.maximum()
+    # replayed events pass through the window's hub but a replay records nothing
+    assert win.sessions.recorder is None and not (data_home / "tdescope" / "sessions").exists()
 
 
 def test_notes_add_edit_undo_redo(qtbot, replay, session_file):
@@ -113,7 +115,7 @@ def test_live_events_are_recorded_to_the_autosave_file(qtbot, qsettings, data_ho
     qtbot.addWidget(win)
     t = time.time()
     for i in range(10):
-        win.pump.put(WorkloadProgress(t + i / 10, "ab_dml", "plain", i + 1, 10))
+        win.live.publish(WorkloadProgress(t + i / 10, "ab_dml", "plain", i + 1, 10))
     win.feed(PageCapture(t + 1, 1, "sqlcipher_page_cipher", "decrypt", 2, os.urandom(512), bytes(512)))
     qtbot.waitUntil(lambda: win.sessions.recorder is not None, timeout=5000)
     path = win.sessions.recorder.path

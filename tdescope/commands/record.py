@@ -1,9 +1,10 @@
 """``tdescope record``: record a session headless (a database server rarely has a screen).
 
 Runs the workload (lab) or just watches a process (``--pid``) for ``--seconds``,
-with a bounded capture window and the OS wait and perf hotspot samplers, and
-writes every event to a .tds file as it happens: a kill -9 loses at most the
-last half second.
+with a bounded capture window and the OS wait and perf hotspot samplers, all
+publishing into one :class:`~tdescope.app.session.live.LiveSession` (the hub the
+window records through), which writes every event to a .tds file as it happens:
+a kill -9 loses at most the last half second.
 """
 
 from __future__ import annotations
@@ -63,9 +64,10 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
 def run(args) -> int:
     from tdescope.app.probe.window import CaptureLimits, stop_budget
     from tdescope.app.engines.api import ConnectParams
-    from tdescope.app.events import Marker, PageCapture
+    from tdescope.app.events import PageCapture
     from tdescope.app.experiment import Experiment
     from tdescope.app.session.file import SessionRecorder
+    from tdescope.app.session.live import LiveSession
     from tdescope.app.session.meta import SessionMeta
 
     if args.captures < 0:
@@ -93,6 +95,13 @@ def run(args) -> int:
     stops: list = []
     notes: list[str] = []
     captured = [0]
+    live = LiveSession()
+
+    def count(event) -> None:
+        if isinstance(event, PageCapture):
+            captured[0] += 1
+
+    live.subscribe(count)
     try:
         if args.lab:
             session = engine.connect(ConnectParams(options={"lab": True}))
@@ -113,13 +122,8 @@ def run(args) -> int:
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
         meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
         recorder = SessionRecorder(args.output, meta, passphrase=passphrase)
-
-        def record(event) -> None:
-            if isinstance(event, PageCapture):
-                captured[0] += 1
-            recorder.record(event)
-
-        stops = _start_samplers(pid, args, record, session.wait_source() if session else None, notes)
+        live.attach(recorder)
+        stops = _start_samplers(pid, args, live.publish, session.wait_source() if session else None, notes)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
                                **stop_budget(bool(args.lab), args.stop_budget))
@@ -127,10 +131,9 @@ def run(args) -> int:
         while not stop.is_set() and time.monotonic() < deadline:
             run_no += 1
             want = recipe if captured[0] < args.captures and run_no == 1 else None
-            label = f"{workload.name} run {run_no}" if workload else "watching"
-            record(Marker(time.time(), f"{label} start", "phase"))
+            label = live.run_started(workload.name if workload else None)
             exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
-                             record, pid=pid)
+                             live.publish, pid=pid)
             exp.start()
             while not exp.wait(0.1):
                 if recorder.error:
@@ -139,7 +142,7 @@ def run(args) -> int:
                     exp.cancel()
                     exp.wait(15)
                     break
-            record(Marker(time.time(), f"{label} end", "phase"))
+            live.run_ended(label)
             if workload is None:
                 # watching only: the probe window ended, keep the samplers running to the deadline
                 while not stop.is_set() and time.monotonic() < deadline and not recorder.error:
@@ -150,6 +153,7 @@ def run(args) -> int:
         for s in stops:
             s()
         if recorder is not None:
+            live.detach()
             recorder.close()
         if session is not None:
             session.close()

@@ -1,9 +1,10 @@
 """Bring events from worker threads to the GUI thread in batches.
 
-Producers call :meth:`EventPump.put` from any thread; a QTimer on the GUI thread
-drains the queue at ~15 Hz and hands each batch to the subscribers of each event
-type, so a storm of captures costs one model update and one repaint per tick,
-never one per event.
+The window's :class:`~tdescope.app.session.live.LiveSession` hands every event to
+:meth:`EventPump.put` on the producer's thread (the window's own messages are put
+directly); a QTimer on the GUI thread drains the queue at ~15 Hz and hands each
+batch to the subscribers of each event type, so a storm of captures costs one model
+update and one repaint per tick, never one per event.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ class EventPump(QObject):
         super().__init__(parent)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._subscribers: dict[type, list[Callable[[list], None]]] = defaultdict(list)
-        self._taps: list[Callable[[object], None]] = []
         self._budget = budget_ms / 1000.0
         self._timer = QTimer(self)
         self._timer.setInterval(interval_ms)
@@ -43,22 +43,7 @@ class EventPump(QObject):
 
     def put(self, event: object) -> None:
         """Queue ``event``; safe from any thread."""
-        for tap in self._taps:
-            tap(event)
         self._queue.put(event)
-
-    def add_tap(self, tap: Callable[[object], None]) -> None:
-        """Also hand every event to ``tap(event)`` as it is put, on the producer's thread.
-
-        For consumers that must see each event at once and off the GUI thread (the
-        session recorder); ``tap`` must be quick and thread-safe.
-        """
-        self._taps.append(tap)
-
-    def remove_tap(self, tap: Callable[[object], None]) -> None:
-        """Undo :meth:`add_tap`."""
-        if tap in self._taps:
-            self._taps.remove(tap)
 
     def subscribe(self, kind: type, handler: Callable[[list], None]) -> None:
         """Call ``handler(batch)`` on the GUI thread with the queued events of type ``kind``."""

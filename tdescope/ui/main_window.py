@@ -19,6 +19,7 @@ from tdescope.app.probe.entropy import chunk_entropy, diff_mask
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
 from tdescope.app.experiment import Experiment
+from tdescope.app.session.live import LiveSession
 from tdescope.ui.captures_dock import CapturesDock
 from tdescope.ui.engine_docks import attach_engine_docks
 from tdescope.ui.engine_panel import EngineDock
@@ -63,7 +64,9 @@ class MainWindow(QMainWindow):
         self.resize(max(1280, int(screen.width() * 0.95)) if screen else 1500,
                     max(800, int(screen.height() * 0.95)) if screen else 900)
 
+        self.live = LiveSession()  # producers publish here; the recorder and the pump take it from here
         self.pump = EventPump(parent=self)
+        self.live.subscribe(self._to_pump)
         self.page_view = PageView()
         self.setCentralWidget(self.page_view)
         self.engine_dock = EngineDock(self)
@@ -148,6 +151,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(ev.error or "", 10000)
             return
         self.session = ev.session
+        self.sessions.set_inventory(ev.inventory)
         pid = self.session.server_pid()
         self.engine_dock.show_inventory(self.engine.label, ev.inventory, pid)
         for dock in self.engine_docks:
@@ -197,13 +201,16 @@ class MainWindow(QMainWindow):
         self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
                                **stop_budget(getattr(self.session, "own_target", False)))
-        self.experiment = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self._sink)
+        self.experiment = Experiment(self.session, workload, params, recipe, limits, self.engine.name,
+                                     self.live.publish)
+        label = self.live.run_started(workload.name)
         self.experiment.start()
-        self._watch_done(self.experiment)
+        self._watch_done(self.experiment, label)
 
-    def _watch_done(self, exp: Experiment) -> None:
+    def _watch_done(self, exp: Experiment, label: str) -> None:
         def wait() -> None:
             exp.wait()
+            self.live.run_ended(label)
             self.pump.put(_Done())
 
         threading.Thread(target=wait, name="experiment-watch", daemon=True).start()
@@ -215,11 +222,13 @@ class MainWindow(QMainWindow):
         self._set_armed(False)
 
     def feed(self, event) -> None:
-        """Show ``event`` as if a producer emitted it (replay of a recorded session)."""
-        self._sink(event)
+        """Publish ``event`` as a producer would; the replay player feeds recorded events here
+        (a window in replay opens no recording)."""
+        self.live.publish(event)
 
-    def _sink(self, event) -> None:
-        # Runs on worker threads: summarise captures here, not on the GUI thread.
+    def _to_pump(self, event) -> None:
+        # The pump's subscription to the live session, on producer threads:
+        # summarise captures here, not on the GUI thread.
         if isinstance(event, PageCapture):
             record, _ = describe_capture(event, self.decoder, full=False)
             self.pump.put(_Captured(event, record))

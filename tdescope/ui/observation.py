@@ -107,7 +107,7 @@ class ObservationWiring(QObject):
             source = None
         self.hotspots_dock.disasm.pid = session.server_pid()
         self.observation = Observation(
-            session.server_pid(), self.window.pump.put, wait_source=source,
+            session.server_pid(), self.window.live.publish, wait_source=source,
             hotspots=self.hotspots_action.isChecked(), waits=self.waits_action.isChecked(),
         ).start()
 

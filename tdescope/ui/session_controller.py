@@ -1,7 +1,7 @@
 """Sessions in the window: autosave recording, File menu, replay, notes and report export.
 
 :func:`attach_sessions` is all ``MainWindow`` calls. A live window records
-every event that passes through its event pump to an autosave file under the
+every event published to its :class:`~tdescope.app.session.live.LiveSession` to an autosave file under the
 user's data folder (``$XDG_DATA_HOME/tdescope/sessions``, created on the first
 event). A window opened on a .tds file is in replay mode: no database, no
 process; a :class:`~tdescope.ui.replay_bar.ReplayPlayer` feeds the recorded
@@ -11,7 +11,6 @@ events to the same docks, under a REPLAY banner and window title.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMenu, QMessageBox
 
 from tdescope.app.engines.api import DecodedPage, Inventory
 from tdescope.app.errors import UserError
-from tdescope.app.events import Event, PageCapture
 from tdescope.app.session.notes import NoteStore, NoteTarget
 from tdescope.app.session.file import SessionReader, SessionRecorder, copy_session
 from tdescope.app.session.meta import SessionMeta
@@ -94,13 +92,11 @@ class SessionController(QObject):
         super().__init__(window)
         self.window = window
         self.mode = "live"  # live | replay | idle
-        self.recorder: SessionRecorder | None = None
         self.reader: SessionReader | None = None
         self.player: ReplayPlayer | None = None
         self._inventory: Inventory | None = None
         self._passphrase: str | None = None  # of the replayed file, in memory only
         self._record_passphrase: str | None = None  # encrypts this window's recordings, in memory only
-        self._lock = threading.Lock()
         self.notes_dock = NotesDock(self._note_targets, self._ensure_store, window)
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.notes_dock)
         self.replay_bar = ReplayBar(window)
@@ -108,11 +104,12 @@ class SessionController(QObject):
         self.replay_bar.hide()
         self.notes_dock.notesChanged.connect(self._on_notes)
         self.notes_dock.noteActivated.connect(self._on_note_activated)
-        self.recordingStarted.connect(self._on_recording_started)
+        # queued even from the GUI thread: the hub attaches the recorder once _start_recording returns
+        self.recordingStarted.connect(self._on_recording_started, Qt.ConnectionType.QueuedConnection)
         window.pump.subscribe(ReportReady, self._on_report_ready)
         window.pump.subscribe(_RecordingFailed, lambda b: window.statusBar().showMessage(
             f"Not recording this session: {b[-1].message}", 15000))
-        window.pump.add_tap(self._tap)
+        window.live.record_on_demand(self._start_recording)
         window.setAcceptDrops(True)
         window.installEventFilter(self)
         self._build_menus()
@@ -176,24 +173,17 @@ class SessionController(QObject):
         paths = [path] + [p for p in self.recent() if p != path]
         self.window.settings.setValue(_RECENT_KEY, paths[:10])
 
-    # -- live recording (the tap runs on producer threads) ------------------------------
-    def _tap(self, event) -> None:
-        if self.mode != "live":
-            return
-        if isinstance(event, Event):
-            recordable = event
-        elif isinstance(getattr(event, "capture", None), PageCapture):
-            recordable = event.capture  # the window wraps captures with their summary
-        else:
-            inventory = getattr(event, "inventory", None)
-            if isinstance(inventory, Inventory):
-                self._inventory = inventory
-                if self.recorder is not None:
-                    self.recorder.update_meta(self._meta())
-            return
-        recorder = self.recorder or self._start_recording()
-        if recorder is not None:
-            recorder.record(recordable)
+    # -- live recording (the autosave opens on a producer thread, on the first event) ------
+    @property
+    def recorder(self) -> SessionRecorder | None:
+        """The autosave this live window records into, if it has begun."""
+        return self.window.live.recorder
+
+    def set_inventory(self, inventory: Inventory) -> None:
+        """The engine session's inventory (once connected): stored in the recording's metadata."""
+        self._inventory = inventory
+        if self.recorder is not None:
+            self.recorder.update_meta(self._meta())
 
     def _meta(self) -> SessionMeta:
         engine = self.window.engine
@@ -203,24 +193,25 @@ class SessionController(QObject):
         return SessionMeta.collect(engine.name, engine.label, inventory=rows, params=params)
 
     def _start_recording(self) -> SessionRecorder | None:
-        with self._lock:
-            if self.recorder is None and self.mode == "live":
-                folder = autosave_dir()
-                stamp = time.strftime("%Y%m%d-%H%M%S")
-                path = folder / f"{stamp}-{self.window.engine.name}.tds"
-                n = 1
-                while path.exists():
-                    n += 1
-                    path = folder / f"{stamp}-{self.window.engine.name}-{n}.tds"
-                try:
-                    self.recorder = SessionRecorder(path, self._meta(), passphrase=self._record_passphrase)
-                except UserError as exc:
-                    self.mode = "idle"  # cannot record here: say so once, keep working
-                    self.window.pump.put(_RecordingFailed(str(exc)))
-                    return None
-                self.recordingStarted.emit(str(path))
-                _prune(folder)
-            return self.recorder
+        # called by the LiveSession, one thread at a time, when an event finds no recorder
+        if self.mode != "live":
+            return None
+        folder = autosave_dir()
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = folder / f"{stamp}-{self.window.engine.name}.tds"
+        n = 1
+        while path.exists():
+            n += 1
+            path = folder / f"{stamp}-{self.window.engine.name}-{n}.tds"
+        try:
+            recorder = SessionRecorder(path, self._meta(), passphrase=self._record_passphrase)
+        except UserError as exc:
+            self.mode = "idle"  # cannot record here: say so once, keep working
+            self.window.pump.put(_RecordingFailed(str(exc)))
+            return None
+        self.recordingStarted.emit(str(path))
+        _prune(folder)
+        return recorder
 
     def _on_recording_started(self, path: str) -> None:
         self._remember(path)
@@ -233,7 +224,7 @@ class SessionController(QObject):
         if self.mode == "replay" and self.reader is not None:
             return NoteStore(self.reader.path, self._passphrase)
         if self.mode == "live":
-            recorder = self.recorder or self._start_recording()
+            recorder = self.window.live.ensure_recorder()
             return NoteStore(recorder.path, self._record_passphrase) if recorder is not None else None
         return None
 
@@ -296,8 +287,7 @@ class SessionController(QObject):
     # -- File menu actions ------------------------------------------------------------
     def new(self) -> None:
         """Start afresh: close the recording or the replayed file and clear every view."""
-        with self._lock:
-            recorder, self.recorder = self.recorder, None
+        recorder = self.window.live.detach()
         if recorder is not None:
             recorder.close()
         was_replay = self.mode == "replay"
@@ -472,8 +462,7 @@ class SessionController(QObject):
     def shutdown(self) -> None:
         """Commit and close the recording and the replayed file. Safe to call twice."""
         self.mode = "idle"
-        with self._lock:
-            recorder, self.recorder = self.recorder, None
+        recorder = self.window.live.detach()
         if recorder is not None:
             recorder.close()
         self._close_file()
