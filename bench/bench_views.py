@@ -163,7 +163,7 @@ def run(quick: bool) -> dict:
         out[f"views_refresh_{tab}_cpu_max_ms"] = round(cpu[-1], 2)
     out["views_load_avg_1m"] = os.getloadavg()[0]
     out["views_windows_in_history"] = len(run_.windows)
-    out["views_wait_samples_in_history"] = run_.wait_samples
+    out["views_wait_samples_in_history"] = run_.waits.samples
     out["views_symbols_in_run"] = len(run_.profile().total_counts)
     win.close()
     return out

@@ -190,10 +190,10 @@ def test_observed_run_ranges_and_wait_top():
                         "on CPU" if i < 10 else "pread64") for i in range(20)]
     waits.append(WaitSample(100.5, 1, 1, "os", "Idle", "epoll_wait"))
     run.add_waits(waits)
-    top = run.wait_top(5, exclude=("Idle",))
+    top = run.waits.top(5, exclude=("Idle",))
     assert [(r.wait_class, r.samples) for r in top] == [("CPU", 10), ("File I/O", 10)]
     assert top[0].pct == pytest.approx(50.0)
-    ranged = run.wait_top(5, 101.0, 102.0)
+    ranged = run.waits.top(5, 101.0, 102.0)
     assert [(r.wait_class, r.samples) for r in ranged] == [("File I/O", 10)]
-    assert run.series["CPU"][:2] == [5, 5] and sum(run.series["File I/O"]) == 10
+    assert run.waits.series["CPU"][:2] == [5, 5] and sum(run.waits.series["File I/O"]) == 10
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import compile_client
 from tdescope.app.waits.syscalls import _BUILTIN, SYSCALLS
 from tdescope.app.events import WaitSample
-from tdescope.app.waits.os_sampler import OsWaitSampler, WaitProfile, classify, syscall_name
+from tdescope.app.waits.os_sampler import OsWaitSampler, classify, syscall_name
 
 UNISTD = "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"
 
@@ -176,22 +176,3 @@ def test_sampler_cost_at_20hz():
     assert 35 <= sampler.ticks <= 45
     assert len({s.tid for s in out}) == 4
     assert pct < 10
-
-
-def test_wait_profile_top_and_series():
-    def ws(ts, cls, ev, tid=1):
-        return WaitSample(ts=ts, pid=1, tid=tid, source="os", wait_class=cls, event=ev)
-
-    samples = [ws(100.0, "CPU", "on CPU"), ws(100.1, "File I/O", "pread64"),
-               ws(100.2, "File I/O", "pread64"), ws(100.3, "Idle", "epoll_wait"),
-               ws(100.6, "File I/O", "pread64", tid=2)]
-    prof = WaitProfile(samples)
-    assert prof.by_class() == {"CPU": 1, "File I/O": 3, "Idle": 1}
-    top = prof.top(2)
-    assert (top[0].wait_class, top[0].event, top[0].samples, top[0].pct) == (
-        "File I/O", "pread64", 3, 60.0)
-    assert prof.top(5, exclude=["Idle", "CPU"])[0].pct == 100.0
-    series = prof.series(0.25)
-    assert series.starts == (100.0, 100.25, 100.5)
-    assert series.counts == {"CPU": (1, 0, 0), "File I/O": (2, 0, 1), "Idle": (0, 1, 0)}
-    assert WaitProfile([]).series().starts == ()

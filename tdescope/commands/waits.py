@@ -19,14 +19,14 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from tdescope.app.events import WaitSample
-    from tdescope.app.observe.observed import ObservedRun
+    from tdescope.app.waits.counter import WaitCounter
 
     events, problems, _ = observe(args, hotspots=False, waits=True)
-    run_ = ObservedRun()
-    run_.add_waits(e for e in events if isinstance(e, WaitSample))
-    if run_.wait_samples == 0:
+    waits = WaitCounter()
+    waits.add(e for e in events if isinstance(e, WaitSample))
+    if waits.samples == 0:
         raise UserError(problems[0] if problems else f"no wait samples in {args.seconds:g} s")
-    rows = run_.wait_top(args.limit, exclude=() if args.idle else ("Idle",))
+    rows = waits.top(args.limit, exclude=() if args.idle else ("Idle",))
     for r in rows:
         record = {"class": r.wait_class, "event": r.event, "samples": r.samples, "pct": round(r.pct, 2),
                   "source": r.source}
@@ -38,5 +38,5 @@ def run(args) -> int:
         print(f"tdescope: note: {p}", file=sys.stderr)
     if not args.json:
         shown = "" if args.idle else " (Idle left out; --idle keeps it)"
-        print(f"{run_.wait_samples} samples{shown}", file=sys.stderr)
+        print(f"{waits.samples} samples{shown}", file=sys.stderr)
     return 0

@@ -124,7 +124,7 @@ class TimelineDock(QDockWidget):
         lanes = {
             "sides": (len(run.spans), run.spans[-1].end if run.spans else 0),
             "windows": len(run.windows),
-            "density": run.wait_samples,
+            "density": run.waits.samples,
             "marks": (len(run.capture_ts), len(run.markers)),
         }
         seen = self._seen if isinstance(self._seen, dict) and not force else {}
@@ -181,7 +181,7 @@ class TimelineDock(QDockWidget):
         )
 
     def _draw_density(self) -> None:
-        series = self.run.series
+        series = self.run.waits.series
         n = max((len(v) for v in series.values()), default=0)
         if n == 0:
             return

@@ -16,7 +16,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QHeaderView, QLabel, QSplitter, QTableView, QVBoxLayout, QWidget
 
-from tdescope.app.observe.observed import ObservedRun, WaitTopRow
+from tdescope.app.observe.observed import ObservedRun
+from tdescope.app.waits.counter import WaitTopRow
 from tdescope.app.waits.os_sampler import WAIT_CLASSES
 from tdescope.ui.table_model import RowTableModel
 
@@ -193,7 +194,7 @@ class WaitsDock(QDockWidget):
 
     def refresh(self, force: bool = False) -> None:
         """Redraw when new samples arrived (or ``force``)."""
-        n = self.run.wait_samples
+        n = self.run.waits.samples
         if n == self._seen and not force:
             return
         now = time.monotonic()
@@ -201,13 +202,14 @@ class WaitsDock(QDockWidget):
             return  # the chart moves one bucket at a time: redrawing faster only costs the GUI thread
         self._seen, self._drawn_at = n, now
         order = [c for c in WAIT_CLASSES if c != "Idle" or self.show_idle.isChecked()]
-        self.chart.set_series(self.run.series, order)
-        if self.run.engine_series:
+        self.chart.set_series(self.run.waits.series, order)
+        engine = self.run.waits.engine_series
+        if engine:
             self.engine_chart.show()
-            self.engine_chart.set_series(self.run.engine_series, sorted(self.run.engine_series))
+            self.engine_chart.set_series(engine, sorted(engine))
         exclude = () if self.show_idle.isChecked() else ("Idle",)
         rng = self.range or (None, None)
-        rows = self.run.wait_top(15, *rng, exclude=exclude)
+        rows = self.run.waits.top(15, *rng, exclude=exclude)
         self.model.set_rows(rows)
         busy = sum(r.samples for r in rows if r.source == "os")
         scope = "selected range" if self.range else "whole run"

@@ -3,9 +3,11 @@
 :class:`ObservedRun` takes batches of events as they arrive (hotspot windows,
 leaf offsets, wait samples, workload progress, capture times) and answers the
 views' questions cheaply: the profile of the last window, of the whole run or
-of a time range; the encrypted and plain profiles; the wait top-N and the
-per-class series. Whole-run answers come from running totals, so a refresh
-costs the size of the answer, not the length of the run.
+of a time range; the encrypted and plain profiles. Its
+:attr:`~ObservedRun.waits` (a :class:`~tdescope.app.waits.counter.WaitCounter`
+whose buckets start at the run's first event) counts the wait samples.
+Whole-run answers come from running totals, so a refresh costs the size of
+the answer, not the length of the run.
 """
 
 from __future__ import annotations
@@ -13,26 +15,14 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from tdescope.app.events import HotspotWindow, Marker, WaitSample, WorkloadProgress
 from tdescope.app.hotspots.profile import Profile
 from tdescope.app.observe.sampling import HotspotLeaves
-from tdescope.app.waits.os_sampler import WAIT_CLASSES
+from tdescope.app.waits.counter import WaitCounter
 from tdescope.app.observe.timeline import SideSpan, SpanCutter, side_of
 
-__all__ = ["ObservedRun", "WaitTopRow"]
-
-
-@dataclass(frozen=True, slots=True)
-class WaitTopRow:
-    """One row of the wait top-N: ``source`` is ``"os"`` or the engine's name."""
-
-    source: str
-    wait_class: str
-    event: str
-    samples: int
-    pct: float
+__all__ = ["ObservedRun"]
 
 
 class ObservedRun:
@@ -42,6 +32,11 @@ class ObservedRun:
     ----------
     bucket_s : float
         Width of the wait series buckets.
+
+    Attributes
+    ----------
+    waits : WaitCounter
+        The wait samples: top-N, per-class series from :attr:`t0`, sample count.
     """
 
     def __init__(self, bucket_s: float = 0.25) -> None:
@@ -63,18 +58,13 @@ class ObservedRun:
         self._ends: list[float] = []
         self.capture_ts: list[float] = []
         self.markers: list[Marker] = []
-        # waits: parallel lists in arrival order (time order per sampler)
-        self._wait_ts: list[float] = []
-        self._wait_key: list[tuple[str, str, str]] = []
-        self._wait_counts: Counter[tuple[str, str, str]] = Counter()
-        self.series: dict[str, list[int]] = {c: [] for c in WAIT_CLASSES}
-        self.engine_series: dict[str, list[int]] = {}
+        self.waits = WaitCounter(bucket_s)
 
     def _seen(self, ts: float) -> None:
         # The first event fixes the origin of the axis; a late one from before
         # it (a window ending after a progress event) keeps that origin.
         if self.t0 is None:
-            self.t0 = ts
+            self.t0 = self.waits.origin = ts
 
     # -- adding ------------------------------------------------------------------
     def add_windows(self, batch: Iterable[HotspotWindow]) -> None:
@@ -98,27 +88,11 @@ class ObservedRun:
                 self._heat.setdefault(sym, Counter()).update(offs)
 
     def add_waits(self, batch: Iterable[WaitSample]) -> None:
-        """Count wait samples into the top-N totals and the per-class series."""
-        for s in batch:
-            self._seen(s.ts)
-            key = (s.source, s.wait_class, s.event)
-            if self._wait_ts and s.ts < self._wait_ts[-1]:
-                # Two samplers interleave: keep the list sorted for range lookups.
-                i = bisect.bisect_right(self._wait_ts, s.ts)
-                self._wait_ts.insert(i, s.ts)
-                self._wait_key.insert(i, key)
-            else:
-                self._wait_ts.append(s.ts)
-                self._wait_key.append(key)
-            self._wait_counts[key] += 1
-            i = int((s.ts - self.t0) // self.bucket_s) if self.t0 is not None else 0
-            if i < 0:
-                continue
-            series = self.series if s.source == "os" else self.engine_series
-            row = series.setdefault(s.wait_class, [])
-            if len(row) <= i:
-                row.extend([0] * (i + 1 - len(row)))
-            row[i] += 1
+        """Count wait samples into :attr:`waits`."""
+        batch = list(batch)
+        if batch:
+            self._seen(batch[0].ts)
+        self.waits.add(batch)
 
     def add_progress(self, batch: Iterable[WorkloadProgress]) -> None:
         """Record workload progress and recompute the side spans."""
@@ -224,30 +198,3 @@ class ObservedRun:
             if (start is None or lv.ts >= start) and (end is None or lv.ts <= end + 2.0):
                 out.update(lv.offsets.get(symbol, {}))
         return out
-
-    # -- waits -----------------------------------------------------------------------
-    def wait_top(self, n: int = 15, start: float | None = None, end: float | None = None,
-                 exclude: Iterable[str] = ()) -> list[WaitTopRow]:
-        """The ``n`` most sampled (source, class, event); pct within each source."""
-        if start is None and end is None:
-            counts = self._wait_counts
-        else:
-            lo = 0 if start is None else bisect.bisect_left(self._wait_ts, start)
-            hi = len(self._wait_ts) if end is None else bisect.bisect_right(self._wait_ts, end)
-            counts = Counter(self._wait_key[lo:hi])
-        skip = set(exclude)
-        per_source: Counter[str] = Counter()
-        for (src, cls, _), k in counts.items():
-            if cls not in skip:
-                per_source[src] += k
-        rows = [
-            WaitTopRow(src, cls, ev, k, 100.0 * k / (per_source[src] or 1))
-            for (src, cls, ev), k in counts.items() if cls not in skip
-        ]
-        rows.sort(key=lambda r: (-r.samples, r.source, r.wait_class, r.event))
-        return rows[:n]
-
-    @property
-    def wait_samples(self) -> int:
-        """Number of wait samples seen (OS and engine)."""
-        return len(self._wait_ts)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -29,6 +29,7 @@ from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, Page
 from tdescope.app.session.notes import Note
 from tdescope.app.report.plots import TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
 from tdescope.app.session.file import SessionReader
+from tdescope.app.waits.counter import WaitCounter
 
 __all__ = ["Plot", "ResultTable", "CaptureSection", "Report", "build_report", "render_html", "MASK"]
 
@@ -154,15 +155,15 @@ def _results(reader: SessionReader, detailed: int = 6) -> tuple[ResultTable, ...
 def _wait_plot(reader: SessionReader, t0: float, t1: float) -> Plot:
     span = max(t1 - t0, 1.0)
     bucket = max(span / 120, 0.25)
-    rows = reader.wait_class_counts(t0, bucket)
     n = int(span / bucket) + 1
-    series: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)
-    for b, cls, count in rows:
-        if 0 <= b < n:
-            series[cls or "Other"][b] += count
+    waits = WaitCounter(bucket, origin=t0)
+    waits.add_rows(reader.wait_rows())
+    series = {c: [float(k) for k in v] for c, v in waits.class_series(n).items()}
     order = ["CPU", "File I/O", "Sync", "Memory operation", "Lock", "Network", "Other", "Idle"]
     ordered = {c: series[c] for c in order if c in series}
-    ordered.update({c: v for c, v in series.items() if c not in ordered})
+    # the engine's own classes after, by first bucket they show in
+    ordered.update({c: series[c] for c in sorted(set(series) - set(ordered),
+                                                 key=lambda c: (next(i for i, k in enumerate(series[c]) if k), c))})
     svg = stacked_bars([t0 + i * bucket for i in range(n)] if series else [], ordered, t0, unit="thread samples")
     return Plot("waits", "Waits over time", svg, f"Thread samples per {bucket:.1f} s bucket, by wait class.")
 

@@ -316,15 +316,12 @@ class SessionReader:
         except DB_DATABASE_ERRORS as exc:
             raise damaged(self.path, exc) from None
 
-    def wait_class_counts(self, start: float, bucket_s: float) -> list[tuple[int, str, int]]:
-        """``(bucket index, wait class, samples)`` of the WaitSample events, counted inside SQLite.
-
-        A one-hour session holds ~300k wait samples; decoding each in Python
-        would take seconds, json_extract in SQLite takes a fraction of that.
-        """
-        return self._query(
-            "SELECT CAST((ts - ?) / ? AS INTEGER), json_extract(payload, '$.wait_class'), COUNT(*) FROM events "
-            "WHERE kind = 'WaitSample' AND typeof(payload) = 'text' GROUP BY 1, 2", (start, bucket_s))
+    def wait_rows(self) -> list[tuple[float, str, str, str]]:
+        """``(ts, source, wait_class, event)`` of the WaitSample events in time order (one JSON parse each)."""
+        keys: dict[str, tuple[str, str, str]] = {}  # few distinct (source, class, event): each parsed once
+        rows = self._query("SELECT ts, json_extract(payload, '$.source', '$.wait_class', '$.event') FROM events "
+                           "WHERE kind = 'WaitSample' AND typeof(payload) = 'text' ORDER BY ts")
+        return [(ts, *(keys.get(k) or keys.setdefault(k, tuple(json.loads(k))))) for ts, k in rows]
 
     # -- events -------------------------------------------------------------------
     def events(

@@ -34,9 +34,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from tdescope.app.waits.syscalls import syscall_name
 from tdescope.app.events import WaitSample
@@ -45,9 +43,6 @@ __all__ = [
     "WAIT_CLASSES",
     "classify",
     "OsWaitSampler",
-    "WaitRow",
-    "WaitSeries",
-    "WaitProfile",
     "syscall_name",
 ]
 
@@ -304,65 +299,3 @@ class OsWaitSampler:
             for th in self._threads.values():
                 th.close()
             self._threads.clear()
-
-
-@dataclass(frozen=True, slots=True)
-class WaitRow:
-    """One row of a wait table: ``samples`` of ``event`` in ``wait_class``."""
-
-    wait_class: str
-    event: str
-    samples: int
-    pct: float
-
-
-@dataclass(frozen=True, slots=True)
-class WaitSeries:
-    """Per-class sample counts in fixed time buckets, for a stacked area chart.
-
-    ``starts[i]`` is the epoch start of bucket ``i``; ``counts[cls][i]`` the
-    samples of class ``cls`` in it.
-    """
-
-    bucket_s: float
-    starts: tuple[float, ...]
-    counts: dict[str, tuple[int, ...]]
-
-
-class WaitProfile:
-    """Aggregates of WaitSamples: top-N events and per-class time series."""
-
-    def __init__(self, samples: Iterable[WaitSample]) -> None:
-        self.samples = list(samples)
-
-    def by_class(self) -> dict[str, int]:
-        """Samples per wait class."""
-        return dict(Counter(s.wait_class for s in self.samples))
-
-    def top(self, n: int = 10, exclude: Iterable[str] = ()) -> list[WaitRow]:
-        """The ``n`` most sampled (class, event) pairs; pct of all samples kept.
-
-        ``exclude`` drops classes (e.g. ``["Idle"]``) before ranking and
-        before computing percentages.
-        """
-        skip = set(exclude)
-        kept = [s for s in self.samples if s.wait_class not in skip]
-        total = len(kept) or 1
-        counts = Counter((s.wait_class, s.event) for s in kept)
-        rows = [WaitRow(c, e, k, 100.0 * k / total) for (c, e), k in counts.items()]
-        rows.sort(key=lambda r: (-r.samples, r.wait_class, r.event))
-        return rows[:n]
-
-    def series(self, bucket_s: float = 0.25, start: float | None = None) -> WaitSeries:
-        """Bucketed counts per class from ``start`` (default: first sample)."""
-        if not self.samples:
-            return WaitSeries(bucket_s, (), {})
-        t0 = min(s.ts for s in self.samples) if start is None else start
-        n = int((max(s.ts for s in self.samples) - t0) // bucket_s) + 1
-        counts = {cls: [0] * n for cls in WAIT_CLASSES}
-        for s in self.samples:
-            i = int((s.ts - t0) // bucket_s)
-            if 0 <= i < n:
-                counts.setdefault(s.wait_class, [0] * n)[i] += 1
-        starts = tuple(t0 + i * bucket_s for i in range(n))
-        return WaitSeries(bucket_s, starts, {c: tuple(v) for c, v in counts.items() if any(v)})
