@@ -139,3 +139,34 @@ def test_report_shows_plaintext_only_when_asked(tmp_path, engine_name, recipe, i
             assert not shown, f"{len(shown)} plaintext windows of {recipe.key} in a masked report, e.g. {shown[0]}"
             leaked = [t for t in texts if t in page]
             assert not leaked, f"plaintext text of {recipe.key} in a masked report: {leaked[:3]}"
+
+
+@pytest.mark.parametrize("engine_name, recipe", CASES)
+def test_recipe_says_which_side_is_plaintext(engine_name, recipe):
+    from tdescope.app.events import Direction
+
+    assert Direction(recipe.direction)  # every direction in use is a documented Direction
+    before_kind, after_kind = SHAPES[recipe.key]
+    cap = PageCapture(0.0, 1, "f", recipe.direction, 1, b"in", b"out" if recipe.after else b"",
+                      plaintext_side=recipe.side.value)
+    for side, kind in (("before", before_kind), ("after", after_kind)):
+        if kind:  # "" copies no bytes: nothing to mask
+            assert cap.holds_plaintext(side) == (kind == "plain"), side
+
+
+@pytest.mark.parametrize("direction, side, before, after, plaintext, ciphertext", [
+    ("decrypt", "", b"C", b"P", b"P", b"C"),  # files without plaintext_side: the default rule
+    ("decrypt", "", b"P", b"", b"P", b""),  # entry-only
+    ("encrypt", "", b"P", b"C", b"P", b"C"),
+    ("read", "", b"old", b"P", b"P", b""),
+    ("copy", "", b"P", b"P", b"P", b""),
+    ("decrypt", "after", b"C", b"", b"", b"C"),  # did not return inside the window: still ciphertext
+    ("decrypt", "before", b"P", b"", b"P", b""),
+    ("decrypt", "both", b"P", b"", b"P", b""),
+])
+def test_plaintext_and_ciphertext_one_rule(direction, side, before, after, plaintext, ciphertext):
+    cap = PageCapture(0.0, 1, "f", direction, 1, before, after, plaintext_side=side)
+    assert (cap.plaintext, cap.ciphertext) == (plaintext, ciphertext)
+    withheld = cap.without_plaintext()
+    assert plaintext not in (withheld.before, withheld.after) or not plaintext
+    assert withheld.ciphertext == ciphertext and withheld.side == cap.side
