@@ -29,6 +29,7 @@ from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, Page
 from tdescope.app.session.notes import Note
 from tdescope.app.report.plots import TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
 from tdescope.app.session.file import SessionReader
+from tdescope.app.session.meta import PLAINTEXT_WITHHELD
 
 __all__ = ["Plot", "ResultTable", "CaptureSection", "Report", "build_report", "render_html", "MASK"]
 
@@ -111,6 +112,7 @@ class Report:
     counts: dict
     include_plaintext: bool
     problems: tuple[str, ...] = field(default_factory=tuple)
+    plaintext_note: str = ""  # why the file holds no decrypted bytes, when it holds none by policy
 
 
 def _clock(ts: float | None) -> str:
@@ -340,6 +342,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
         recorded=_clock(t0), duration_s=summary.duration_s, generated=_clock(time.time()),
         results=_results(reader), plots=tuple(plots), captures=tuple(captures), notes=tuple(notes),
         environment=tuple(env), counts=summary.counts, include_plaintext=include_plaintext, problems=problems[:20],
+        plaintext_note=PLAINTEXT_WITHHELD if meta.plaintext_withheld else "",
     )
 
 
