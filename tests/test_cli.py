@@ -47,13 +47,13 @@ def test_capture_on_a_pid_of_someone_elses_sqlcipher_app(sqlcipher_app, tmp_path
         for key in ("pgno", "symbol", "direction", "size", "before_entropy", "after_entropy", "page_type", "cells",
                     "before_sha256", "after_sha256"):
             assert key in r
-        assert r["direction"] == "decrypt" and r["before_entropy"] > 7.5
+        assert r["direction"] == "decrypt" and r["plaintext_side"] == "after" and r["before_entropy"] > 7.5
     assert any(r["page_type"] == "table leaf" and r["cells"] > 0 for r in records)
     files = sorted(p.name for p in dump.iterdir())
-    assert files[:2] == ["0001-after.bin", "0001-before.bin"] and len(files) == 16
+    assert files[:2] == ["0001-after-plaintext.bin", "0001-before-ciphertext.bin"] and len(files) == 16
     leaf = next(r for r in records if r["page_type"] == "table leaf" and r["pgno"] > 1)  # page 1: the schema
-    assert b"tdescope-marker-row" in (dump / f"{leaf['seq']:04d}-after.bin").read_bytes()
-    assert b"tdescope-marker-row" not in (dump / f"{leaf['seq']:04d}-before.bin").read_bytes()
+    assert b"tdescope-marker-row" in (dump / f"{leaf['seq']:04d}-after-plaintext.bin").read_bytes()
+    assert b"tdescope-marker-row" not in (dump / f"{leaf['seq']:04d}-before-ciphertext.bin").read_bytes()
     # the application finishes its own work correctly, untraced
     assert tracer_pid(app.pid) == 0 and proc_state(app.pid) in "RS"
     app.stop()

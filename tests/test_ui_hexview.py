@@ -298,3 +298,20 @@ def test_hover_emits_offset_and_tooltip_names_it(qtbot, hexview):
     assert sig.args == [1]
     tip = hexview.describe_offset(1)
     assert "offset 1 (0x1)" in tip and "0x41 = 65 'A'" in tip and "differs" in tip and "page header" in tip
+
+
+def test_entry_only_capture_labels_its_one_buffer_plaintext(qtbot):
+    from tdescope.app.events import PageCapture
+    from tdescope.app.probe.capture_record import side_label
+
+    view = PageView()
+    qtbot.addWidget(view)
+    _before, after, page = make_page()
+    cap = PageCapture(0.0, 1, "kcbchk_ctx", "decrypt", 907, after, b"")  # entry-only: the decrypted block
+    roles = (side_label(cap, "before"), side_label(cap, "after"))
+    assert roles == ("plaintext", "not captured")
+    view.show_capture(cap.before, cap.after, None, page, "p", [1.0], [], None, roles=roles)
+    assert "Before (plaintext)" in view._before_caption.text()
+    assert "After (not captured)" in view._after_caption.text()
+    assert [view.model.index(r, 0).data() for r in range(view.model.rowCount())] == ["Before (plaintext)"]
+    assert "ciphertext" not in view._header.text()

@@ -9,9 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from enum import Enum
 
 __all__ = [
     "Event",
+    "Direction",
+    "PlaintextSide",
+    "default_plaintext_side",
     "PageCapture",
     "WorkloadProgress",
     "WorkloadResult",
@@ -33,9 +37,58 @@ class Event:
     ts: float
 
 
+class Direction(str, Enum):
+    """What the probed call does with the buffer it is given (a recipe's and a capture's ``direction``).
+
+    ``str``-valued: session files store the plain value and keep reading.
+    """
+
+    DECRYPT = "decrypt"
+    """Ciphertext in, plaintext out (``sqlcipher_page_cipher`` mode 0, ``pgp_cfb_decrypt``, ``kcbchk_ctx``)."""
+    ENCRYPT = "encrypt"
+    """Plaintext in, ciphertext out (``sqlcipher_page_cipher`` mode 1)."""
+    READ = "read"
+    """A page read from disk into a buffer (PostgreSQL ``mdread``): plaintext unless the disk is encrypted."""
+    COPY = "copy"
+    """A block copied between buffers (Oracle's 8 KB ``_intel_fast_memcpy``): the same bytes on both sides."""
+    WAIT = "wait"
+    """A wait began or ended (Oracle ``kskthbwt``/``kskthewt``); no bytes, the event# is the page number."""
+    MARKER = "marker"
+    """A hit on a code path (Oracle ``kcbz_encdec_tbsblk``); no bytes, only its time and number."""
+
+
+class PlaintextSide(str, Enum):
+    """Which buffer of a capture may hold decrypted bytes: the one rule masking and labels follow."""
+
+    BEFORE = "before"
+    """The input at entry (encrypting; or an entry-only recipe that sits after the decryption)."""
+    AFTER = "after"
+    """The output at return (decrypting)."""
+    BOTH = "both"
+    """Either side may (reads and copies: plaintext whenever the data is not encrypted at rest)."""
+
+
+def default_plaintext_side(direction: str, entry_only: bool) -> PlaintextSide:
+    """The plaintext side a recipe (or an old capture) gets when it does not say.
+
+    Decrypting: the output, or the one buffer of an entry-only recipe. Encrypting:
+    the input. Anything else (reads, copies, markers, unknown values): both, so
+    nothing that might be plaintext is ever shown as ciphertext.
+    """
+    if direction == Direction.DECRYPT:
+        return PlaintextSide.BEFORE if entry_only else PlaintextSide.AFTER
+    if direction == Direction.ENCRYPT:
+        return PlaintextSide.BEFORE
+    return PlaintextSide.BOTH
+
+
 @dataclass(frozen=True, slots=True)
 class PageCapture(Event):
     """One page caught in the act: the bytes before and after the engine's cipher call.
+
+    Which bytes are plaintext is decided by :attr:`side` alone; everything that
+    masks or shows plaintext goes through :attr:`plaintext`, :attr:`ciphertext`
+    and :meth:`holds_plaintext`.
 
     Attributes
     ----------
@@ -44,18 +97,22 @@ class PageCapture(Event):
     symbol : str
         The function the probe sat on (``sqlcipher_page_cipher``).
     direction : str
-        ``"decrypt"`` or ``"encrypt"``.
+        A :class:`Direction` value.
     pgno : int
         Page (or block) number the engine passed, ``-1`` when unknown.
     before : bytes
-        The input buffer at entry (ciphertext when decrypting).
+        The input buffer at entry.
     after : bytes
-        The output buffer at return (plaintext when decrypting); empty when the
-        function did not return inside the window.
+        The output buffer at return; empty for an entry-only recipe, when the
+        function did not return inside the window, or when the plaintext was not
+        recorded (see :attr:`SessionMeta.plaintext_withheld`).
     stop_us : float
         Time the target spent stopped for this capture (entry plus return), in µs.
     engine : str
         Engine name, so a decoder can be chosen later.
+    plaintext_side : str
+        A :class:`PlaintextSide` value from the recipe; empty in files written
+        before it existed, which then follow :func:`default_plaintext_side`.
     """
 
     seq: int
@@ -66,6 +123,43 @@ class PageCapture(Event):
     after: bytes
     stop_us: float = 0.0
     engine: str = ""
+    plaintext_side: str = ""
+
+    @property
+    def side(self) -> PlaintextSide:
+        """Which side may hold decrypted bytes."""
+        if self.plaintext_side:
+            return PlaintextSide(self.plaintext_side)
+        return default_plaintext_side(self.direction, entry_only=not self.after)
+
+    def holds_plaintext(self, side: str) -> bool:
+        """True when buffer ``side`` (``"before"`` or ``"after"``) may hold decrypted bytes."""
+        return self.side in (PlaintextSide.BOTH, PlaintextSide(side))
+
+    @property
+    def plaintext(self) -> bytes:
+        """The decrypted bytes, the ones to decode (for reads and copies: the output, else the input)."""
+        side = self.side
+        if side == PlaintextSide.BOTH:
+            return self.after or self.before
+        return self.before if side == PlaintextSide.BEFORE else self.after
+
+    @property
+    def ciphertext(self) -> bytes:
+        """The encrypted bytes; empty when no side is known to be ciphertext."""
+        side = self.side
+        if side == PlaintextSide.BOTH:
+            return b""
+        return self.after if side == PlaintextSide.BEFORE else self.before
+
+    def without_plaintext(self) -> "PageCapture":
+        """This capture with every buffer that may hold plaintext emptied (for unencrypted files)."""
+        return PageCapture(
+            self.ts, self.seq, self.symbol, self.direction, self.pgno,
+            b"" if self.holds_plaintext("before") else self.before,
+            b"" if self.holds_plaintext("after") else self.after,
+            self.stop_us, self.engine, self.side.value,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,13 +27,14 @@ def add_arguments(cap) -> None:
     cap.add_argument("--count", type=positive_int, default=10, help="page pairs to capture (default 10)")
     cap.add_argument("--timeout", type=seconds, default=30.0, help="give up after this many seconds (default 30)")
     add_stop_budget_argument(cap)
-    cap.add_argument("--dump", metavar="DIR", help="write NNNN-before.bin / NNNN-after.bin here")
+    cap.add_argument("--dump", metavar="DIR", help="write NNNN-before-ROLE.bin / NNNN-after-ROLE.bin here "
+                     "(ROLE: plaintext, ciphertext or plaintext-or-ciphertext)")
     cap.add_argument("--json", action="store_true", help="one JSON object per capture")
 
 
 def run(args) -> int:
     from tdescope.app.probe.window import CaptureLimits, stop_budget
-    from tdescope.app.probe.capture_record import describe_capture
+    from tdescope.app.probe.capture_record import describe_capture, side_label
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.events import CaptureWindowState, PageCapture, Problem
     from tdescope.app.experiment import Experiment
@@ -59,8 +60,10 @@ def run(args) -> int:
             record, _ = describe_capture(event, decoder)
             with lock:
                 if dump is not None:
-                    (dump / f"{event.seq:04d}-before.bin").write_bytes(event.before)
-                    (dump / f"{event.seq:04d}-after.bin").write_bytes(event.after)
+                    for side, data in (("before", event.before), ("after", event.after)):
+                        if data:
+                            role = side_label(event, side).replace(" ", "-")
+                            (dump / f"{event.seq:04d}-{side}-{role}.bin").write_bytes(data)
                 print(json.dumps(record.to_json()) if args.json else record.line(), flush=True)
                 written[0] += 1
         elif isinstance(event, CaptureWindowState) and event.state == "paused" and not args.json:

@@ -38,6 +38,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-hotspots", action="store_true", help="do not run perf")
     parser.add_argument("--no-waits", action="store_true", help="do not sample OS waits")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.tds", help="the session file to write")
+    parser.add_argument("--keep-plaintext", action="store_true",
+                        help="with --pid: keep decrypted page contents in the unencrypted file (by default only a "
+                             "lab's, or an --encrypt file, keeps them)")
     parser.add_argument("--encrypt", action="store_true",
                         help="encrypt the session file (SQLCipher); the passphrase is asked for, or read as one "
                              "line from stdin when it is not a terminal")
@@ -68,7 +71,7 @@ def run(args) -> int:
     from tdescope.app.experiment import Experiment
     from tdescope.app.session.file import SessionRecorder
     from tdescope.app.session.live import LiveSession
-    from tdescope.app.session.meta import SessionMeta
+    from tdescope.app.session.meta import PLAINTEXT_WITHHELD, SessionMeta, keeps_plaintext
 
     if args.captures < 0:
         raise UserError("--captures must be 0 or more")
@@ -121,7 +124,8 @@ def run(args) -> int:
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
         meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
-        recorder = SessionRecorder(args.output, meta, passphrase=passphrase)
+        recorder = SessionRecorder(args.output, meta, passphrase=passphrase,
+                                   keep_plaintext=keeps_plaintext(session) or args.keep_plaintext)
         live.attach(recorder)
         stops = _start_samplers(pid, args, live.publish, session.wait_source() if session else None, notes)
         deadline = time.monotonic() + args.seconds
@@ -161,6 +165,8 @@ def run(args) -> int:
         return 1
     if recorder.error:
         raise UserError(recorder.error)
+    if captured[0] and recorder.meta.plaintext_withheld:
+        notes.append(PLAINTEXT_WITHHELD)
     for n in notes:
         print(f"tdescope: {n}", file=sys.stderr)
     print(f"recorded {recorder.written} events ({captured[0]} captures) to {args.output}", file=sys.stderr)

@@ -13,7 +13,8 @@ from tdescope.ui.table_model import RowTableModel
 
 __all__ = ["CapturesDock", "CapturesModel"]
 
-_COLUMNS = ("Time", "#", "Page", "Direction", "Symbol", "Page type", "Cells", "Entropy before", "Entropy after", "Stop µs")
+_COLUMNS = ("Time", "#", "Page", "Direction", "Plaintext", "Symbol", "Page type", "Cells", "Entropy before",
+            "Entropy after", "Stop µs")
 
 
 class CapturesModel(RowTableModel):
@@ -33,14 +34,16 @@ class CapturesModel(RowTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return (
                 time.strftime("%H:%M:%S", time.localtime(cap.ts)) + f".{int(cap.ts * 1000) % 1000:03d}",
-                rec.seq, rec.pgno, rec.direction, rec.symbol, rec.page_type, rec.cells,
+                rec.seq, rec.pgno, rec.direction, rec.plaintext_side, rec.symbol, rec.page_type, rec.cells,
                 f"{rec.before_entropy:.2f}", f"{rec.after_entropy:.2f}", f"{rec.stop_us:.0f}",
             )[col]
         if role == Qt.ItemDataRole.UserRole:  # sort key
-            return (cap.ts, rec.seq, rec.pgno, rec.direction, rec.symbol, rec.page_type, rec.cells,
-                    rec.before_entropy, rec.after_entropy, rec.stop_us)[col]
-        if role == Qt.ItemDataRole.TextAlignmentRole and col in (1, 2, 6, 7, 8, 9):
+            return (cap.ts, rec.seq, rec.pgno, rec.direction, rec.plaintext_side, rec.symbol, rec.page_type,
+                    rec.cells, rec.before_entropy, rec.after_entropy, rec.stop_us)[col]
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (1, 2, 7, 8, 9, 10):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.ToolTipRole and col == 4:
+            return "Which buffer may hold decrypted bytes: before (input), after (output) or both"
         if role == Qt.ItemDataRole.ToolTipRole and rec.problems:
             return "\n".join(rec.problems)
         return None

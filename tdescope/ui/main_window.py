@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox
 
 from tdescope import __version__
 from tdescope.app.probe.window import CaptureLimits, stop_budget
-from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
+from tdescope.app.probe.capture_record import CaptureRecord, describe_capture, side_label
 from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inventory, ProbeRecipe
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask
 from tdescope.app.errors import UserError
@@ -310,6 +310,7 @@ class MainWindow(QMainWindow):
             chunk_entropy(capture.before, 256),
             chunk_entropy(capture.after, 256),
             np.array(diff_mask(capture.before, capture.after), dtype=bool),
+            roles=(side_label(capture, "before"), side_label(capture, "after")),
         )
 
     # -- layout ----------------------------------------------------------------

@@ -34,6 +34,7 @@ __all__ = ["PageView", "SPAN_ROLE", "fill_structure_model"]
 SPAN_ROLE = Qt.ItemDataRole.UserRole + 1
 _PLACEHOLDER = "No capture selected — run a workload with capture on"
 _HEADERS = ("Field", "Offset", "Value")
+_ROLES = ("ciphertext", "plaintext")  # a decrypting call's: input, output
 
 
 def _span_text(f: DecodedField) -> str:
@@ -66,12 +67,14 @@ def fill_structure_model(
     after: DecodedPage | None,
     before: DecodedPage | None = None,
     problem_color=None,
+    roles: tuple[str, str] = ("ciphertext", "plaintext"),
 ) -> tuple[dict[int, QStandardItem], dict[int, QStandardItem]]:
     """Rebuild ``model`` from decoded pages: columns Field, Offset, Value.
 
     The plaintext's fields sit at the top level; when the ciphertext side has
     structure or problems of its own, both sides are grouped under one row each.
-    Page-level problems become rows coloured ``problem_color``.
+    Page-level problems become rows coloured ``problem_color``. ``roles`` name
+    what the before and after buffers hold (:func:`side_label`).
 
     Returns
     -------
@@ -92,14 +95,14 @@ def fill_structure_model(
     if after is not None:
         rows = rows_for(after, "after", after_items)
         if grouped:
-            group = QStandardItem("After (plaintext)")
+            group = QStandardItem(f"After ({roles[1]})")
             for r in rows:
                 group.appendRow(r)
             top.append([group, QStandardItem(""), QStandardItem(after.page_type)])
         else:
             top.extend(rows)
     if grouped:
-        group = QStandardItem("Before (ciphertext)")
+        group = QStandardItem(f"Before ({roles[0]})")
         for r in rows_for(before, "before", before_items):
             group.appendRow(r)
         top.append([group, QStandardItem(""), QStandardItem(before.page_type)])
@@ -119,6 +122,7 @@ class PageView(QWidget):
         super().__init__(parent)
         self._after_page: DecodedPage | None = None
         self._before_page: DecodedPage | None = None
+        self._roles = _ROLES
         self._fields: dict[int, DecodedField] = {}
         self._after_items: dict[int, QStandardItem] = {}
         self._before_items: dict[int, QStandardItem] = {}
@@ -201,6 +205,7 @@ class PageView(QWidget):
         *,
         chunk: int = 256,
         zones: Iterable[Sequence] = (),
+        roles: tuple[str, str] = _ROLES,
     ) -> None:
         """Show one capture.
 
@@ -220,8 +225,13 @@ class PageView(QWidget):
             Chunk size the entropy values were computed over.
         zones : iterable of (start, end, QColor[, label])
             Faint backgrounds for regions (page header, reserve area) in both panes.
+        roles : (str, str)
+            What the before and after buffers hold, from
+            :func:`~tdescope.app.probe.capture_record.side_label` (``"plaintext"``,
+            ``"ciphertext"``, ``"plaintext or ciphertext"``, ``"not captured"``).
         """
         self._after_page, self._before_page = decoded_after, decoded_before
+        self._roles = tuple(roles)
         zones = list(zones)
         for view, strip, data, ent in (
             (self.before_view, self.before_strip, before, before_entropy),
@@ -233,14 +243,15 @@ class PageView(QWidget):
             view.set_zones(zones)
             strip.set_values(ent, chunk, len(data))
             strip.set_window(*view.visible_range())
-        self._before_caption.setText(self._caption("Before (ciphertext)", before, before_entropy))
-        self._after_caption.setText(self._caption("After (plaintext)", after, after_entropy))
+        self._before_caption.setText(self._caption(f"Before ({roles[0]})", before, before_entropy))
+        self._after_caption.setText(self._caption(f"After ({roles[1]})", after, after_entropy))
         self._header.setText(self._summary(title, before, after, before_entropy, after_entropy, diff_mask))
         self._rebuild_tree()
 
     def clear(self) -> None:
         """Show the empty state."""
         self._after_page = self._before_page = None
+        self._roles = _ROLES
         for view, strip in ((self.before_view, self.before_strip), (self.after_view, self.after_strip)):
             view.set_data(b"")
             view.set_zones([])
@@ -266,7 +277,7 @@ class PageView(QWidget):
         try:
             fg = diff_color(self.palette())
             self._after_items, self._before_items = fill_structure_model(
-                self.model, self._after_page, self._before_page, fg
+                self.model, self._after_page, self._before_page, fg, self._roles
             )
             self._fields = {}
             for page, items in ((self._after_page, self._after_items), (self._before_page, self._before_items)):
@@ -331,6 +342,8 @@ class PageView(QWidget):
             n = int(np.count_nonzero(raw))
             parts.append(f"{n:,} bytes differ")
         page = self._after_page
+        if page is None and self._roles[0] == "plaintext":  # entry-only: the one buffer is the plaintext
+            page = self._before_page
         if page is not None:
             cells = f", {page.cells} cells" if page.cells else ""
             if page.problems:
@@ -338,8 +351,11 @@ class PageView(QWidget):
                              f"{len(page.problems)} problem(s)</span>")
             else:
                 parts.append(f"<span style='color:{good}'>✓ decodes as {html.escape(page.page_type)}{cells}</span>")
-        if mb is not None and mb >= 6.8:
+        # only a side known to be ciphertext is judged on its randomness
+        cipher = {"before": mb, "after": ma}.get(
+            "before" if self._roles[0] == "ciphertext" else "after" if self._roles[1] == "ciphertext" else "")
+        if cipher is not None and cipher >= 6.8:
             parts.append(f"<span style='color:{good}'>✓ ciphertext looks random</span>")
-        elif mb is not None:
-            parts.append(f"<span style='color:{bad}'>✗ before side does not look random</span>")
+        elif cipher is not None:
+            parts.append(f"<span style='color:{bad}'>✗ ciphertext side does not look random</span>")
         return " · ".join(parts)

@@ -22,7 +22,7 @@ from tdescope.app.engines.api import DecodedPage, Inventory
 from tdescope.app.errors import UserError
 from tdescope.app.session.notes import NoteStore, NoteTarget
 from tdescope.app.session.file import SessionReader, SessionRecorder, copy_session
-from tdescope.app.session.meta import SessionMeta
+from tdescope.app.session.meta import SessionMeta, keeps_plaintext
 from tdescope.ui.notes_dock import NotesDock
 from tdescope.ui.passphrase import ask_new_passphrase, ask_passphrase
 from tdescope.ui.replay_bar import ReplayBar, ReplayPlayer
@@ -204,7 +204,8 @@ class SessionController(QObject):
             n += 1
             path = folder / f"{stamp}-{self.window.engine.name}-{n}.tds"
         try:
-            recorder = SessionRecorder(path, self._meta(), passphrase=self._record_passphrase)
+            recorder = SessionRecorder(path, self._meta(), passphrase=self._record_passphrase,
+                                        keep_plaintext=keeps_plaintext(self.window.session))
         except UserError as exc:
             self.mode = "idle"  # cannot record here: say so once, keep working
             self.window.pump.put(_RecordingFailed(str(exc)))

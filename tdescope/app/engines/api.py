@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tdescope.app.events import Event
+from tdescope.app.events import Event, PlaintextSide, default_plaintext_side
 
 __all__ = [
     "ArgRef",
@@ -87,9 +87,13 @@ class ProbeRecipe:
     condition : tuple of (ArgRef, int) or None
         Fire only when this argument equals the value (e.g. mode == decrypt).
     direction : str
-        ``"decrypt"`` or ``"encrypt"``: what the recipe captures.
+        A :class:`~tdescope.app.events.Direction` value: what the probed call does.
     library : str or None
         Shared library that holds the symbol, for pending breakpoints.
+    plaintext_side : str
+        A :class:`~tdescope.app.events.PlaintextSide` value: which buffer may
+        hold decrypted bytes. Empty: :func:`~tdescope.app.events.default_plaintext_side`
+        of the direction and whether the recipe is entry-only.
     """
 
     key: str
@@ -103,6 +107,14 @@ class ProbeRecipe:
     direction: str = "decrypt"
     library: str | None = None
     max_length: int = 65536
+    plaintext_side: str = ""
+
+    @property
+    def side(self) -> PlaintextSide:
+        """Which buffer of this recipe's captures may hold decrypted bytes."""
+        if self.plaintext_side:
+            return PlaintextSide(self.plaintext_side)
+        return default_plaintext_side(self.direction, entry_only=self.after is None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass
 
 from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.probe.entropy import shannon_entropy
-from tdescope.app.events import PageCapture
+from tdescope.app.events import PageCapture, PlaintextSide
 
-__all__ = ["CaptureRecord", "describe_capture"]
+__all__ = ["CaptureRecord", "describe_capture", "side_label"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,7 @@ class CaptureRecord:
     before_sha256: str
     after_sha256: str
     stop_us: float
+    plaintext_side: str = "after"
     problems: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
@@ -41,8 +42,21 @@ class CaptureRecord:
         return (
             f"#{self.seq:<4} page {self.pgno:<6} {self.direction:<7} {self.size:>6} B  "
             f"entropy {self.before_entropy:4.2f} -> {self.after_entropy:4.2f}  "
-            f"{self.page_type}, {self.cells} cells  stop {self.stop_us:.0f} us"
+            f"{self.page_type}, {self.cells} cells  plaintext {self.plaintext_side}  stop {self.stop_us:.0f} us"
         )
+
+
+def side_label(capture: PageCapture, side: str) -> str:
+    """What buffer ``side`` (``"before"``/``"after"``) of ``capture`` holds, for labels and file names.
+
+    ``"plaintext"``, ``"ciphertext"``, ``"plaintext or ciphertext"`` (reads and
+    copies) or ``"not captured"`` when the buffer is empty.
+    """
+    if not (capture.before if side == "before" else capture.after):
+        return "not captured"
+    if not capture.holds_plaintext(side):
+        return "ciphertext"
+    return "plaintext or ciphertext" if capture.side == PlaintextSide.BOTH else "plaintext"
 
 
 def describe_capture(
@@ -54,10 +68,7 @@ def describe_capture(
     decoder's optional ``summarize``), which keeps a capture storm cheap; the
     full decode happens when someone looks at the page.
     """
-    # decrypt and read ("read" = a page as it came from disk) decode the output buffer
-    plain = capture.before if capture.direction == "encrypt" else capture.after
-    if not capture.after:  # an entry-only recipe (e.g. Oracle kcbchk_ctx): the one buffer there is
-        plain = capture.before
+    plain = capture.plaintext
     if not full and decoder is not None and plain and hasattr(decoder, "summarize"):
         page_type, cells = decoder.summarize(plain, capture.pgno)
         decoded = DecodedPage(page_type, cells=cells)
@@ -77,6 +88,7 @@ def describe_capture(
         before_sha256=hashlib.sha256(capture.before).hexdigest(),
         after_sha256=hashlib.sha256(capture.after).hexdigest(),
         stop_us=round(capture.stop_us, 1),
+        plaintext_side=capture.side.value,
         problems=decoded.problems if decoded else (),
     )
     return record, decoded

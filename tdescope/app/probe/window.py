@@ -217,7 +217,8 @@ class CaptureWindow:
 
     def _capture(self, seq: int, ts: float, pgno: int, before: bytes, after: bytes, stop_us: float) -> PageCapture:
         return PageCapture(ts=ts, seq=seq, symbol=self._symbol, direction=self.recipe.direction, pgno=pgno,
-                           before=before, after=after, stop_us=stop_us, engine=self.engine)
+                           before=before, after=after, stop_us=stop_us, engine=self.engine,
+                           plaintext_side=self.recipe.side.value)
 
     def run(self) -> CaptureSummary:
         """Attach, arm, collect until a limit, cancel or exit; always disarm and detach."""

@@ -6,9 +6,9 @@ environment); :func:`render_html` turns it into one self-contained HTML file
 (plots are ``data:`` images). The PDF is made from the same model by the Qt
 layer (``tdescope.ui.report_pdf``).
 
-Redaction: the plaintext side of a capture (``after`` when decrypting,
-``before`` when encrypting) is shown as ``··`` and its decoded values are
-hidden unless ``include_plaintext`` is set. Secrets never reach the model: the
+Redaction: every buffer of a capture that may hold plaintext
+(:meth:`PageCapture.holds_plaintext`, the one rule) is shown as ``··`` and its
+decoded values are hidden unless ``include_plaintext`` is set. Secrets never reach the model: the
 session file holds none (see :mod:`tdescope.app.session.meta`).
 """
 
@@ -22,6 +22,7 @@ from importlib import resources
 
 from tdescope import __version__
 from tdescope.app.engines.api import DecodedPage, PageDecoder
+from tdescope.app.probe.capture_record import side_label
 from tdescope.app.probe.entropy import chunk_entropy, shannon_entropy, verdict
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, PageCapture, Problem, WorkloadProgress,
@@ -29,6 +30,7 @@ from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, Page
 from tdescope.app.session.notes import Note
 from tdescope.app.report.plots import TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
 from tdescope.app.session.file import SessionReader
+from tdescope.app.session.meta import PLAINTEXT_WITHHELD
 from tdescope.app.waits.counter import WaitCounter
 
 __all__ = ["Plot", "ResultTable", "CaptureSection", "Report", "build_report", "render_html", "MASK"]
@@ -84,6 +86,8 @@ class CaptureSection:
     records: tuple[tuple[str, ...], ...]  # first decoded rows; empty when redacted
     entropy_svg: str
     redacted: bool
+    before_masked: bool = False
+    after_masked: bool = False
     notes: tuple[Note, ...] = ()
 
     @property
@@ -110,6 +114,7 @@ class Report:
     counts: dict
     include_plaintext: bool
     problems: tuple[str, ...] = field(default_factory=tuple)
+    plaintext_note: str = ""  # why the file holds no decrypted bytes, when it holds none by policy
 
 
 def _clock(ts: float | None) -> str:
@@ -257,14 +262,12 @@ def _cell(value) -> str:
 
 def _capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plaintext: bool,
                      notes: list[Note]) -> CaptureSection:
-    plain_side = "after" if cap.direction == "decrypt" else "before"
-    mask_before = plain_side == "before" and not include_plaintext
-    mask_after = plain_side == "after" and not include_plaintext
-    plain = cap.after if plain_side == "after" else cap.before
+    mask_before = cap.holds_plaintext("before") and not include_plaintext
+    mask_after = cap.holds_plaintext("after") and not include_plaintext
+    plain = cap.plaintext
     decoded = decoder.decode(plain, cap.pgno) if decoder is not None and plain else None
     start = min((n.target.start for n in notes if n.target.kind == "bytes" and n.target.start is not None), default=0)
-    label = {"decrypt": ("ciphertext (input)", "plaintext (output)"),
-             "encrypt": ("plaintext (input)", "ciphertext (output)")}.get(cap.direction, ("before", "after"))
+    label = (f"{side_label(cap, 'before')} (input)", f"{side_label(cap, 'after')} (output)")
     return CaptureSection(
         title=f"Capture #{cap.seq}: page {cap.pgno}, {cap.direction} in {cap.symbol}",
         ts=cap.ts,
@@ -279,6 +282,7 @@ def _capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plai
             tuple(_cell(v) for v in row) for row in decoded.records[:8]),
         entropy_svg=entropy_strip(chunk_entropy(cap.before), chunk_entropy(cap.after)),
         redacted=not include_plaintext,
+        before_masked=mask_before, after_masked=mask_after,
         notes=tuple(notes),
     )
 
@@ -339,6 +343,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
         recorded=_clock(t0), duration_s=summary.duration_s, generated=_clock(time.time()),
         results=_results(reader), plots=tuple(plots), captures=tuple(captures), notes=tuple(notes),
         environment=tuple(env), counts=summary.counts, include_plaintext=include_plaintext, problems=problems[:20],
+        plaintext_note=PLAINTEXT_WITHHELD if meta.plaintext_withheld else "",
     )
 
 

@@ -32,7 +32,7 @@ from tdescope.app.session.copy import copy_session  # ui/session_controller.py i
 from tdescope.app.session.schema import (DB_DATABASE_ERRORS, DB_ERRORS, SCHEMA_VERSION, _tune,
                                           connect_existing, create, damaged, is_encrypted)
 from tdescope.app.errors import UserError
-from tdescope.app.events import Event
+from tdescope.app.events import Event, PageCapture
 from tdescope.app.session.notes import Note, read_notes
 from tdescope.app.session.meta import SessionMeta
 
@@ -62,6 +62,12 @@ class SessionRecorder:
         The run's metadata; secrets are scrubbed before writing.
     passphrase : str, optional
         Encrypt the file with SQLCipher under this passphrase (never stored).
+    keep_plaintext : bool
+        Store captures whole. When False, captures written while the file is
+        not encrypted lose every buffer that may hold plaintext
+        (:meth:`PageCapture.without_plaintext`: the ciphertext, sizes, page
+        number and timing stay) and the meta says ``plaintext_withheld``.
+        Callers decide it with :func:`~tdescope.app.session.meta.keeps_plaintext`.
 
     Notes
     -----
@@ -70,10 +76,12 @@ class SessionRecorder:
     are dropped rather than raising on producer threads.
     """
 
-    def __init__(self, path: str | os.PathLike, meta: SessionMeta, passphrase: str | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, meta: SessionMeta, passphrase: str | None = None,
+                 keep_plaintext: bool = True) -> None:
         self.path = Path(path)
-        self.meta = meta
         self.encrypted = passphrase is not None
+        self.keep_plaintext = keep_plaintext
+        self.meta = meta = self._policy(meta)
         self._conn = create(self.path, passphrase)
         self._conn.execute("BEGIN")
         _write_meta(self._conn, meta)
@@ -92,8 +100,13 @@ class SessionRecorder:
 
     def update_meta(self, meta: SessionMeta) -> None:
         """Replace the stored metadata (e.g. once the engine's inventory is known)."""
-        self.meta = meta
+        self.meta = meta = self._policy(meta, self.meta.plaintext_withheld)
         self._queue.put(meta)
+
+    def _policy(self, meta: SessionMeta, withheld_before: bool = False) -> SessionMeta:
+        """``meta`` saying whether this file lacks plaintext (once withheld, always: older captures)."""
+        withheld = withheld_before or not (self.keep_plaintext or self.encrypted)
+        return dataclasses.replace(meta, plaintext_withheld=withheld)
 
     def flush(self, timeout: float = 5.0) -> None:
         """Block until every event queued so far is committed."""
@@ -144,6 +157,8 @@ class SessionRecorder:
             if isinstance(item, SessionMeta):
                 _write_meta(conn, item)
                 continue
+            if isinstance(item, PageCapture) and not (self.keep_plaintext or self.encrypted):
+                item = item.without_plaintext()
             enc = codec.encode(item)
             cur = conn.execute("INSERT INTO events (ts, kind, payload) VALUES (?, ?, ?)", (enc.ts, enc.kind, enc.payload))
             if enc.blobs:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from tdescope import __version__
 from tdescope.app.system.secret_env import is_secret_name
 
-__all__ = ["SessionMeta", "scrub", "cpu_flags", "is_secret_name"]
+__all__ = ["PLAINTEXT_WITHHELD", "SessionMeta", "keeps_plaintext", "scrub", "cpu_flags", "is_secret_name"]
 
 _NOT_STORED = "(not stored)"
 
@@ -62,6 +62,21 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
+#: What replay and reports say when a file holds no decrypted bytes by policy.
+PLAINTEXT_WITHHELD = ("plaintext not recorded (target not started by tdescope; "
+                      "use --keep-plaintext or an encrypted session)")
+
+
+def keeps_plaintext(session) -> bool:
+    """Whether a recording of ``session``'s target keeps decrypted bytes by default.
+
+    Only a target tdescope started itself (``EngineSession.own_target``, a lab)
+    does; a customer's process is recorded without plaintext unless the user
+    asks (``--keep-plaintext``) or the file is encrypted.
+    """
+    return session is not None and getattr(session, "own_target", False) is True
+
+
 @dataclass(frozen=True)
 class SessionMeta:
     """The run's metadata, stored once per session file.
@@ -85,6 +100,9 @@ class SessionMeta:
     tdescope_version : str
     title : str
         Free text shown on reports.
+    plaintext_withheld : bool
+        True when captures were stored with their plaintext side emptied (a
+        target tdescope did not start, recorded unencrypted without opt-in).
     """
 
     engine: str = ""
@@ -99,6 +117,7 @@ class SessionMeta:
     started: float = 0.0
     tdescope_version: str = __version__
     title: str = ""
+    plaintext_withheld: bool = False
 
     @property
     def aes_ni(self) -> bool:

@@ -59,6 +59,8 @@ def block_recipes(block_size: int = 8192) -> list[ProbeRecipe]:
             label="Block read, before TDE decryption (kcbzvb, buffer in rdi)",
             symbols=("kcbzvb",), before=_RDI, length=size, direction="decrypt",
             max_length=block_size,
+            # every block read passes here, TDE tablespace or not: a plain tablespace's block is plaintext
+            plaintext_side="before",
         ),
         ProbeRecipe(
             key="oracle.block_copy",
