@@ -18,7 +18,14 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
-__all__ = ["TaskRunner", "TaskState"]
+from tdescope.app.errors import UserError
+
+__all__ = ["TaskRunner", "TaskState", "describe"]
+
+
+def describe(exc: BaseException) -> str:
+    """One line for the status bar: a UserError's own message, else the exception's type and message."""
+    return str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
 
 
 class TaskState:
