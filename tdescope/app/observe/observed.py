@@ -15,9 +15,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tdescope.app.events import HotspotWindow, Marker, WaitSample, WorkloadProgress
+from tdescope.app.events import HotspotLeaves, HotspotWindow, Marker, WaitSample, WorkloadProgress
 from tdescope.app.hotspots.profile import Profile
-from tdescope.app.observe.sampling import HotspotLeaves
 from tdescope.app.waits.os_sampler import WAIT_CLASSES
 from tdescope.app.observe.timeline import SideSpan, SpanCutter, side_of
 
