@@ -52,7 +52,7 @@ def run(quick: bool) -> dict:
 
     from tdescope.app.engines import ConnectParams, discover_engines
     from tdescope.app.events import WorkloadProgress
-    from tdescope.ui.main_window import MainWindow
+    from tdescope.ui.window.main_window import MainWindow
 
     sys.setswitchinterval(0.001)  # as tdescope.ui.app.run_gui does
     app = QApplication.instance() or QApplication([])

@@ -82,9 +82,8 @@ def run(quick: bool) -> dict:
     from PySide6.QtWidgets import QApplication, QMainWindow
     from PySide6.QtCore import Qt
 
-    from tdescope.app.events import HotspotWindow, WaitSample, WorkloadProgress
+    from tdescope.app.events import HotspotLeaves, HotspotWindow, WaitSample, WorkloadProgress
     from tdescope.app.hotspots.glossary import load_glossary
-    from tdescope.app.observe.sampling import HotspotLeaves
     from tdescope.app.observe.observed import ObservedRun
     from tdescope.ui.hotspots_dock import HotspotsDock
     from tdescope.ui.timeline_dock import TimelineDock

@@ -122,7 +122,7 @@ def lab():
 def lab_window(qtbot, qsettings):
     """A shown MainWindow connected to a fresh SQLCipher lab; shut down at teardown."""
     from tdescope.app.engines import ConnectParams, discover_engines
-    from tdescope.ui.main_window import MainWindow
+    from tdescope.ui.window.main_window import MainWindow
 
     win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
     qtbot.addWidget(win)

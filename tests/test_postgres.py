@@ -242,7 +242,7 @@ def test_gui_target_picker_switches_the_probe_target(qtbot, qsettings, pg_cluste
 
     from tdescope.app.engines import ConnectParams, discover_engines
     from tdescope.ui import target_dialog
-    from tdescope.ui.main_window import MainWindow
+    from tdescope.ui.window.main_window import MainWindow
 
     other = psycopg.connect(pg_cluster.dsn(), autocommit=True)
     try:
@@ -260,7 +260,8 @@ def test_gui_target_picker_switches_the_probe_target(qtbot, qsettings, pg_cluste
         for pick in (checkpointer, other_pid):
             monkeypatch.setattr(target_dialog.TargetDialog, "exec", lambda self: 1)
             monkeypatch.setattr(target_dialog.TargetDialog, "chosen", lambda self, p=pick: p)
-            win.pick_target()
+            win.pick_target()  # listing and choosing are database calls: on the task runner
+            qtbot.waitUntil(lambda: win.tasks.running == 0, timeout=10000)
         assert warnings and "checkpointer" in warnings[0]
         assert win.session.server_pid() == other_pid
         assert str(other_pid) in win.engine_dock.target.text()

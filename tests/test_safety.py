@@ -71,7 +71,7 @@ def test_killing_the_gui_stops_the_lab_cleanly(tmp_path):
         "from PySide6.QtWidgets import QApplication\n"
         "from PySide6.QtCore import QSettings\n"
         "from tdescope.app.engines import ConnectParams, discover_engines\n"
-        "from tdescope.ui.main_window import MainWindow\n"
+        "from tdescope.ui.window.main_window import MainWindow\n"
         "app = QApplication([])\n"
         f"w = MainWindow(discover_engines()[0]['sqlcipher'], QSettings({str(tmp_path / 's.ini')!r}, QSettings.Format.IniFormat))\n"
         "w.show(); w.connect_engine(ConnectParams(options={'lab': True}))\n"

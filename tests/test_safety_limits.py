@@ -103,31 +103,31 @@ def test_status_bar_shows_stopped_time_live_while_armed(qtbot, window):
     armed: list[CaptureWindowState] = []
     window.pump.subscribe(CaptureWindowState, lambda batch: armed.extend(e for e in batch if e.state == "armed"))
     window.workload_dock.run_button.click()
-    qtbot.waitUntil(lambda: window.armed_label.text().strip() == "ARMED", timeout=30000)
+    qtbot.waitUntil(lambda: window.probe_status.armed_label.text().strip() == "ARMED", timeout=30000)
     # progress arrives while armed: pages and stopped time, against the window's budget
-    qtbot.waitUntil(lambda: window.stopped_label.text().startswith("armed:")
-                    and _stopped_ms(window.stopped_label.text()) > 0, timeout=10000)
-    assert "of wall time" in window.stopped_label.text() and window.armed_label.text().strip() == "ARMED"
+    qtbot.waitUntil(lambda: window.probe_status.stopped_label.text().startswith("armed:")
+                    and _stopped_ms(window.probe_status.stopped_label.text()) > 0, timeout=10000)
+    assert "of wall time" in window.probe_status.stopped_label.text() and window.probe_status.armed_label.text().strip() == "ARMED"
     window.statusBar().grab().save("/tmp/tdescope-armed-statusbar.png")
     window.cancel()
-    qtbot.waitUntil(lambda: window.stopped_label.text().startswith("probe window closed"), timeout=30000)
-    print("\n" + window.stopped_label.text())
+    qtbot.waitUntil(lambda: window.probe_status.stopped_label.text().startswith("probe window closed"), timeout=30000)
+    print("\n" + window.probe_status.stopped_label.text())
     # the arming, then progress every half second while armed (the lab reads fast enough that the
     # hit-rate cap may close the window after about a second)
     assert len(armed) >= 2 and armed[1].stopped_s > 0
     assert [a.stopped_s for a in armed] == sorted(a.stopped_s for a in armed)
-    assert window.armed_label.text().strip() == "not armed"
+    assert window.probe_status.armed_label.text().strip() == "not armed"
     assert tracer_pid(window.session.server_pid()) == 0
 
 
 def test_status_bar_shows_a_window_paused_by_its_stop_budget(qtbot, window):
     window.feed(CaptureWindowState(time.time(), "paused", 41, 0.0262,
                                    "stop budget (1% of wall time) spent: breakpoint out of pid 7, re-arms in 2.6 s"))
-    qtbot.waitUntil(lambda: window.armed_label.text().strip() == "PAUSED", timeout=5000)
-    assert window.stopped_label.text().startswith("stop budget spent: 41 pages, target stopped 26.2 ms")
-    assert window.stopped_label.text().endswith("re-arms in 2.6 s")
+    qtbot.waitUntil(lambda: window.probe_status.armed_label.text().strip() == "PAUSED", timeout=5000)
+    assert window.probe_status.stopped_label.text().startswith("stop budget spent: 41 pages, target stopped 26.2 ms")
+    assert window.probe_status.stopped_label.text().endswith("re-arms in 2.6 s")
     window.feed(CaptureWindowState(time.time(), "armed", 41, 0.0262, "sqlcipher_page_cipher in pid 7"))
-    qtbot.waitUntil(lambda: window.armed_label.text().strip() == "ARMED", timeout=5000)
+    qtbot.waitUntil(lambda: window.probe_status.armed_label.text().strip() == "ARMED", timeout=5000)
 
 
 def test_capture_spin_box_clamps_absurd_values(window):

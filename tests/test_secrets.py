@@ -90,7 +90,7 @@ def test_password_is_in_no_session_file_report_or_settings(pg_cluster, qtbot, qs
     """The GUI connected with a password, recording its session: grep everything it wrote."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     from tdescope.app.engines import ConnectParams, discover_engines
-    from tdescope.ui.main_window import MainWindow
+    from tdescope.ui.window.main_window import MainWindow
 
     win = MainWindow(discover_engines()[0]["postgres"], qsettings)
     qtbot.addWidget(win)
@@ -98,8 +98,8 @@ def test_password_is_in_no_session_file_report_or_settings(pg_cluster, qtbot, qs
     dsn = pg_cluster.dsn(user=PASSWORD_ROLE, host="127.0.0.1")
     win.connect_engine(ConnectParams(dsn=dsn, password=PASSWORD))
     qtbot.waitUntil(lambda: win.session is not None, timeout=30000)
-    qtbot.waitUntil(lambda: win.sessions.recorder is not None, timeout=10000)
-    tds = Path(win.sessions.recorder.path)
+    qtbot.waitUntil(lambda: win.recording.recorder is not None, timeout=10000)
+    tds = Path(win.recording.recorder.path)
     qtbot.wait(600)
     win.close()
     win.shutdown()

@@ -5,7 +5,7 @@ from PySide6.QtCore import Qt
 
 from tdescope.app.engines import discover_engines
 from tdescope.app.events import CaptureWindowState
-from tdescope.ui.main_window import MainWindow
+from tdescope.ui.window.main_window import MainWindow
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_run_with_capture_fills_the_page_view(qtbot, window):
     qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=90000)
     assert "armed" in armed and armed[-1] == "disarmed"
     assert window.captures_dock.model.rowCount() == 25
-    assert "not armed" in window.armed_label.text()
+    assert "not armed" in window.probe_status.armed_label.text()
     # the first capture is shown: hex on both sides and a decoded tree
     assert window.page_view.after_view.data() and window.page_view.before_view.data()
     assert window.page_view.model.rowCount() > 0

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPointF, Qt
 
-from tdescope.app.events import HotspotWindow, WaitSample, WorkloadProgress
+from tdescope.app.events import HotspotLeaves, HotspotWindow, WaitSample, WorkloadProgress
 from tdescope.app.hotspots.glossary import load_glossary
-from tdescope.app.observe.sampling import HotspotLeaves
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.ui.hotspots_dock import HotspotsDock
 from tdescope.ui.timeline_dock import TimelineDock
@@ -190,7 +189,8 @@ def test_main_window_observes_a_real_run(qtbot, qsettings):
     from tdescope.app.engines import ConnectParams, discover_engines
     from tdescope.app.hotspots.crypto import is_crypto
     from tdescope.app.hotspots.profile import check_perf
-    from tdescope.ui.main_window import MainWindow
+    from tdescope.ui.window.main_window import MainWindow
+    from tdescope.ui.window.menus import Menu
 
     if check_perf() is not None:
         pytest.skip(check_perf())
@@ -216,7 +216,7 @@ def test_main_window_observes_a_real_run(qtbot, qsettings):
         qtbot.waitUntil(lambda: obs.waits_dock.model.rowCount() > 0, timeout=5000)
         assert "CPU" in {r.wait_class for r in obs.waits_dock.model.rows}
         # the View menu lists the new docks, the Observe menu toggles the samplers
-        view = next(a.menu() for a in win.menuBar().actions() if a.text() == "&View")
+        view = win.menus[Menu.VIEW]
         assert {"Hotspots", "Waits", "Timeline"} <= {a.text() for a in view.actions()}
         obs.hotspots_action.setChecked(False)
         qtbot.waitUntil(lambda: not obs.observation.hotspots_on, timeout=5000)

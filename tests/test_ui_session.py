@@ -12,8 +12,8 @@ from tdescope.app.events import PageCapture, PhaseTiming, WorkloadProgress, Work
 from tdescope.app.session.notes import NoteStore, NoteTarget
 from tdescope.app.session.file import SessionReader, SessionRecorder
 from tdescope.app.session.meta import SessionMeta
-from tdescope.ui.main_window import MainWindow
-from tdescope.ui.session_controller import open_replay_window
+from tdescope.ui.window.main_window import MainWindow, open_replay_window
+from tdescope.ui.window.menus import Menu
 
 
 @pytest.fixture(autouse=True)
@@ -52,9 +52,9 @@ def settle(qtbot, win):
 
 
 def test_replay_drives_the_captures_dock(qtbot, replay, data_home):
-    win, player = replay, replay.sessions.player
+    win, player = replay, replay.replay.player
     assert win.windowTitle().startswith("REPLAY — class.tds")
-    assert win.sessions.replay_bar.isVisible() and win.sessions.replay_bar.banner.text().strip() == "REPLAY"
+    assert win.replay.replay_bar.isVisible() and win.replay.replay_bar.banner.text().strip() == "REPLAY"
     assert not win.workload_dock.run_button.isEnabled() and win.session is None
     settle(qtbot, win)
     assert win.captures_dock.model.rowCount() == 0  # only the first progress event is at t0
@@ -71,19 +71,19 @@ def test_replay_drives_the_captures_dock(qtbot, replay, data_home):
     settle(qtbot, win)
     assert win.captures_dock.model.rowCount() == 5
     assert win.workload_dock.status.text().startswith("Done: encrypted / plain = 1.50")
-    assert win.sessions.replay_bar.slider.value() == win.sessions.replay_bar.slider.maximum()
+    assert win.replay.replay_bar.slider.value() == win.replay.replay_bar.slider.maximum()
     # replayed events pass through the window's hub but a replay records nothing
-    assert win.sessions.recorder is None and not (data_home / "tdescope" / "sessions").exists()
+    assert win.recording.recorder is None and not (data_home / "tdescope" / "sessions").exists()
 
 
 def test_notes_add_edit_undo_redo(qtbot, replay, session_file):
-    win, notes = replay, replay.sessions.notes_dock
-    replay.sessions.player.seek_end()
+    win, notes = replay, replay.notes.dock
+    replay.replay.player.seek_end()
     settle(qtbot, win)
     win.captures_dock.view.selectRow(2)
     settle(qtbot, win)
     win.page_view.after_view.set_selection(16, 32)
-    targets = win.sessions._note_targets()
+    targets = win.notes.targets()
     assert [t.kind for t in targets][:2] == ["bytes", "capture"]
     assert targets[0].seq == 3 and (targets[0].start, targets[0].end, targets[0].side) == (16, 32, "after")
     assert notes.add_note(targets[0], "zeros where the ciphertext was")
@@ -100,8 +100,7 @@ def test_notes_add_edit_undo_redo(qtbot, replay, session_file):
     assert [n.text for n in notes.notes] == ["zeros where the ciphertext was"]
     notes.undo_stack.redo()
     assert len(notes.notes) == 2
-    undo = next(a for m in win.menuBar().actions() if m.text() == "&Edit" for a in m.menu().actions()
-                if a.text().startswith("&Undo"))
+    undo = next(a for a in win.menus[Menu.EDIT].actions() if a.text().startswith("&Undo"))
     assert undo.shortcut().toString() == "Ctrl+Z"
     stored = NoteStore(session_file)
     assert [n.text for n in stored.all()] == ["zeros where the ciphertext was", "ask the class why"]
@@ -117,14 +116,14 @@ def test_live_events_are_recorded_to_the_autosave_file(qtbot, qsettings, data_ho
     for i in range(10):
         win.live.publish(WorkloadProgress(t + i / 10, "ab_dml", "plain", i + 1, 10))
     win.feed(PageCapture(t + 1, 1, "sqlcipher_page_cipher", "decrypt", 2, os.urandom(512), bytes(512)))
-    qtbot.waitUntil(lambda: win.sessions.recorder is not None, timeout=5000)
-    path = win.sessions.recorder.path
+    qtbot.waitUntil(lambda: win.recording.recorder is not None, timeout=5000)
+    path = win.recording.recorder.path
     assert path.parent == data_home / "tdescope" / "sessions"
-    copy = win.sessions.save_as(str(tmp_path / "copy.tds"))
+    copy = win.files.save_as(str(tmp_path / "copy.tds"))
     with SessionReader(copy) as reader:
         assert reader.summary().counts == {"workload_progress": 10, "capture": 1}
         assert reader.meta.engine == "sqlcipher"
-    qtbot.waitUntil(lambda: win.sessions.notes_dock.store is not None, timeout=5000)
+    qtbot.waitUntil(lambda: win.notes.dock.store is not None, timeout=5000)
     win.shutdown()
     with SessionReader(path) as reader:
         assert reader.summary().counts["capture"] == 1
@@ -143,11 +142,11 @@ def test_dropping_a_tds_opens_it_in_replay(qtbot, qsettings, session_file):
     # window's event filter as Qt's drag manager would
     enter = QDragEnterEvent(QPoint(50, 50), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
                             Qt.KeyboardModifier.NoModifier)
-    assert win.sessions.eventFilter(win, enter) and enter.isAccepted()
-    assert win.sessions.eventFilter(win, drop)
-    assert win.sessions.mode == "replay" and "REPLAY" in win.windowTitle()
-    win.sessions.new()
-    assert win.sessions.mode == "idle" and not win.sessions.replay_bar.isVisible()
+    assert win.files.eventFilter(win, enter) and enter.isAccepted()
+    assert win.files.eventFilter(win, drop)
+    assert win.files.mode == "replay" and "REPLAY" in win.windowTitle()
+    win.files.new()
+    assert win.files.mode == "idle" and not win.replay.replay_bar.isVisible()
     settle(qtbot, win)
     assert win.captures_dock.model.rowCount() == 0
     win.shutdown()

@@ -12,7 +12,7 @@ from tdescope.app.events import PageCapture
 from tdescope.app.session.notes import NoteTarget
 from tdescope.app.session.file import SessionReader, SessionRecorder, is_encrypted
 from tdescope.app.session.meta import SessionMeta
-from tdescope.ui.main_window import MainWindow
+from tdescope.ui.window.main_window import MainWindow
 
 PASSPHRASE = "class 'room' pass"
 
@@ -68,15 +68,15 @@ def test_encrypted_session_opens_after_the_passphrase(qtbot, qsettings, encrypte
     win.show()
     seen: dict = {}
     _answer("wrong one", seen)
-    assert win.sessions.open_path(encrypted_file) is None
+    assert win.files.open_path(encrypted_file) is None
     assert seen["echo"] == QLineEdit.EchoMode.Password
     assert seen["message"] == f"wrong passphrase for {encrypted_file}"
-    assert win.sessions.mode != "replay"
+    assert win.files.mode != "replay"
     seen.clear()
     _answer(PASSPHRASE, seen)
-    assert win.sessions.open_path(encrypted_file) is win
-    assert win.sessions.mode == "replay" and "message" not in seen
-    store = win.sessions._ensure_store()  # notes go to the encrypted file too
+    assert win.files.open_path(encrypted_file) is win
+    assert win.files.mode == "replay" and "message" not in seen
+    store = win._note_store()  # notes go to the encrypted file too
     assert store is not None and store.all() == []
     store.close()
     win.shutdown()
@@ -86,8 +86,8 @@ def test_save_as_keeps_an_encrypted_replay_encrypted(qtbot, qsettings, encrypted
     engines, _ = discover_engines()
     win = MainWindow(engines["sqlcipher"], qsettings)
     qtbot.addWidget(win)
-    win.sessions.enter_replay(encrypted_file, PASSPHRASE)
-    copy = win.sessions.save_as(str(tmp_path / "copy"))
+    win.replay.enter_replay(encrypted_file, PASSPHRASE)
+    copy = win.files.save_as(str(tmp_path / "copy"))
     assert copy == tmp_path / "copy.tds" and is_encrypted(copy)
     with SessionReader(copy, passphrase=PASSPHRASE) as reader:
         assert reader.counts() == {"PageCapture": 3}
@@ -130,25 +130,25 @@ def test_encrypt_recording_encrypts_the_autosave_in_place_and_goes_on_recording(
     qtbot.addWidget(win)
     win.show()
     win.feed(_capture(0))
-    qtbot.waitUntil(lambda: win.sessions.recorder is not None and win.sessions.recorder.written == 1, timeout=5000)
-    path = win.sessions.recorder.path
+    qtbot.waitUntil(lambda: win.recording.recorder is not None and win.recording.recorder.written == 1, timeout=5000)
+    path = win.recording.recorder.path
     assert not is_encrypted(path)
-    store = win.sessions._ensure_store()
+    store = win._note_store()
     store.add(NoteTarget("free", ts=1_700_000_000.0), "before encrypting")
 
     seen: dict = {}
     _type_passphrases(["one", "another"], seen)  # typed differently: nothing is encrypted
-    assert win.sessions.encrypt_recording() is False
+    assert win.recording.encrypt_recording() is False
     assert seen.get("message") == "The passphrases differ; nothing was encrypted.", seen
     assert not is_encrypted(path)
 
     seen = {}
     _type_passphrases([PASSPHRASE, PASSPHRASE], seen)
-    assert win.sessions.encrypt_recording() is True
+    assert win.recording.encrypt_recording() is True
     assert seen["echo"] == [QLineEdit.EchoMode.Password] * 2
     win.feed(_capture(1))
-    win.sessions.notes_dock.store.add(NoteTarget("free", ts=1_700_000_001.0), "after encrypting")
-    qtbot.waitUntil(lambda: win.sessions.recorder.written == 2, timeout=5000)
+    win.notes.dock.store.add(NoteTarget("free", ts=1_700_000_001.0), "after encrypting")
+    qtbot.waitUntil(lambda: win.recording.recorder.written == 2, timeout=5000)
     win.shutdown()
     assert is_encrypted(path)
     assert sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name)) == [path.name]
@@ -161,11 +161,11 @@ def test_a_window_told_to_encrypt_first_never_writes_a_plain_file(qtbot, qsettin
     engines, _ = discover_engines()
     win = MainWindow(engines["sqlcipher"], qsettings)
     qtbot.addWidget(win)
-    assert win.sessions.encrypt_recording(passphrase=PASSPHRASE)  # what `tdescope gui --encrypt` does
+    assert win.recording.encrypt_recording(passphrase=PASSPHRASE)  # what `tdescope gui --encrypt` does
     win.feed(_capture(0))
-    qtbot.waitUntil(lambda: win.sessions.recorder is not None and win.sessions.recorder.written == 1, timeout=5000)
-    path = win.sessions.recorder.path
-    assert is_encrypted(path) and win.sessions.recorder.encrypted
+    qtbot.waitUntil(lambda: win.recording.recorder is not None and win.recording.recorder.written == 1, timeout=5000)
+    path = win.recording.recorder.path
+    assert is_encrypted(path) and win.recording.recorder.encrypted
     win.shutdown()
     with SessionReader(path, passphrase=PASSPHRASE) as reader:
         assert reader.counts() == {"PageCapture": 1}
@@ -185,7 +185,7 @@ def test_the_file_menu_actions_ask_before_they_write(qtbot, qsettings, tmp_path,
     qtbot.addWidget(win)
     win.show()
     win.feed(_capture(0))
-    qtbot.waitUntil(lambda: win.sessions.recorder is not None and win.sessions.recorder.written == 1, timeout=5000)
+    qtbot.waitUntil(lambda: win.recording.recorder is not None and win.recording.recorder.written == 1, timeout=5000)
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "saved.tds"), ""))
     monkeypatch.chdir(tmp_path)
     _file_action(win, "Save &As…").trigger()
@@ -195,7 +195,7 @@ def test_the_file_menu_actions_ask_before_they_write(qtbot, qsettings, tmp_path,
     _type_passphrases([PASSPHRASE, PASSPHRASE], seen)
     _file_action(win, "En&crypt Recording…").trigger()
     assert seen["echo"] == [QLineEdit.EchoMode.Password] * 2 and "message" not in seen
-    path = win.sessions.recorder.path
+    path = win.recording.recorder.path
     win.shutdown()
     assert is_encrypted(path)
     assert not list(path.parent.glob("*.part"))

@@ -28,7 +28,7 @@ def _run_replay(path: str) -> int:
 
     from tdescope.app.session.file import SessionReader, is_encrypted
     from tdescope.ui.passphrase import ask_passphrase
-    from tdescope.ui.session_controller import open_replay_window
+    from tdescope.ui.window.main_window import open_replay_window
 
     if not is_encrypted(path):
         SessionReader(path, writable=False).close()  # a bad file fails here, as one line, before any window
@@ -54,7 +54,7 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from tdescope.ui.main_window import MainWindow
+    from tdescope.ui.window.main_window import MainWindow
 
     _require_display()
     if session_file is not None:
@@ -73,7 +73,7 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     app.setOrganizationName("tdescope")
     window = MainWindow(engines[lab])
     window.show()
-    if encrypt and not window.sessions.encrypt_recording():
+    if encrypt and not window.recording.encrypt_recording():
         window.shutdown()
         raise UserError("no passphrase given: not starting (--encrypt records nothing in the clear)")
     # The modules and widgets built so far live as long as the window: freezing them

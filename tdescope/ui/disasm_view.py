@@ -1,27 +1,27 @@
 """The Disassembly view: one function's instructions with perf samples per instruction.
 
-Disassembly runs on a worker thread (the first call on a big library indexes
-its symbols, about a second); the result comes back through a queued signal.
+Disassembly runs on the task runner (the first call on a big library indexes
+its symbols, about a second); the result comes back on the GUI thread.
 AES-NI and carry-less multiply rows are highlighted, call targets named.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from collections import Counter
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
 from tdescope.app.hotspots.disasm import HeatRow, Insn, annotate, code_file, disassemble
-from tdescope.app.errors import UserError
 from tdescope.ui.table_model import RowTableModel
+from tdescope.ui.tasks import TaskRunner, TaskState, describe
 
 __all__ = ["DisassemblyView", "HeatModel"]
 
-# One worker: requests queue up instead of indexing the same library twice at once.
-_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="disassemble")
+# One at a time: requests queue up instead of indexing the same library twice at once.
+_ONE_AT_A_TIME = threading.Lock()
 
 _COLUMNS = ("Samples", "%", "Address", "Bytes", "Instruction", "Target")
 
@@ -88,9 +88,6 @@ class HeatModel(RowTableModel):
 class DisassemblyView(QWidget):
     """Shows the function picked in the hotspot table, with its sample heat."""
 
-    _loaded = Signal(object, object, object)
-    """Internal: (request id, symbol, list of Insn or error text), from the worker thread."""
-
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.title = QLabel("Pick a function in the hotspot table (double-click) to disassemble it.")
@@ -115,21 +112,21 @@ class DisassemblyView(QWidget):
         lay.addWidget(self.table)
         self.symbol: str | None = None
         self.insns: list[Insn] = []
-        self._request = 0
+        self.tasks = TaskRunner(self)
+        self._task: TaskState | None = None
         self.busy = False
-        self._loaded.connect(self._on_loaded)
 
     #: The observed process, so code whose file is gone can be read through /proc/PID/map_files.
     pid: int | None = None
 
     def show_function(self, symbol: str, dso: str, about: str, heat: Counter[int]) -> None:
         """Disassemble ``symbol`` from ``dso`` off the GUI thread, then show it with ``heat``."""
-        self._request += 1
-        req = self._request
         self.symbol = symbol
         self._pending_heat = heat
         self.about.setText(about)
         if not dso.startswith("/"):
+            if self._task is not None:
+                self._task.cancel()
             self.busy = False
             self.insns = []
             self.model.set_rows([])
@@ -139,26 +136,18 @@ class DisassemblyView(QWidget):
         self.busy = True
         self._dso = dso
         self.title.setText(f"<b>{symbol}</b> · {dso} · disassembling…")
+        if self._task is not None:
+            self._task.cancel()  # superseded: its outcome is dropped, and it skips the work if still queued
+        pid = self.pid
 
-        def work() -> None:
-            if req != self._request:
-                return  # superseded while queued: skip the work
-            try:
-                result: object = disassemble(code_file(dso, self.pid), symbol)
-            except UserError as exc:
-                result = str(exc)
-            except Exception as exc:  # noqa: BLE001 - shown as one line
-                result = f"{type(exc).__name__}: {exc}"
-            try:
-                self._loaded.emit(req, symbol, result)
-            except RuntimeError:
-                pass  # the view was deleted meanwhile
+        def work(state: TaskState) -> list[Insn] | None:
+            with _ONE_AT_A_TIME:
+                return None if state.cancelled else disassemble(code_file(dso, pid), symbol)
 
-        _WORKER.submit(work)
+        self._task = self.tasks.run(work, name="disassemble", on_done=lambda insns: self._on_loaded(symbol, insns),
+                                    on_exception=lambda exc: self._on_loaded(symbol, describe(exc)))
 
-    def _on_loaded(self, req: int, symbol: str, result) -> None:
-        if req != self._request:
-            return  # the user picked another function meanwhile
+    def _on_loaded(self, symbol: str, result: list[Insn] | str) -> None:
         self.busy = False
         if isinstance(result, str):
             self.insns = []

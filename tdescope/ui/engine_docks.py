@@ -3,8 +3,8 @@
 A plugin may name Qt docks of its own in its engine's optional ``panel``
 attribute (``"package.module:create_docks"``), imported here by name only when
 a window opens on that engine, so ui/ never imports plugins directly (the
-layer contract). ``create_docks(parent)`` returns QDockWidgets; a dock that has
-``show_inventory(inventory)`` or ``show_result(result)`` gets them as they come.
+layer contract). ``create_docks(parent)`` returns QDockWidgets; the window gives
+a dock that has ``show_inventory(inventory)`` or ``show_result(result)`` them as they come.
 """
 
 from __future__ import annotations
@@ -15,31 +15,27 @@ import threading
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QDockWidget, QInputDialog, QLineEdit, QWidget
 
-from tdescope.app.events import WorkloadResult
+from tdescope.app.errors import UserError
 
-__all__ = ["PasswordPrompt", "attach_engine_docks"]
+__all__ = ["PasswordPrompt", "create_engine_docks"]
 
 
-def attach_engine_docks(window) -> list[QDockWidget]:
-    """Create the engine's own docks (if it names any) and keep them fed; returns them."""
-    spec = getattr(window.engine, "panel", None)
+def create_engine_docks(engine, parent: QWidget) -> list[QDockWidget]:
+    """The engine's own docks (if it names any), each with an object name; the window places and feeds them.
+
+    A broken plugin panel raises UserError (one line for the status bar), never anything else.
+    """
+    spec = getattr(engine, "panel", None)
     if not spec:
         return []
     module_name, _, func = spec.partition(":")
     try:
-        docks = list(getattr(importlib.import_module(module_name), func)(window))
+        docks = list(getattr(importlib.import_module(module_name), func)(parent))
     except Exception as exc:  # noqa: BLE001 - a broken plugin panel is reported, never fatal
-        window.statusBar().showMessage(f"{window.engine.label} panel not loaded: {type(exc).__name__}: {exc}", 15000)
-        return []
-    view_menu = next((a.menu() for a in window.menuBar().actions() if a.text() == "&View"), None)
+        raise UserError(f"{engine.label} panel not loaded: {type(exc).__name__}: {exc}") from exc
     for dock in docks:
         if not dock.objectName():
-            dock.setObjectName(f"{window.engine.name}-{dock.windowTitle()}")
-        window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
-        if view_menu is not None:
-            view_menu.addAction(dock.toggleViewAction())
-        if hasattr(dock, "show_result"):
-            window.pump.subscribe(WorkloadResult, lambda batch, d=dock: d.show_result(batch[-1]))
+            dock.setObjectName(f"{engine.name}-{dock.windowTitle()}")
     return docks
 
 

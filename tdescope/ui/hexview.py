@@ -3,6 +3,11 @@
 Only the visible rows are painted, so a 64 KB buffer costs the same per frame as
 a 4 KB page: no item per byte, no layout per byte. Rows hold 16 bytes: an offset
 column, the hex bytes (a gap after the eighth) and an ASCII column.
+
+Long because it is one custom-painted widget: painting, hit-testing (byte under
+the mouse), scrolling and keyboard/mouse selection all read the same character
+geometry and private state; split into mixins, each part would reach into the
+others' attributes.
 """
 
 from __future__ import annotations

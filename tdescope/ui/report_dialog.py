@@ -1,13 +1,11 @@
 """File > Export report…: where to write it, HTML or PDF, and whether to include plaintext.
 
-The report model is built on a worker thread (a long session takes seconds);
-the HTML or PDF is written back on the GUI thread, where Qt's PDF writer lives.
+The window builds the report model on its task runner (a long session takes
+seconds) and writes the HTML or PDF back on the GUI thread, where Qt's PDF writer lives.
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtWidgets import (
@@ -22,20 +20,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from tdescope.app.errors import UserError
-from tdescope.app.report.model import Report, build_report
-from tdescope.app.session.file import SessionReader
+from tdescope.app.report.model import Report
 
-__all__ = ["ReportDialog", "ReportReady", "build_in_background", "write_report"]
-
-
-@dataclass(frozen=True, slots=True)
-class ReportReady:
-    """A report model finished building (or failed with ``error``)."""
-
-    output: str
-    report: Report | None
-    error: str | None = None
+__all__ = ["ReportDialog", "write_report"]
 
 
 class ReportDialog(QDialog):
@@ -67,23 +54,6 @@ class ReportDialog(QDialog):
                                               "HTML report (*.html);;PDF report (*.pdf)")
         if path:
             self.path.setText(path)
-
-
-def build_in_background(session_path: str, output: str, decoder, include_plaintext: bool, post,
-                        passphrase: str | None = None) -> None:
-    """Build the report model on a thread; ``post(ReportReady)`` when done (``passphrase``: encrypted file)."""
-
-    def work() -> None:
-        try:
-            with SessionReader(session_path, writable=False, passphrase=passphrase) as reader:
-                report = build_report(reader, decoder, include_plaintext=include_plaintext)
-            post(ReportReady(output, report))
-        except UserError as exc:
-            post(ReportReady(output, None, str(exc)))
-        except Exception as exc:  # noqa: BLE001 - one line in the status bar
-            post(ReportReady(output, None, f"{type(exc).__name__}: {exc}"))
-
-    threading.Thread(target=work, name="report", daemon=True).start()
 
 
 def write_report(report: Report, output: str | Path) -> Path:

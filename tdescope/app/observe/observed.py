@@ -16,9 +16,8 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable
 
-from tdescope.app.events import HotspotWindow, Marker, WaitSample, WorkloadProgress
+from tdescope.app.events import HotspotLeaves, HotspotWindow, Marker, WaitSample, WorkloadProgress
 from tdescope.app.hotspots.profile import Profile
-from tdescope.app.observe.sampling import HotspotLeaves
 from tdescope.app.waits.counter import WaitCounter
 from tdescope.app.observe.timeline import SideSpan, SpanCutter, side_of
 

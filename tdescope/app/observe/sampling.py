@@ -25,7 +25,7 @@ from tdescope.app.events import Event, HotspotLeaves, Problem
 from tdescope.app.hotspots.profile import HotspotSampler, check_perf
 from tdescope.app.waits.os_sampler import OsWaitSampler
 
-__all__ = ["HotspotLeaves", "Observation", "leaves_of"]
+__all__ = ["Observation", "leaves_of"]
 
 
 def leaves_of(samples: list[Sample], pid: int, ts: float | None = None) -> HotspotLeaves:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tdescope.app.session import codec as codec
-from tdescope.app.session.copy import copy_session  # ui/session_controller.py imports it from here
+from tdescope.app.session.copy import copy_session
 from tdescope.app.session.schema import (DB_DATABASE_ERRORS, DB_ERRORS, SCHEMA_VERSION, _tune,
                                           connect_existing, create, damaged, is_encrypted)
 from tdescope.app.errors import UserError
@@ -36,8 +36,7 @@ from tdescope.app.events import Event, PageCapture
 from tdescope.app.session.notes import Note, read_notes
 from tdescope.app.session.meta import SessionMeta
 
-__all__ = ["COMMIT_EVERY_S", "SCHEMA_VERSION", "SessionRecorder", "SessionReader", "SessionSummary", "copy_session",
-           "is_encrypted"]
+__all__ = ["COMMIT_EVERY_S", "SCHEMA_VERSION", "SessionRecorder", "SessionReader", "SessionSummary", "is_encrypted"]
 
 #: Longest time an event waits in memory before it is committed to the file.
 COMMIT_EVERY_S = 0.25

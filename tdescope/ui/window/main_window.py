@@ -1,0 +1,399 @@
+"""The main window: engine panel, workload, captures and the page view, on one screen.
+
+It builds the live session hub (producers publish there; the recording and the
+event pump take every event from it), the docks, the menus, the event pump and the
+task runner, then the controllers (observation, recording, replay, notes, file
+actions), giving each the collaborators it needs and connecting to their signals.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMainWindow, QMessageBox
+
+from tdescope import __version__
+from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inventory, ProbeRecipe
+from tdescope.app.errors import UserError
+from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
+from tdescope.app.experiment import Experiment
+from tdescope.app.probe.capture_record import CaptureRecord, describe_capture, side_label
+from tdescope.app.probe.entropy import chunk_entropy, diff_mask
+from tdescope.app.probe.window import CaptureLimits, stop_budget
+from tdescope.app.session.file import SessionReader
+from tdescope.app.session.live import LiveSession
+from tdescope.app.session.meta import SessionMeta
+from tdescope.ui.captures_dock import CapturesDock
+from tdescope.ui.engine_docks import create_engine_docks
+from tdescope.ui.engine_panel import EngineDock
+from tdescope.ui.event_pump import EventPump
+from tdescope.ui.pageview import PageView
+from tdescope.ui.tasks import TaskRunner, describe
+from tdescope.ui.window.file_actions import FileActions, RecentFiles
+from tdescope.ui.window.menus import Menu, MenuRegistry
+from tdescope.ui.window.messages import Captured, Connected, ExperimentFinished
+from tdescope.ui.window.notes import NotesController
+from tdescope.ui.window.observation import ObservationController
+from tdescope.ui.window.probe_status import ProbeStatus
+from tdescope.ui.window.recording import RecordingController
+from tdescope.ui.window.replay import ReplayController, engine_for
+from tdescope.ui.workload_dock import WorkloadDock
+
+__all__ = ["MainWindow", "open_replay_window"]
+
+#: Bumped when docks are added or renamed, so an old saved layout is not restored.
+_LAYOUT_VERSION = 3
+
+
+class MainWindow(QMainWindow):
+    """tdescope's workbench window for one engine session."""
+
+    def __init__(self, engine: Engine, settings: QSettings | None = None) -> None:
+        super().__init__()
+        self.engine = engine
+        self.session: EngineSession | None = None
+        self.experiment: Experiment | None = None
+        self.decoder = engine.page_decoder()
+        self.settings = settings or QSettings("tdescope", "tdescope")
+        self.setWindowTitle(f"tdescope — {engine.label}")
+        screen = self.screen().availableGeometry() if self.screen() else None
+        # first start: most of the screen (a saved layout restores its own size below)
+        self.resize(max(1280, int(screen.width() * 0.95)) if screen else 1500,
+                    max(800, int(screen.height() * 0.95)) if screen else 900)
+
+        self.live = LiveSession()  # producers publish here; the recorder and the pump take it from here
+        self.pump = EventPump(parent=self)
+        self.live.subscribe(self._to_pump)
+        self.tasks = TaskRunner(self)
+        self.menus = MenuRegistry(self.menuBar())
+        self.page_view = PageView()
+        self.setCentralWidget(self.page_view)
+        self.engine_dock = EngineDock(self)
+        self.workload_dock = WorkloadDock(self)
+        self.captures_dock = CapturesDock(self)
+        self.probe_status = ProbeStatus(self.statusBar())
+
+        self.observation = ObservationController(engine, self.live.publish, self.pump, self.tasks, self)
+        self.notes = NotesController(self.captures_dock, self.page_view, self.observation.timeline_dock,
+                                     self._note_store, self._play_head, self._seek_to, self)
+        recent = RecentFiles(self.settings)
+        self.recording = RecordingController(engine, lambda: self.session, self.live, self.pump,
+                                             self.notes.dock, recent.add, self)
+        self.replay = ReplayController(self.feed, self._reset_views, self.notes.dock, recent.add, self)
+        self.files = FileActions(self.recording, self.replay, recent, self.decoder, self.tasks,
+                                 lambda path, passphrase: open_replay_window(path, self.settings, passphrase),
+                                 lambda: self.session is not None, self._reset_views, self)
+        try:
+            self.engine_docks = create_engine_docks(engine, self)
+        except UserError as exc:
+            self.engine_docks = []
+            self.statusBar().showMessage(str(exc), 15000)
+        self._place_docks()
+        self._fill_menus()
+
+        for controller in (self.recording, self.replay, self.files):
+            controller.status.connect(self.statusBar().showMessage)
+        self.replay.entered.connect(self._on_replay_entered)
+        self.replay.left.connect(lambda: self.setWindowTitle(f"tdescope — {self.engine.label}"))
+        self.workload_dock.runRequested.connect(self.run_workload)
+        self.workload_dock.cancelRequested.connect(self.cancel)
+        self.captures_dock.captureSelected.connect(self.show_capture)
+        self.engine_dock.change_target.clicked.connect(self.pick_target)
+        self.pump.subscribe(Captured, self._on_captures)
+        self.pump.subscribe(CaptureWindowState, self._on_window_state)
+        self.pump.subscribe(WorkloadProgress, self.workload_dock.show_progress)
+        self.pump.subscribe(WorkloadResult, self._on_results)
+        self.pump.subscribe(Problem, self._on_problems)
+        self.pump.subscribe(ExperimentFinished, self._on_experiment_finished)
+        for dock in self.engine_docks:
+            if hasattr(dock, "show_result"):
+                self.pump.subscribe(WorkloadResult, lambda batch, d=dock: d.show_result(batch[-1]))
+        self.setAcceptDrops(True)
+        self.installEventFilter(self.files)
+        self._default_layout()
+        self._restore_layout()
+
+    # -- docks and menus -----------------------------------------------------------
+    def _place_docks(self) -> None:
+        left, right, bottom = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea,
+                               Qt.DockWidgetArea.BottomDockWidgetArea)
+        obs = self.observation
+        self.addDockWidget(left, self.engine_dock)
+        self.addDockWidget(left, self.workload_dock)
+        self.addDockWidget(bottom, self.captures_dock)
+        self.resizeDocks([self.engine_dock, self.workload_dock], [430, 430], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.engine_dock, self.workload_dock], [300, 560], Qt.Orientation.Vertical)
+        self.resizeDocks([self.captures_dock], [230], Qt.Orientation.Vertical)
+        for dock in self.engine_docks:
+            self.addDockWidget(right, dock)
+        self.addDockWidget(right, obs.hotspots_dock)
+        self.addDockWidget(right, obs.waits_dock)
+        self.tabifyDockWidget(obs.hotspots_dock, obs.waits_dock)
+        obs.hotspots_dock.raise_()
+        self.splitDockWidget(self.captures_dock, obs.timeline_dock, Qt.Orientation.Horizontal)
+        self.resizeDocks([obs.hotspots_dock], [620], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.captures_dock, obs.timeline_dock], [560, 700], Qt.Orientation.Horizontal)
+        self.addDockWidget(right, self.notes.dock)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay.replay_bar)
+
+    def _fill_menus(self) -> None:
+        file_menu = self.menus[Menu.FILE]
+        self.files.fill_menu(file_menu)
+        file_menu.addSeparator()
+        file_menu.addAction(QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close))
+        self.notes.fill_menu(self.menus[Menu.EDIT])
+        run_menu = self.menus[Menu.RUN]
+        run_menu.addAction(QAction("&Run workload", self, shortcut="Ctrl+R", triggered=self.workload_dock.run_button.click))
+        run_menu.addAction(QAction("&Cancel", self, shortcut="Esc", triggered=self.cancel))
+        run_menu.addAction(QAction("C&lear captures", self, shortcut="Ctrl+L", triggered=self._clear_captures))
+        view_menu = self.menus[Menu.VIEW]
+        for dock in (self.notes.dock, self.engine_dock, self.workload_dock, self.captures_dock,
+                     *self.observation.docks):
+            view_menu.addAction(dock.toggleViewAction())
+        view_menu.addSeparator()
+        view_menu.addAction(QAction("&Reset layout", self, triggered=self._reset_layout))
+        for dock in self.engine_docks:
+            view_menu.addAction(dock.toggleViewAction())
+        self.observation.fill_menu(self.menus[Menu.OBSERVE])
+        self.menus[Menu.HELP].addAction(QAction("&About tdescope", self, triggered=self._about))
+
+    def _about(self) -> None:
+        QMessageBox.about(
+            self,
+            "About tdescope",
+            f"<b>tdescope {__version__}</b><br>Look inside database encryption while it happens.<br><br>"
+            "Probes are read-only gdb breakpoints in bounded windows; the target never waits on this window.",
+        )
+
+    # -- session ---------------------------------------------------------------
+    def connect_engine(self, params: ConnectParams) -> None:
+        """Connect (start the lab) on the task runner; the window stays responsive."""
+        self.statusBar().showMessage(f"Connecting to {self.engine.label}…")
+        engine = self.engine
+
+        def connect(state) -> Connected | None:
+            session = engine.connect(params)
+            if state.cancelled:  # the window closed while connecting: nobody will close it later
+                session.close()
+                return None
+            return Connected(session, session.inventory())
+
+        self.tasks.run(connect, name="connect", on_done=self._on_connected, on_exception=self._on_connect_failed)
+
+    def _on_connect_failed(self, exc: BaseException) -> None:
+        message = describe(exc)
+        self.engine_dock.show_error(message)
+        self.workload_dock.status.setText(message)
+        self.statusBar().showMessage(message, 10000)
+
+    def _on_connected(self, ev: Connected) -> None:
+        self.session = ev.session
+        self.recording.set_inventory(ev.inventory)  # kept in the recording's metadata
+        pid = self.session.server_pid()
+        self.engine_dock.show_inventory(self.engine.label, ev.inventory, pid)
+        for dock in self.engine_docks:
+            if hasattr(dock, "show_inventory"):
+                dock.show_inventory(ev.inventory)
+        self.workload_dock.set_workloads(self.session.workloads(), self.engine.probe_recipes())
+        self.engine_dock.change_target.setVisible(hasattr(self.session, "targets"))
+        self.statusBar().showMessage(f"Connected: target pid {pid}", 5000)
+        self.observation.observe(self.session)
+
+    def pick_target(self) -> None:
+        """Let the user probe another server process (sessions that offer ``targets()``).
+
+        Listing the targets and choosing one are database calls: both run on the task runner.
+        """
+        session = self.session
+        if session is None or not hasattr(session, "targets"):
+            return
+        if self.experiment is not None and not self.experiment.done.is_set():
+            self.statusBar().showMessage("Finish or cancel the running workload first", 5000)
+            return
+        self.tasks.run(lambda _state: session.targets(), name="targets",
+                       on_done=lambda choices: self._choose_target(session, choices),
+                       on_exception=lambda exc: self.statusBar().showMessage(describe(exc), 10000))
+
+    def _choose_target(self, session: EngineSession, choices) -> None:
+        from tdescope.ui.target_dialog import TargetDialog
+
+        dialog = TargetDialog(choices, session.server_pid(), self)
+        if not dialog.exec() or dialog.chosen() is None:
+            return
+        pid, allow_critical = dialog.chosen(), dialog.allow_critical.isChecked()
+        self.tasks.run(lambda _state: session.choose_target(pid, allow_critical), name="choose-target",
+                       on_done=lambda _none: self._on_retargeted(session),
+                       on_exception=lambda exc: QMessageBox.warning(self, "tdescope — probe target", describe(exc)))
+
+    def _on_retargeted(self, session: EngineSession) -> None:
+        pid = session.server_pid()
+        self.engine_dock.target.setText(f"Probe target: pid {pid}")
+        self.statusBar().showMessage(f"Probe target is now pid {pid}", 5000)
+        self.observation.observe(session)  # observe the new process from now on
+
+    # -- running ---------------------------------------------------------------
+    def run_workload(self, name: str, params: dict, recipe: ProbeRecipe | None, max_captures: int) -> None:
+        """Start ``name`` with ``params``, capturing with ``recipe`` when given."""
+        if self.session is None or (self.experiment is not None and not self.experiment.done.is_set()):
+            return
+        workload = next((w for w in self.session.workloads() if w.name == name), None)
+        if workload is None:
+            return
+        self.workload_dock.set_running(True)
+        limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
+                               **stop_budget(getattr(self.session, "own_target", False)))
+        exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish)
+        self.experiment = exp
+        label = self.live.run_started(workload.name)
+        exp.start()
+
+        def watch(_state) -> None:  # the end marker, then ExperimentFinished, follow every event of the run
+            exp.wait()
+            self.live.run_ended(label)
+
+        self.tasks.run(watch, name="experiment-watch", on_done=lambda _none: self.pump.put(ExperimentFinished()))
+
+    def _on_experiment_finished(self, _batch) -> None:
+        self.workload_dock.set_running(False)
+        self.probe_status.set_armed(False)
+
+    def feed(self, event) -> None:
+        """Publish ``event`` as a producer would (the replay player's feed; a replay records nothing)."""
+        self.live.publish(event)
+
+    def _to_pump(self, event) -> None:
+        # subscribed to the live session, on producer threads: summarise captures here, not on the GUI thread
+        if isinstance(event, PageCapture):
+            record, _ = describe_capture(event, self.decoder, full=False)
+            self.pump.put(Captured(event, record))
+        else:
+            self.pump.put(event)
+
+    def cancel(self) -> None:
+        """Cancel the running workload and disarm."""
+        if self.experiment is not None and not self.experiment.done.is_set():
+            self.experiment.cancel()
+            self.workload_dock.status.setText("Cancelling…")
+
+    # -- event handlers (GUI thread, batched) ------------------------------------
+    def _on_captures(self, batch: list[Captured]) -> None:
+        self.captures_dock.add([(c.capture, c.record) for c in batch])
+
+    def _on_window_state(self, batch: list[CaptureWindowState]) -> None:
+        limits = self.experiment.limits if self.experiment is not None else None
+        for ev in batch:
+            self.probe_status.show_state(ev, limits)
+
+    def _on_results(self, batch: list[WorkloadResult]) -> None:
+        self.workload_dock.show_result(batch[-1])
+
+    def _on_problems(self, batch: list[Problem]) -> None:
+        text = batch[-1].message
+        self.workload_dock.status.setText(text)
+        self.statusBar().showMessage(text, 15000)
+
+    def _clear_captures(self) -> None:
+        self.captures_dock.clear()
+        self.page_view.clear()
+
+    def show_capture(self, capture: PageCapture, record: CaptureRecord) -> None:
+        """Show one capture in the page view."""
+        decoded_after = self.decoder.decode(capture.after, capture.pgno) if capture.after else None
+        decoded_before = self.decoder.decode(capture.before, capture.pgno) if capture.before else None
+        title = (
+            f"page {capture.pgno} · {capture.direction} · {capture.symbol} · capture #{capture.seq} · "
+            f"{time.strftime('%H:%M:%S', time.localtime(capture.ts))}"
+        )
+        self.page_view.show_capture(capture.before, capture.after, decoded_after, decoded_before, title,
+                                    chunk_entropy(capture.before, 256), chunk_entropy(capture.after, 256),
+                                    np.array(diff_mask(capture.before, capture.after), dtype=bool),
+                                    roles=(side_label(capture, "before"), side_label(capture, "after")))
+
+    # -- what the controllers are given ---------------------------------------------
+    def _reset_views(self) -> None:
+        self.pump.drain()  # what was fed before a seek lands now, then is cleared with the rest
+        self.captures_dock.clear()
+        self.page_view.clear()
+        self.workload_dock.progress.setValue(0)
+        self.observation.clear()
+
+    def _note_store(self):
+        return self.replay.note_store() if self.replay.replaying else self.recording.note_store()
+
+    def _play_head(self) -> float | None:
+        return self.replay.play_head()
+
+    def _seek_to(self, ts: float) -> None:
+        self.replay.seek_to(ts)
+
+    def _on_replay_entered(self, path: str, meta: SessionMeta) -> None:
+        self.recording.mode = "idle"  # a replay records nothing
+        self.setWindowTitle(f"REPLAY — {Path(path).name} — tdescope")
+        self.workload_dock.set_workloads([], [])
+        self.workload_dock.run_button.setEnabled(False)
+        self.workload_dock.status.setText("Replay of a recorded session: nothing runs, nothing is armed.")
+        self.engine_dock.show_inventory(f"{meta.engine_label or meta.engine} (recorded on {meta.host})",
+                                        Inventory(meta.engine, meta.inventory), meta.params.get("target_pid"))
+
+    # -- layout ----------------------------------------------------------------
+    def _default_layout(self) -> None:
+        """One tab group on the right (Hotspots, Waits, Notes, the engine's own docks), so
+        the page view keeps its width; Hotspots in front."""
+        right = [self.observation.hotspots_dock, self.observation.waits_dock, self.notes.dock, *self.engine_docks]
+        for dock in right[1:]:
+            self.tabifyDockWidget(right[0], dock)
+        right[0].raise_()
+        # the page view gets the middle half: two hex panes with their ASCII columns
+        self.resizeDocks([right[0], self.workload_dock], [max(380, self.width() * 26 // 100),
+                                                          max(330, self.width() * 22 // 100)],
+                         Qt.Orientation.Horizontal)
+
+    def _restore_layout(self) -> None:
+        if self.settings.value("layout/version", 0, type=int) != _LAYOUT_VERSION:
+            return
+        geometry = self.settings.value("layout/geometry")
+        state = self.settings.value("layout/state")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        if isinstance(state, QByteArray):
+            self.restoreState(state, _LAYOUT_VERSION)
+
+    def _reset_layout(self) -> None:
+        self.settings.remove("layout")
+        for dock in (self.engine_dock, self.workload_dock, self.captures_dock, *self.observation.docks):
+            dock.setFloating(False)
+            dock.show()
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        self.settings.setValue("layout/version", _LAYOUT_VERSION)
+        self.settings.setValue("layout/geometry", self.saveGeometry())
+        self.settings.setValue("layout/state", self.saveState(_LAYOUT_VERSION))
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Disarm, detach and stop the engine session. Safe to call twice."""
+        self.tasks.shutdown()
+        self.pump.stop()
+        self.observation.shutdown()
+        self.recording.shutdown()
+        self.replay.close_file()
+        if self.experiment is not None:
+            self.experiment.cancel()
+            self.experiment.wait(15)
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+def open_replay_window(path: str, settings: QSettings | None = None, passphrase: str | None = None) -> MainWindow:
+    """A new main window replaying ``path``; raises UserError for a bad file or a wrong passphrase."""
+    with SessionReader(path, writable=False, passphrase=passphrase) as reader:
+        meta = reader.meta
+    window = MainWindow(engine_for(meta), settings)
+    window.replay.enter_replay(path, passphrase)
+    return window

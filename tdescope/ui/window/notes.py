@@ -1,0 +1,84 @@
+"""Notes in the window: the Notes dock, what a new note is about, and the Edit menu."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMenu, QWidget
+
+from tdescope.app.session.notes import NoteStore, NoteTarget
+from tdescope.ui.captures_dock import CapturesDock
+from tdescope.ui.notes_dock import NotesDock
+from tdescope.ui.pageview import PageView
+from tdescope.ui.timeline_dock import TimelineDock
+
+__all__ = ["NotesController"]
+
+
+class NotesController(QObject):
+    """The Notes dock of one window and what its notes can point at.
+
+    Parameters
+    ----------
+    captures_dock, page_view, timeline_dock
+        Their selection (a capture, its bytes, a time range) is what a new note is about.
+    store : callable
+        Returns the NoteStore of the window's session file, creating the file if need be.
+    play_head : callable
+        Returns the replay's position as a timestamp, or None when not replaying.
+    seek_to : callable
+        Moves the replay to a timestamp (a double-clicked note's moment).
+    parent : QWidget
+        Parent of the dock (the window).
+    """
+
+    def __init__(self, captures_dock: CapturesDock, page_view: PageView, timeline_dock: TimelineDock,
+                 store: Callable[[], NoteStore | None], play_head: Callable[[], float | None],
+                 seek_to: Callable[[float], None], parent: QWidget) -> None:
+        super().__init__(parent)
+        self.captures_dock = captures_dock
+        self.page_view = page_view
+        self.timeline_dock = timeline_dock
+        self._play_head = play_head
+        self._seek_to = seek_to
+        self.dock = NotesDock(self.targets, store, parent)
+        self.dock.noteActivated.connect(self._on_note_activated)
+
+    def fill_menu(self, menu: QMenu) -> None:
+        """Undo, redo and the note actions, in ``menu`` (the Edit menu)."""
+        owner = self
+        undo = self.dock.undo_stack.createUndoAction(owner, "&Undo")
+        undo.setShortcut(QKeySequence("Ctrl+Z"))
+        redo = self.dock.undo_stack.createRedoAction(owner, "&Redo")
+        redo.setShortcut(QKeySequence("Ctrl+Shift+Z"))
+        menu.addActions([undo, redo])
+        menu.addSeparator()
+        menu.addAction(QAction("&Add note…", owner, shortcut="Ctrl+N", triggered=self.dock.add_interactive))
+        menu.addAction(QAction("&Edit note…", owner, triggered=self.dock.edit_interactive))
+        menu.addAction(QAction("&Delete note", owner, triggered=self.dock.delete_selected))
+
+    def targets(self) -> list[NoteTarget]:
+        """What a new note could be about right now, most specific first."""
+        out: list[NoteTarget] = []
+        captures = self.captures_dock
+        index = captures.view.currentIndex()
+        if index.isValid():
+            cap, _ = captures.model.row(captures.proxy.mapToSource(index).row())
+            for side, view in (("after", self.page_view.after_view), ("before", self.page_view.before_view)):
+                start, end = view.selection()
+                if end - start > 1:
+                    out.append(NoteTarget("bytes", ts=cap.ts, seq=cap.seq, start=start, end=end, side=side))
+            out.append(NoteTarget("capture", ts=cap.ts, seq=cap.seq))
+        rng = self.timeline_dock.selected_range()
+        if rng:
+            out.append(NoteTarget("range", ts=rng[0], ts_end=rng[1]))
+        at = self._play_head()
+        if at is not None:
+            out.append(NoteTarget("range", ts=at, ts_end=at))
+        return out
+
+    def _on_note_activated(self, note) -> None:
+        if note.target.ts is not None:
+            self._seek_to(note.target.ts)

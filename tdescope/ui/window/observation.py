@@ -1,0 +1,157 @@
+"""Live observation in the window: the Hotspots, Waits and Timeline docks, the Observe menu, the samplers.
+
+:class:`ObservationController` subscribes its docks to the event pump and, once
+told which session to observe (:meth:`~ObservationController.observe`), starts an
+:class:`~tdescope.app.observe.sampling.Observation` of the server pid, publishing
+into the window's live session (recorded there, and brought back to the docks by
+the event pump, one of its subscribers). Opening the
+engine's wait source (a database connection) and switching samplers (a perf check)
+run on the task runner, never on the GUI thread. Views refresh on a 10 Hz timer,
+only those with new data. The window places the docks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu, QWidget
+
+from tdescope.app.engines.api import Engine, EngineSession
+from tdescope.app.events import Event, HotspotLeaves, HotspotWindow, Marker, WaitSample, WorkloadProgress
+from tdescope.app.observe.observed import ObservedRun
+from tdescope.app.observe.sampling import Observation
+from tdescope.ui.event_pump import EventPump
+from tdescope.ui.hotspots_dock import HotspotsDock, glossary_of
+from tdescope.ui.tasks import TaskRunner
+from tdescope.ui.timeline_dock import TimelineDock
+from tdescope.ui.waits_dock import WaitsDock
+from tdescope.ui.window.messages import Captured
+
+__all__ = ["ObservationController"]
+
+REFRESH_MS = 100
+
+
+class ObservationController(QObject):
+    """Owns the observed run, its docks and the running Observation of one window.
+
+    Parameters
+    ----------
+    engine : Engine
+        Its glossary explains the hotspots.
+    publish : callable
+        Where the samplers publish their events (the window's
+        :meth:`LiveSession.publish <tdescope.app.session.live.LiveSession.publish>`).
+    pump : EventPump
+        Brings the samplers' events (and captures, progress, markers) to the docks.
+    tasks : TaskRunner
+        Runs the blocking calls (wait source, perf check).
+    parent : QWidget
+        Parent of the docks (the window).
+    """
+
+    def __init__(self, engine: Engine, publish: Callable[[Event], None], pump: EventPump, tasks: TaskRunner,
+                 parent: QWidget) -> None:
+        super().__init__(parent)
+        self.engine = engine
+        self._publish = publish
+        self.pump = pump
+        self.tasks = tasks
+        self.run = ObservedRun()
+        self.observation: Observation | None = None
+        self._generation = 0  # bumped by stop(): a wait source that opens later starts nothing
+        self.refresh_ms: list[float] = []  # GUI time of each refresh, for the bench
+        self.hotspots_dock = HotspotsDock(self.run, glossary_of(engine), parent)
+        self.waits_dock = WaitsDock(self.run, parent=parent)
+        self.timeline_dock = TimelineDock(self.run, parent)
+        self.docks = (self.hotspots_dock, self.waits_dock, self.timeline_dock)
+        self.hotspots_action = QAction("&Hotspots (perf)", self, checkable=True, checked=True)
+        self.waits_action = QAction("&Waits (/proc)", self, checkable=True, checked=True)
+        self.hotspots_action.toggled.connect(lambda on: self._toggle("hotspots", on))
+        self.waits_action.toggled.connect(lambda on: self._toggle("waits", on))
+        self.clear_action = QAction("&Clear observed data", self, triggered=self.clear)
+
+        pump.subscribe(HotspotWindow, self.run.add_windows)
+        pump.subscribe(HotspotLeaves, self.run.add_leaves)
+        pump.subscribe(WaitSample, self.run.add_waits)
+        pump.subscribe(WorkloadProgress, self.run.add_progress)
+        pump.subscribe(Marker, self.run.add_markers)
+        pump.subscribe(Captured, lambda b: self.run.add_captures(c.capture.ts for c in b))
+        self.timeline_dock.rangeChanged.connect(self._on_range)
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self.refresh)
+        self.timer.start()
+
+    def fill_menu(self, menu: QMenu) -> None:
+        """Add the sampler switches and Clear to ``menu`` (the Observe menu)."""
+        menu.addAction(self.hotspots_action)
+        menu.addAction(self.waits_action)
+        menu.addSeparator()
+        menu.addAction(self.clear_action)
+
+    # -- observation -------------------------------------------------------------------
+    def observe(self, session: EngineSession) -> None:
+        """Observe ``session``'s server process from now on (connected, or its target changed)."""
+        self.stop()
+        generation = self._generation
+        self.hotspots_dock.set_glossary(glossary_of(self.engine))
+        pid = session.server_pid()
+        self.hotspots_dock.disasm.pid = pid
+        self.tasks.run(lambda _state: session.wait_source(), name="wait-source",
+                       on_done=lambda source: self._start(generation, pid, source),
+                       # a broken engine source must not stop observation
+                       on_exception=lambda _exc: self._start(generation, pid, None))
+
+    def _start(self, generation: int, pid: int, source) -> None:
+        if generation != self._generation:
+            return  # stopped, or told to observe another process, while the source opened
+        self.observation = Observation(
+            pid, self._publish, wait_source=source,
+            hotspots=self.hotspots_action.isChecked(), waits=self.waits_action.isChecked(),
+        ).start()
+
+    def _toggle(self, which: str, on: bool) -> None:
+        obs = self.observation
+        if obs is None:
+            return
+        setter = obs.set_hotspots if which == "hotspots" else obs.set_waits
+        # set_hotspots runs the perf check (a subprocess): never on the GUI thread.
+        self.tasks.run(lambda _state: setter(on), name=f"toggle-{which}")
+
+    def stop(self) -> None:
+        """Stop the samplers (perf ends). Safe to call twice."""
+        self._generation += 1
+        obs, self.observation = self.observation, None
+        if obs is not None:
+            obs.stop()
+
+    def shutdown(self) -> None:
+        """Stop refreshing and sampling (window close)."""
+        self.timer.stop()
+        self.stop()
+
+    def clear(self) -> None:
+        """Forget what was observed so far; sampling goes on."""
+        self.run.clear()
+        self.timeline_dock.reset()
+        for dock in self.docks:
+            dock.refresh(force=True)
+
+    # -- refresh -------------------------------------------------------------------------
+    def _on_range(self, rng) -> None:
+        self.hotspots_dock.set_range(rng)
+        self.waits_dock.set_range(rng)
+
+    def refresh(self) -> None:
+        """Update the docks that are visible and got new data."""
+        t = time.perf_counter()
+        for dock in self.docks:
+            if dock.isVisible():
+                dock.refresh()
+        self.refresh_ms.append((time.perf_counter() - t) * 1000.0)
+        if len(self.refresh_ms) > 2000:
+            del self.refresh_ms[:1000]

@@ -1,0 +1,153 @@
+"""Replay of a recorded session in a window: no database, no process.
+
+A :class:`~tdescope.ui.replay_bar.ReplayPlayer` feeds the recorded events to the
+window's event path, so the same docks show them, under a REPLAY banner. The
+window reacts to :attr:`ReplayController.entered` and :attr:`~ReplayController.left`
+(title, workload and engine docks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QWidget
+
+from tdescope.app.engines.api import DecodedPage
+from tdescope.app.errors import UserError
+from tdescope.app.session.file import SessionReader
+from tdescope.app.session.meta import SessionMeta
+from tdescope.app.session.notes import NoteStore
+from tdescope.ui.notes_dock import NotesDock
+from tdescope.ui.replay_bar import ReplayBar, ReplayPlayer
+
+__all__ = ["ReplayController", "engine_for"]
+
+
+class _RecordedEngine:
+    """Stands in for an engine that is not installed here, so its recordings still replay."""
+
+    def __init__(self, name: str, label: str) -> None:
+        self.name, self.label = name or "unknown", label or name or "recorded session"
+
+    def connect(self, params):
+        raise UserError(f"engine {self.name} is not installed here; only replay is possible")
+
+    def probe_recipes(self):
+        return []
+
+    def page_decoder(self):
+        return self
+
+    def decode(self, data: bytes, pgno: int = -1) -> DecodedPage:
+        return DecodedPage("unknown", problems=(f"no {self.name} decoder installed here",))
+
+    def glossary(self):
+        return {}
+
+
+def engine_for(meta: SessionMeta):
+    """The installed engine that recorded ``meta``, or a stand-in."""
+    from tdescope.app.engines import discover_engines
+
+    engines, _ = discover_engines()
+    return engines.get(meta.engine) or _RecordedEngine(meta.engine, meta.engine_label)
+
+
+class ReplayController(QObject):
+    """The replayed file of one window, its player and the replay bar.
+
+    Parameters
+    ----------
+    feed : callable
+        The window's event path: receives each replayed event.
+    reset_views : callable
+        Clears every view (a seek back replays from the start).
+    notes_dock : NotesDock
+        Shows the replayed file's notes.
+    remember : callable
+        Adds a path to the recent files.
+    parent : QWidget
+        Parent of the replay bar (the window adds it as a toolbar).
+    """
+
+    entered = Signal(str, object)
+    """Replay began: the file's path and its :class:`SessionMeta`."""
+    left = Signal()
+    """Replay ended (File > New): the window is live or idle again."""
+    status = Signal(str, int)
+    """A status bar message and how long to show it (ms)."""
+
+    def __init__(self, feed: Callable[[object], None], reset_views: Callable[[], None], notes_dock: NotesDock,
+                 remember: Callable[[str | Path], None], parent: QWidget) -> None:
+        super().__init__(parent)
+        self._feed = feed
+        self._reset_views = reset_views
+        self.notes_dock = notes_dock
+        self._remember = remember
+        self.reader: SessionReader | None = None
+        self.player: ReplayPlayer | None = None
+        self._passphrase: str | None = None  # of the replayed file, in memory only
+        self.replay_bar = ReplayBar(parent)
+        self.replay_bar.hide()
+
+    @property
+    def replaying(self) -> bool:
+        """True while a file is open for replay."""
+        return self.reader is not None
+
+    @property
+    def passphrase(self) -> str | None:
+        """The replayed file's passphrase (in memory only), or None."""
+        return self._passphrase
+
+    def enter_replay(self, path: str | Path, passphrase: str | None = None) -> None:
+        """Show ``path`` in this window, driven by the replay bar; raises UserError for a bad file.
+
+        ``passphrase`` opens an encrypted file (see :func:`~tdescope.ui.passphrase.ask_passphrase`).
+        """
+        reader = SessionReader(path, passphrase=passphrase)
+        self.close_file()
+        self.reader = reader
+        self._passphrase = passphrase
+        name = Path(path).name
+        self.entered.emit(str(path), reader.meta)
+        self.player = ReplayPlayer(reader, self._feed, self._reset_views, self)
+        self.replay_bar.attach(self.player, name)
+        self.replay_bar.show()
+        self.notes_dock.set_store(NoteStore(reader.path, passphrase))
+        self._remember(path)
+        self.player.seek(0.0)
+        self.status.emit(f"Replaying {path}: press Space to play", 10000)
+
+    def note_store(self) -> NoteStore | None:
+        """Where notes about the replayed file go, or None when not replaying."""
+        return NoteStore(self.reader.path, self._passphrase) if self.reader is not None else None
+
+    def play_head(self) -> float | None:
+        """The player's position as a timestamp, or None."""
+        return self.player.t0 + self.player.position if self.player is not None else None
+
+    def seek_to(self, ts: float) -> None:
+        """Move the play head to timestamp ``ts`` (a note's moment)."""
+        if self.player is not None:
+            self.player.seek(ts - self.player.t0)
+
+    def close_file(self) -> None:
+        """Stop the player and close the file (the replay bar stays as it is)."""
+        if self.player is not None:
+            self.player.stop()
+            self.player = None
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+        self._passphrase = None
+        self.replay_bar.attach(None)
+        self.notes_dock.set_store(None)
+
+    def leave(self) -> None:
+        """Close the file and hide the replay bar; announces :attr:`left`."""
+        self.close_file()
+        self.replay_bar.hide()
+        self.left.emit()
