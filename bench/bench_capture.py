@@ -12,7 +12,6 @@ Methods alternate; each figure is the median over the repetitions.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys

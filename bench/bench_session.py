@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tdescope.app.events import (HotspotWindow, Marker, PageCapture, PhaseTiming, WaitSample,  # noqa: E402
                                  WorkloadProgress, WorkloadResult)
-from tdescope.app.session.file import SessionReader, SessionRecorder  # noqa: E402
+from tdescope.app.session.file import SessionRecorder  # noqa: E402
 from tdescope.app.session.meta import SessionMeta  # noqa: E402
 
 _SYMS = ["main", "PostgresMain", "exec_simple_query", "PortalRun", "ExecScan", "heap_getnext", "ReadBuffer",
@@ -96,7 +96,7 @@ def synthesise(path: Path, minutes: float) -> dict:
 _MEASURE = r"""
 import json, sys, time
 t = time.perf_counter()
-from tdescope.app.session.file import SessionReader
+from tdescope.app.session.reader import SessionReader
 with SessionReader(sys.argv[1], writable=False) as r:
     s = r.summary()
 opened = time.perf_counter() - t

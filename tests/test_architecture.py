@@ -6,7 +6,6 @@ import ast
 from pathlib import Path
 
 import grimp
-import pytest
 
 import tdescope
 

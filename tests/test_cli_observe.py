@@ -6,12 +6,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import TDESCOPE, assert_one_line_error, run_tdescope as run
+from conftest import assert_one_line_error, run_tdescope as run
 
 from tdescope.app.hotspots.profile import check_perf
 

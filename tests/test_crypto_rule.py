@@ -9,7 +9,8 @@ import pytest
 from tdescope.app.events import HotspotWindow
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.report.model import build_report
-from tdescope.app.session.file import SessionReader, SessionRecorder
+from tdescope.app.session.file import SessionRecorder
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import SessionMeta
 
 RULE = [

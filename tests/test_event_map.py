@@ -17,7 +17,8 @@ import tdescope
 from tdescope.app import events
 from tdescope.app.events import EVENT_TYPES, Event, Marker, WaitSample
 from tdescope.app.session import codec
-from tdescope.app.session.file import SessionReader, SessionRecorder
+from tdescope.app.session.file import SessionRecorder
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import SessionMeta
 
 
@@ -100,7 +101,7 @@ def test_a_file_naming_other_classes_decodes_to_nothing_harmful(hostile_file):
 
 
 def test_reading_a_file_imports_nothing_it_names(hostile_file):
-    probe = ("import sys; from tdescope.app.session.file import SessionReader; "
+    probe = ("import sys; from tdescope.app.session.reader import SessionReader; "
              f"r = SessionReader({str(hostile_file)!r}); list(r.events()); "
              "print(sorted(m for m in ('tdescope.app.doctor', 'subprocess') if m in sys.modules))")
     before = subprocess.run([sys.executable, "-c", "import sys, tdescope.app.session.file; "

@@ -1,6 +1,5 @@
 """The SQLCipher lab's workloads on real databases: counts, ratios, cancel, cold vs warm."""
 
-import threading
 
 from tdescope.app.engines.api import WorkloadControl
 from tdescope.app.events import WorkloadProgress

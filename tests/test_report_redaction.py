@@ -21,7 +21,8 @@ import pytest
 from tdescope.app.engines import discover_engines
 from tdescope.app.events import PageCapture
 from tdescope.app.report.model import build_report, render_html
-from tdescope.app.session.file import SessionReader, SessionRecorder
+from tdescope.app.session.file import SessionRecorder
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import SessionMeta
 
 DATA = Path(__file__).parent / "data" / "oracle"

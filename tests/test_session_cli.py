@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tdescope.app.session.notes import NoteStore, NoteTarget
-from tdescope.app.session.file import SessionReader
+from tdescope.app.session.reader import SessionReader
 
 TDESCOPE = [sys.executable, "-m", "tdescope"]
 #: A row value the lab's workload writes: it must not reach a report unless asked for.

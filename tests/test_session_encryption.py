@@ -11,7 +11,8 @@ import pytest
 
 from tdescope.app.errors import UserError
 from tdescope.app.session.notes import NoteStore, NoteTarget
-from tdescope.app.session.file import SessionReader, is_encrypted
+from tdescope.app.session.file import is_encrypted
+from tdescope.app.session.reader import SessionReader
 
 TDESCOPE = [sys.executable, "-m", "tdescope"]
 #: A row value the lab's workload writes into its pages.

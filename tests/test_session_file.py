@@ -11,7 +11,8 @@ from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, Page
                                  WaitSample, WorkloadProgress, WorkloadResult)
 from tdescope.app.session.notes import NoteStore, NoteTarget
 from tdescope.app.session.copy import copy_session
-from tdescope.app.session.file import SessionReader, SessionRecorder
+from tdescope.app.session.file import SessionRecorder
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import SessionMeta
 
 

@@ -5,7 +5,8 @@ import threading
 import pytest
 
 from tdescope.app.events import Marker, Problem, WaitSample
-from tdescope.app.session.file import SessionReader, SessionRecorder
+from tdescope.app.session.file import SessionRecorder
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.live import LiveSession
 from tdescope.app.session.meta import SessionMeta
 

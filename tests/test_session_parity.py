@@ -7,7 +7,7 @@ class and one recorded headless on a server differ only in what happened, not in
 import pytest
 from conftest import run_tdescope
 
-from tdescope.app.session.file import SessionReader
+from tdescope.app.session.reader import SessionReader
 
 #: Kinds that say something went wrong; they are not part of "the same run".
 _TROUBLE = {"Problem"}

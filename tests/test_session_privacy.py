@@ -13,7 +13,8 @@ import pytest
 from tdescope.app.events import PageCapture
 from tdescope.app.report.model import build_report, render_html
 from tdescope.app.session.codec import unpack_blob
-from tdescope.app.session.file import SessionReader, SessionRecorder
+from tdescope.app.session.file import SessionRecorder
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import PLAINTEXT_WITHHELD, SessionMeta
 
 TDESCOPE = [sys.executable, "-m", "tdescope"]

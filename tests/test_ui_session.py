@@ -10,7 +10,8 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from tdescope.app.engines import discover_engines
 from tdescope.app.events import PageCapture, PhaseTiming, WorkloadProgress, WorkloadResult
 from tdescope.app.session.notes import NoteStore, NoteTarget
-from tdescope.app.session.file import SessionReader, SessionRecorder
+from tdescope.app.session.file import SessionRecorder
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import SessionMeta
 from tdescope.ui.window.main_window import MainWindow, open_replay_window
 from tdescope.ui.window.menus import Menu

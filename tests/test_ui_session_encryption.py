@@ -10,7 +10,8 @@ from tdescope.app.engines import discover_engines
 from tdescope.app.errors import UserError
 from tdescope.app.events import PageCapture
 from tdescope.app.session.notes import NoteTarget
-from tdescope.app.session.file import SessionReader, SessionRecorder, is_encrypted
+from tdescope.app.session.file import SessionRecorder, is_encrypted
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import SessionMeta
 from tdescope.ui.window.main_window import MainWindow
 

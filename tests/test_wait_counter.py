@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tdescope.app.events import WaitSample
-from tdescope.app.session.file import SessionReader, SessionRecorder
+from tdescope.app.session.file import SessionRecorder
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import SessionMeta
 from tdescope.app.waits.counter import WaitCounter
 

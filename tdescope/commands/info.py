@@ -14,7 +14,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from tdescope.app.session.file import SessionReader
+    from tdescope.app.session.reader import SessionReader
     from tdescope.commands._passphrase import passphrase_for
 
     with SessionReader(args.file, writable=False, passphrase=passphrase_for(args.file)) as reader:

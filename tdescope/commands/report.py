@@ -35,7 +35,7 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
     ``passphrase`` opens an encrypted session file.
     """
     from tdescope.app.report.model import build_report
-    from tdescope.app.session.file import SessionReader
+    from tdescope.app.session.reader import SessionReader
 
     out = Path(output)
     suffix = out.suffix.lower()

@@ -26,7 +26,8 @@ def _run_replay(path: str) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from tdescope.app.session.file import SessionReader, is_encrypted
+    from tdescope.app.session.file import is_encrypted
+    from tdescope.app.session.reader import SessionReader
     from tdescope.ui.passphrase import ask_passphrase
     from tdescope.ui.window.main_window import open_replay_window
 

@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLabel, QSlider, QToolBar, QToolButton
 
-from tdescope.app.session.file import SessionReader
+from tdescope.app.session.reader import SessionReader
 
 __all__ = ["ReplayBar", "ReplayPlayer", "SPEEDS"]
 

@@ -29,7 +29,7 @@ from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, Page
                                  WorkloadResult)
 from tdescope.app.session.notes import Note
 from tdescope.app.report.plots import TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
-from tdescope.app.session.file import SessionReader
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import PLAINTEXT_WITHHELD
 from tdescope.app.waits.counter import WaitCounter
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
-import re
 import socket
 import time
 from collections.abc import Mapping

@@ -12,7 +12,7 @@ light ``(ts, source, wait_class, event)`` rows read from a session file) and ans
 The Waits dock and the timeline read it through
 :class:`~tdescope.app.observe.observed.ObservedRun`, ``tdescope waits`` ranks
 with it, and the report's "Waits over time" plot is its :meth:`class_series`
-of the rows from :meth:`~tdescope.app.session.file.SessionReader.wait_rows`.
+of the rows from :meth:`~tdescope.app.session.reader.SessionReader.wait_rows`.
 
 A sample at ``ts`` falls in bucket ``int((ts - origin) / bucket_s)``, the
 quotient truncated as SQLite's ``CAST(... AS INTEGER)`` does; a sample before

@@ -77,7 +77,8 @@ def _shift(f: DecodedField, by: int, hi: int) -> DecodedField:
 class PageWalk:
     """State of one decode call; works in page offsets, shifts spans to buffer offsets at the end."""
 
-    def __init__(self, dec: SqlitePageDecoder, data: bytes, pgno: int) -> None:
+    def __init__(self, dec, data: bytes, pgno: int) -> None:
+        # dec: the SqlitePageDecoder (page_size, reserve, encoding) in pages.py, which imports this module
         self.dec, self.data, self.pgno = dec, data, pgno
         self.fields: list[DecodedField] = []
         self.problems: list[str] = []

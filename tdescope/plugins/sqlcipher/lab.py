@@ -8,7 +8,6 @@ over on the worker's stdin, never in argv.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import secrets
 import shutil

@@ -18,7 +18,7 @@ from tdescope.app.engines.api import PageDecoder
 from tdescope.app.errors import UserError
 from tdescope.app.report.model import build_report
 from tdescope.app.session.copy import copy_session
-from tdescope.app.session.file import SessionReader
+from tdescope.app.session.reader import SessionReader
 from tdescope.ui.passphrase import ask_passphrase
 from tdescope.ui.report_dialog import ReportDialog, write_report
 from tdescope.ui.tasks import TaskRunner, describe

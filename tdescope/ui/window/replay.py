@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QWidget
 
 from tdescope.app.engines.api import DecodedPage
 from tdescope.app.errors import UserError
-from tdescope.app.session.file import SessionReader
+from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import SessionMeta
 from tdescope.app.session.notes import NoteStore
 from tdescope.ui.notes_dock import NotesDock
