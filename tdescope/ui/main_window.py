@@ -55,6 +55,8 @@ class MainWindow(QMainWindow):
         self.engine = engine
         self.session: EngineSession | None = None
         self.experiment: Experiment | None = None
+        #: The user chose a critical process as the probe target and said to allow it.
+        self.allow_critical = False
         self.decoder = engine.page_decoder()
         self.settings = settings or QSettings("tdescope", "tdescope")
         self.setWindowTitle(f"tdescope — {engine.label}")
@@ -176,6 +178,7 @@ class MainWindow(QMainWindow):
             return
         try:
             self.session.choose_target(dialog.chosen(), dialog.allow_critical.isChecked())
+            self.allow_critical = dialog.allow_critical.isChecked()
         except UserError as exc:
             QMessageBox.warning(self, "tdescope — probe target", str(exc))
             return
@@ -197,7 +200,8 @@ class MainWindow(QMainWindow):
         self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
                                **stop_budget(getattr(self.session, "own_target", False)))
-        self.experiment = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self._sink)
+        self.experiment = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self._sink,
+                                     allow_critical=self.allow_critical)
         self.experiment.start()
         self._watch_done(self.experiment)
 

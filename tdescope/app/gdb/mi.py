@@ -217,6 +217,11 @@ class GdbSession:
         """True while the gdb process runs."""
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def gdb_pid(self) -> int | None:
+        """The gdb process's pid (None before :meth:`start`), for a watcher of gdb itself."""
+        return self._proc.pid if self._proc is not None else None
+
     def _read_loop(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
         for raw in self._proc.stdout:
