@@ -29,7 +29,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
-from tdescope.app.probe.spec import STOP_OVERHEAD_S, ProbeSpec, at_entry
+from tdescope.app.probe.spec import ProbeSpec, at_entry
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.system.critical import refuse_critical, rules_of
 from tdescope.app.system.elf import resolve_in_process
@@ -61,9 +61,9 @@ class CaptureLimits:
     max_busy_fraction : float
         The stop budget, a duty cycle: the share of wall time the target may
         spend stopped in probe hits (default 1 %). Each hit is charged the
-        measured copy time plus :data:`STOP_OVERHEAD_S` per stop. Over budget, the
-        window pauses: the breakpoint leaves the target's code until the budget
-        has been paid back by running time, then it re-arms.
+        measured copy time plus ``spec.STOP_OVERHEAD_S`` per stop. Over budget,
+        the window pauses: the breakpoint leaves the target's code until the
+        budget has been paid back by running time, then it re-arms.
     max_burst_s : float
         How much stopped time a burst may use before the window pauses (default
         25 ms: about 40 page captures back to back).
