@@ -101,12 +101,12 @@ def _trial(folder: Path, pause: float, rng: random.Random, within: float) -> dic
     t.start()
     window.armed.wait(30)
     time.sleep(rng.uniform(0.0, within))
-    gdb = window._gdb._proc if window._gdb is not None else None
+    gdb = window.handle.gdb if window.handle is not None else None
     where = "running-int3" if _int3_at(pid, address) else "paused"
     if process_state(pid) == "t":
         where = "in-stop"
-    if gdb is not None and gdb.poll() is None:
-        os.kill(gdb.pid, signal.SIGKILL)
+    if gdb is not None and gdb.alive:
+        os.kill(gdb.gdb_pid, signal.SIGKILL)
     t.join(30)
     time.sleep(0.5)
     alive = proc.poll() is None

@@ -15,6 +15,8 @@ import pytest
 from conftest import assert_one_line_error, run_tdescope, tracer_pid
 from tdescope.app.system.critical import CriticalProcess, ProcessTitle, critical_role, rules_of
 from tdescope.app.engines import discover_engines
+from tdescope.app.probe.window import CaptureLimits, CaptureWindow
+from tdescope.plugins.sqlcipher.engine import DECRYPT
 
 RULES = rules_of(discover_engines()[0].values())
 
@@ -86,13 +88,39 @@ def test_allow_critical_lets_the_check_pass(pg_cluster):
     assert tracer_pid(pid) == 0
 
 
-def test_an_oracle_background_process_is_refused():
+def _oracle_pmon() -> subprocess.Popen:
+    """A real process that ``ps`` shows as Oracle's pmon, as Oracle's background processes are shown."""
     proc = subprocess.Popen(["bash", "-c", "exec -a ora_pmon_TDS sleep 30"])
+    for _ in range(100):
+        if critical_role(proc.pid, RULES):
+            break
+        subprocess.run(["sleep", "0.02"])
+    return proc
+
+
+@pytest.mark.parametrize("allow, error", [
+    (False, "is the Oracle background process pmon: stopping it in a debugger stalls the whole server"),
+    (True, "does not use sqlcipher"),  # the override steps aside; the probe then finds no symbol in sleep
+])
+def test_the_capture_window_itself_refuses_a_critical_process(allow, error):
+    """The refusal lives where the probe attaches: no caller can forget it."""
+    proc = _oracle_pmon()
+    states = []
     try:
-        for _ in range(100):
-            if critical_role(proc.pid, RULES):
-                break
-            subprocess.run(["sleep", "0.02"])
+        window = CaptureWindow(proc.pid, DECRYPT, CaptureLimits(max_captures=1, max_seconds=2), "sqlcipher",
+                               lambda c: None, states.append, allow_critical=allow)
+        summary = window.run()
+        assert summary.reason == "error" and error in summary.error
+        assert [s.state for s in states] == ["failed"] and window.handle is None  # nothing ever attached
+        assert tracer_pid(proc.pid) == 0 and proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_oracle_background_process_is_refused():
+    proc = _oracle_pmon()
+    try:
         assert critical_role(proc.pid, RULES) == "the Oracle background process pmon"
         result = run_tdescope("capture", "--pid", str(proc.pid), "--count", "1", "--timeout", "2")
         assert_one_line_error(result, "is the Oracle background process pmon")

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import proc_state, tracer_pid
-from tdescope.app.probe import window as capture_module
+from tdescope.app.probe import gdb_backend
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.app.gdb.guard import text_mismatches
 from tdescope.plugins.sqlcipher.engine import DECRYPT
@@ -103,15 +103,15 @@ def test_killing_the_gui_stops_the_lab_cleanly(tmp_path):
 def _arm_on_idle(app, guard: bool):
     window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=1000, max_seconds=120), "sqlcipher",
                            lambda c: None)
-    saved = capture_module._start_guard
+    saved = gdb_backend._start_guard
     if not guard:
-        capture_module._start_guard = lambda *a: None
+        gdb_backend._start_guard = lambda *a: None
     try:
         t = threading.Thread(target=window.run)
         t.start()
         assert window.armed.wait(20)
     finally:
-        capture_module._start_guard = saved
+        gdb_backend._start_guard = saved
     return window, t
 
 
@@ -124,7 +124,7 @@ def test_gdb_killed_while_armed(sqlcipher_app, guard):
         app = sqlcipher_app()
         window, t = _arm_on_idle(app, guard)
         assert any(m.memory == 0xCC for m in text_mismatches(app.pid)), "no breakpoint in the target?"
-        os.kill(window._gdb._proc.pid, signal.SIGKILL)
+        os.kill(window.handle.gdb.gdb_pid, signal.SIGKILL)
         t.join(20)
         time.sleep(0.1)
         left = [m for m in text_mismatches(app.pid) if m.memory == 0xCC]
@@ -158,7 +158,7 @@ def test_watchdog_detaches_a_target_held_stopped(sqlcipher_app, monkeypatch):
     """A probe that keeps the target stopped too long is cut off by the watchdog."""
     # gdb's interrupt is a SIGINT stop, which the window would pass on as a query cancel;
     # here it stands for any stop the window does not act on
-    monkeypatch.setattr(capture_module, "_is_exit_or_sigint", capture_module._is_exit)
+    monkeypatch.setattr(gdb_backend, "_is_exit_or_sigint", gdb_backend._is_exit)
     app = sqlcipher_app()
     window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=1000, max_seconds=60, watchdog_s=0.25),
                            "sqlcipher", lambda c: None)
@@ -166,7 +166,7 @@ def test_watchdog_detaches_a_target_held_stopped(sqlcipher_app, monkeypatch):
     t.start()
     assert window.armed.wait(20)
     # hold the target in a ptrace stop, as a wedged gdb would
-    window._gdb.command("-exec-interrupt")
+    window.handle.gdb.command("-exec-interrupt")
     t.join(10)
     assert window.summary.reason.startswith("watchdog")
     assert _released(app.pid, within=1.0) is not None

@@ -42,6 +42,8 @@ class Experiment:
         Receives every event, on worker threads.
     repeat_until_captured : bool
         Run the workload again until the capture window closes (headless capture).
+    allow_critical : bool
+        Let the capture window probe a process on an engine's deny-list (``--allow-critical``).
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class Experiment:
         sink: Callable[[Event], None],
         pid: int | None = None,
         repeat_until_captured: bool = False,
+        allow_critical: bool = False,
     ) -> None:
         self.session = session
         self.workload = workload
@@ -65,6 +68,7 @@ class Experiment:
         self.sink = sink
         self.pid = pid if pid is not None else (session.server_pid() if session is not None else None)
         self.repeat = repeat_until_captured
+        self.allow_critical = allow_critical
         self.control = WorkloadControl(sink)
         self.window: CaptureWindow | None = None
         self.capture_summary: CaptureSummary | None = None
@@ -113,9 +117,8 @@ class Experiment:
     def _run(self) -> None:
         try:
             if self.recipe is not None and self.pid is not None:
-                self.window = CaptureWindow(
-                    self.pid, self.recipe, self.limits, self.engine, on_capture=self.sink, on_state=self.sink
-                )
+                self.window = CaptureWindow(self.pid, self.recipe, self.limits, self.engine, on_capture=self.sink,
+                                            on_state=self.sink, allow_critical=self.allow_critical)
                 self._window_thread = threading.Thread(target=self._run_window, name="capture-window", daemon=True)
                 self._window_thread.start()
                 # the workload starts once breakpoints sit in the target (or the window failed)

@@ -6,7 +6,7 @@ import argparse
 
 from tdescope.app.errors import UserError
 
-__all__ = ["positive_int", "seconds", "percent", "add_stop_budget_argument", "engine_named", "recipe_named", "refuse_critical_pid"]
+__all__ = ["positive_int", "seconds", "percent", "add_stop_budget_argument", "engine_named", "recipe_named"]
 
 
 def positive_int(text: str) -> int:
@@ -68,12 +68,3 @@ def recipe_named(engine, key: str):
             return recipe
     keys = ", ".join(r.key for r in engine.probe_recipes())
     raise UserError(f"engine {engine.name} has no recipe {key!r} (has: {keys})")
-
-
-def refuse_critical_pid(pid: int, allow: bool = False) -> None:
-    """UserError when ``pid`` is on any loaded engine's deny-list (postmaster, checkpointer, ora_pmon...)."""
-    from tdescope.app.system.critical import refuse_critical, rules_of
-    from tdescope.app.engines import discover_engines
-
-    engines, _ = discover_engines()
-    refuse_critical(pid, rules_of(engines.values()), allow)

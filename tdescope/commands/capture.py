@@ -9,8 +9,7 @@ import threading
 from pathlib import Path
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import (add_stop_budget_argument, engine_named, positive_int, recipe_named,
-                                     refuse_critical_pid, seconds)
+from tdescope.commands._args import add_stop_budget_argument, engine_named, positive_int, recipe_named, seconds
 from tdescope.commands._dsn import add_dsn_arguments, dsn_workload, open_dsn_session
 
 HELP = "capture pages before and after decryption, headless"
@@ -77,19 +76,20 @@ def run(args) -> int:
             session = engine.connect(ConnectParams(options={"lab": True}))
             workload = session.workloads()[0]
             exp = Experiment(session, workload, workload.params, recipe, limits, engine.name, sink,
-                             repeat_until_captured=True)
+                             repeat_until_captured=True, allow_critical=args.allow_critical)
         elif args.dsn:
             session = open_dsn_session(engine, args)
             if recipe.library == "pgcrypto" and hasattr(session, "require_extension"):
                 session.require_extension("pgcrypto")  # before anything is armed
             workload, params = dsn_workload(session, args)
             exp = Experiment(session, workload, params, recipe, limits, engine.name, sink,
-                             repeat_until_captured=True)
+                             repeat_until_captured=True, allow_critical=args.allow_critical)
         else:
             if not os.path.exists(f"/proc/{args.pid}"):
                 raise UserError(f"pid {args.pid} is gone (no such process)")
-            refuse_critical_pid(args.pid, args.allow_critical)
-            exp = Experiment(None, None, {}, recipe, limits, engine.name, sink, pid=args.pid)
+            # the capture window refuses a critical process itself, before attaching
+            exp = Experiment(None, None, {}, recipe, limits, engine.name, sink, pid=args.pid,
+                             allow_critical=args.allow_critical)
         exp.start()
         try:
             while not exp.wait(0.2):

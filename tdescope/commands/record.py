@@ -16,8 +16,7 @@ import threading
 import time
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import (add_stop_budget_argument, engine_named, positive_int, recipe_named,
-                                     refuse_critical_pid, seconds)
+from tdescope.commands._args import add_stop_budget_argument, engine_named, positive_int, recipe_named, seconds
 
 HELP = "record a session (workload, captures, hotspots, waits) to a .tds file, headless"
 
@@ -65,7 +64,7 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
 
 
 def run(args) -> int:
-    from tdescope.app.probe.window import CaptureLimits, stop_budget
+    from tdescope.app.probe.window import CaptureLimits, refuse_critical_target, stop_budget
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.events import PageCapture
     from tdescope.app.experiment import Experiment
@@ -120,7 +119,8 @@ def run(args) -> int:
             if not os.path.exists(f"/proc/{pid}"):
                 raise UserError(f"pid {pid} is gone (no such process)")
             if recipe is not None:
-                refuse_critical_pid(pid, args.allow_critical)
+                # the capture window refuses it too; asking here first leaves no .tds file behind
+                refuse_critical_target(pid, args.allow_critical)
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
         meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
@@ -137,7 +137,7 @@ def run(args) -> int:
             want = recipe if captured[0] < args.captures and run_no == 1 else None
             label = live.run_started(workload.name if workload else None)
             exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
-                             live.publish, pid=pid)
+                             live.publish, pid=pid, allow_critical=args.allow_critical)
             exp.start()
             while not exp.wait(0.1):
                 if recorder.error:

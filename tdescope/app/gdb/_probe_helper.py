@@ -15,19 +15,37 @@ it spends at most ``burst_s + duty * t`` of any stretch ``t`` stopped, and for
 most of an over-busy window no breakpoint sits in its code at all.
 
 Bytes travel out of band: frames appended to a spool file that the workbench
-tails (MI carries only control). Frame = header ``<BIiiIdd`` (kind, seq, pgno,
-mode, length, ts, busy_us) followed by ``length`` bytes. Kinds: 0 before,
-1 after, 2 notice (UTF-8 JSON).
+tails (MI carries only control). The frame format, its kinds and the notices
+are defined once, in ``app/probe/frames.py``, which this file loads by path
+(gdb's Python cannot import the workbench's package). ``arm`` and ``disarm``
+answer with a notice frame (``armed``, ``disarmed``) that the workbench waits
+for; nothing is printed for it to read back.
 """
 
+import importlib.util
 import json
-import struct
+import os
+import sys
 import time
 
 import gdb  # noqa: F401 - provided by gdb
 
-HEADER = struct.Struct("<BIiiIdd")
-BEFORE, AFTER, NOTICE = 0, 1, 2
+
+def _load_frames():
+    """``app/probe/frames.py``, next to this file's package, as a module of gdb's Python."""
+    name = "_tdescope_frames"
+    if name not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "probe", "frames.py")
+        spec = importlib.util.spec_from_file_location(name, os.path.normpath(path))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_frames = _load_frames()
+FrameKind, Notice, pack, pack_notice = _frames.FrameKind, _frames.Notice, _frames.pack, _frames.pack_notice
+BEFORE, AFTER = FrameKind.BEFORE, FrameKind.AFTER
 
 
 class _State:
@@ -52,11 +70,13 @@ class _State:
 def _write(kind, seq, pgno, mode, data, busy_us):
     if _State.spool is None:
         return
-    _State.spool.write(HEADER.pack(kind, seq, pgno, mode, len(data), time.time(), busy_us) + data)
+    _State.spool.write(pack(kind, seq, pgno, mode, data, busy_us))
 
 
-def _notice(**fields):
-    _write(NOTICE, 0, -1, -1, json.dumps(fields).encode(), 0.0)
+def _notice(notice, **fields):
+    if _State.spool is None:
+        return
+    _State.spool.write(pack_notice(notice, **fields))
 
 
 def _value(frame, ref):
@@ -107,7 +127,7 @@ def _charge(seconds):
         # every hit is charged, captured or not (a decrypt probe also stops on encrypt calls):
         # the workbench shows this total, not just the captured pages' share
         _State.busy_said = now
-        _notice(event="busy", busy_s=_State.busy)
+        _notice(Notice.BUSY, busy_s=_State.busy)
 
 
 def _maybe_pause():
@@ -117,7 +137,7 @@ def _maybe_pause():
         return
     _State.paused = True
     gdb.post_event(_disable_probes)  # breakpoints may not change inside stop()
-    _notice(event="paused", resume_in=_State.debt / spec["duty"], busy_s=_State.busy)
+    _notice(Notice.PAUSED, resume_in=_State.debt / spec["duty"], busy_s=_State.busy)
 
 
 def _disable_probes():
@@ -150,7 +170,7 @@ class _AfterBreakpoint(gdb.FinishBreakpoint):
             data = bytes(gdb.selected_inferior().read_memory(address, length))
         except Exception as exc:  # noqa: BLE001 - an exception here would stop the target
             data = b""
-            _notice(event="read-failed", seq=seq, side="after", message=str(exc))
+            _notice(Notice.READ_FAILED, seq=seq, side="after", message=str(exc))
         busy = time.perf_counter() - t0 + _State.spec["stop_overhead_s"]
         _charge(busy)
         _write(AFTER, seq, pgno, mode, data, busy * 1e6)
@@ -211,7 +231,7 @@ class _ProbeBreakpoint(gdb.Breakpoint):
         if _State.closed or _limits_reached():
             if not _State.closed:
                 _State.closed = True
-                _notice(event="window-closed", reason=_limits_reached())
+                _notice(Notice.WINDOW_CLOSED, reason=_limits_reached())
             return False
         try:
             frame = gdb.selected_frame()
@@ -234,13 +254,13 @@ class _ProbeBreakpoint(gdb.Breakpoint):
                     ret = int.from_bytes(bytes(gdb.selected_inferior().read_memory(rsp, 8)), "little")
                     if ret not in _State.return_sites:
                         _State.return_sites.add(ret)  # the workbench tells the guard
-                        _notice(event="return-site", address=ret)
+                        _notice(Notice.RETURN_SITE, address=ret)
                     _ReturnBreakpoint(ret, gdb.selected_thread().num, rsp + 8, seq,
                                       pgno if pgno is not None else -1, mode, out, length)
                 else:
                     _AfterBreakpoint(frame, seq, pgno if pgno is not None else -1, mode, out, length)
         except Exception as exc:  # noqa: BLE001 - an exception here would stop the target
-            _notice(event="probe-error", message=str(exc))
+            _notice(Notice.PROBE_ERROR, message=str(exc))
             return False
         busy = time.perf_counter() - t0 + spec["stop_overhead_s"]  # the step over the breakpoint
         _charge(busy)
@@ -250,7 +270,7 @@ class _ProbeBreakpoint(gdb.Breakpoint):
 
 
 def arm(spec_path):
-    """Arm the probe described by the JSON file at ``spec_path``; prints the result as JSON."""
+    """Arm the probe described by the JSON file at ``spec_path``; answers with an ``armed`` notice."""
     with open(spec_path) as fh:
         spec = json.load(fh)
     # A signal to the target (a server's SIGTERM at shutdown, PostgreSQL's SIGUSR1 and
@@ -270,7 +290,7 @@ def arm(spec_path):
         # resolved by the workbench from the ELF files before attaching (app/system/elf.py)
         bp = _ProbeBreakpoint("*%#x" % spec["address"], internal=False)
         _State.breakpoints.append(bp)
-        print(json.dumps({"armed": spec["symbols"][0], "pending": False, "locations": [hex(spec["address"])]}))
+        _notice(Notice.ARMED, armed=spec["symbols"][0], pending=False, locations=[hex(spec["address"])])
         return
     for symbol in spec["symbols"]:
         location = ("*" + symbol) if spec.get("at_entry") else symbol
@@ -282,14 +302,14 @@ def arm(spec_path):
         if bp.pending:
             if spec.get("allow_pending"):
                 _State.breakpoints.append(bp)
-                print(json.dumps({"armed": symbol, "pending": True, "locations": 0}))
+                _notice(Notice.ARMED, armed=symbol, pending=True, locations=[])
                 return
             bp.delete()
             errors.append("symbol %s not found" % symbol)
             continue
         _State.breakpoints.append(bp)
         locs = [hex(loc.address) for loc in getattr(bp, "locations", []) if loc.address]
-        print(json.dumps({"armed": symbol, "pending": False, "locations": locs}))
+        _notice(Notice.ARMED, armed=symbol, pending=False, locations=locs)
         return
     if spec.get("allow_pending") and spec.get("at_entry"):
         # gdb refuses to leave "*symbol" pending, and the library may not be loaded yet
@@ -298,9 +318,9 @@ def arm(spec_path):
         if not _State.hooked:
             gdb.events.new_objfile.connect(_arm_on_load)
             _State.hooked = True
-        print(json.dumps({"armed": spec["symbols"][0], "pending": True, "locations": 0}))
+        _notice(Notice.ARMED, armed=spec["symbols"][0], pending=True, locations=[])
         return
-    print(json.dumps({"armed": None, "errors": errors}))
+    _notice(Notice.ARMED, armed=None, errors=errors)
 
 
 def _arm_on_load(event):
@@ -314,7 +334,7 @@ def _arm_on_load(event):
         except gdb.error:
             continue  # not in this objfile
         _State.breakpoints.append(bp)
-        _notice(event="armed-on-load", symbol=symbol, objfile=event.new_objfile.filename)
+        _notice(Notice.ARMED_ON_LOAD, symbol=symbol, objfile=event.new_objfile.filename)
         return
 
 
@@ -326,12 +346,11 @@ def resume():
         for bp in _State.breakpoints:
             if bp.is_valid():
                 bp.enabled = True
-        _notice(event="resumed")
-    print(json.dumps({"paused": _State.paused, "closed": _State.closed}))
+        _notice(Notice.RESUMED)
 
 
 def disarm():
-    """Delete every probe breakpoint; prints the counts as JSON."""
+    """Delete every probe breakpoint; answers with a ``disarmed`` notice (counts and stopped time)."""
     _State.closed = True
     if _State.hooked:
         gdb.events.new_objfile.disconnect(_arm_on_load)
@@ -343,7 +362,7 @@ def disarm():
     for bp in gdb.breakpoints():
         if bp.is_valid():
             bp.delete()
-    print(json.dumps({"captures": _State.seq, "completed": _State.done, "busy_s": _State.busy}))
+    _notice(Notice.DISARMED, captures=_State.seq, completed=_State.done, busy_s=_State.busy)
     if _State.spool is not None:
         _State.spool.close()
         _State.spool = None

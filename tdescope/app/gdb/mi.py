@@ -126,7 +126,6 @@ class GdbSession:
         self._pending_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self.events: queue.Queue[MiRecord] = queue.Queue()
-        self.console: list[str] = []
         self._proc: subprocess.Popen | None = None
         self._reader: threading.Thread | None = None
         self.pid: int | None = None
@@ -177,6 +176,11 @@ class GdbSession:
         """True while the gdb process runs."""
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def gdb_pid(self) -> int | None:
+        """The gdb process's pid (None before :meth:`start`), for a watcher of gdb itself."""
+        return self._proc.pid if self._proc is not None else None
+
     def _read_loop(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
         for raw in self._proc.stdout:
@@ -198,9 +202,6 @@ class GdbSession:
                     continue
             if record.type == "notify" and record.message in ("running", "stopped"):
                 self.running = record.message == "running"
-            if record.type in ("console", "log") and isinstance(record.payload, str):
-                self.console.append(record.payload)
-                del self.console[:-200]
             self.events.put(record)
         # gdb's stdout closed: wake every waiter (and, through _eof, every later one)
         with self._pending_lock:

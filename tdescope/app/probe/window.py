@@ -1,51 +1,51 @@
 """Capture windows: arm a probe recipe in a live process, collect page pairs, disarm.
 
-A :class:`CaptureWindow` owns one gdb session for one bounded window. It
-attaches, loads the gdb-side helper (``app/gdb/_probe_helper.py``), arms the
-recipe, lets the target run, and tails the spool file that the helper appends
-"before" and "after" frames to. It disarms and detaches on every way out:
-limits reached, cancel, target exit, gdb death, error, and interpreter exit.
+A :class:`CaptureWindow` is a small state machine over a probe backend
+(:mod:`tdescope.app.probe.backend`; gdb by default)::
+
+    attaching -> armed <-> paused
+        |          |         |
+        +----------+---------+--> disarming -> disarmed | failed
+
+Every transition goes through :meth:`CaptureWindow._enter`, which publishes the
+:class:`CaptureWindowState` users see (``armed``, ``paused``, ``disarmed``,
+``failed``). The window refuses a process on any engine's deny-list before
+anything attaches, and disarms and releases the target on every way out:
+limits reached, cancel, target exit, backend death, error.
 """
 
 from __future__ import annotations
 
-import atexit
-import dataclasses
-import json
+import enum
 import os
-import subprocess
-import tempfile
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tdescope.app.system.elf import resolve_in_process
-from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.engines import discover_engines
+from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
-from tdescope.app.gdb.allowlist import HELPER_PATH
-from tdescope.app.gdb.guard import start_guard as _start_guard
-from tdescope.app.gdb.guard import stop_guard as _stop_guard
-from tdescope.app.gdb.guard import update_guard as _update_guard
-from tdescope.app.gdb.mi import GdbError, GdbSession
-from tdescope.app.system.procstat import process_state
-from tdescope.app.probe.spool import FramePairs, SpoolReader
+from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
+from tdescope.app.probe.gdb_backend import GdbBackend
+from tdescope.app.probe.spec import ProbeSpec, at_entry
+from tdescope.app.probe.spool import FramePairs
+from tdescope.app.system.critical import refuse_critical, rules_of
+from tdescope.app.system.elf import resolve_in_process
 
-__all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "stop_budget"]
+__all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
+           "refuse_critical_target", "stop_budget"]
 
-_live_windows: "weakref.WeakSet[CaptureWindow]" = weakref.WeakSet()
 #: Seconds between the "armed" progress states that carry the live stopped time.
 PROGRESS_S = 0.5
-#: Cost of one breakpoint stop and resume through ptrace, measured on these machines
-#: (DESIGN.md: ~0.25 ms); gdb's Python callback time is measured and added per hit.
-STOP_OVERHEAD_S = 0.00025
 #: The default stop budget: the share of wall time a target may spend stopped in probes.
 BUSY_FRACTION = 0.01
 #: Stop budget for a lab process the workbench started itself: nobody else's work
 #: waits on it, so a class sees captures stream instead of arriving in bursts.
 LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5}
+#: How long one turn of the armed loop waits for news from the target.
+POLL_S = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +61,9 @@ class CaptureLimits:
     max_busy_fraction : float
         The stop budget, a duty cycle: the share of wall time the target may
         spend stopped in probe hits (default 1 %). Each hit is charged the
-        measured copy time plus :data:`STOP_OVERHEAD_S` per stop. Over budget, the
-        window pauses: the breakpoint leaves the target's code until the budget
-        has been paid back by running time, then it re-arms.
+        measured copy time plus ``spec.STOP_OVERHEAD_S`` per stop. Over budget,
+        the window pauses: the breakpoint leaves the target's code until the
+        budget has been paid back by running time, then it re-arms.
     max_burst_s : float
         How much stopped time a burst may use before the window pauses (default
         25 ms: about 40 page captures back to back).
@@ -130,37 +130,36 @@ def stop_budget(own_target: bool, fraction: float | None = None) -> dict:
     return budget
 
 
-def _ref(ref: ArgRef | None) -> dict | None:
-    return None if ref is None else dataclasses.asdict(ref)
+class Phase(enum.Enum):
+    """Where a window is. ``published`` is the :class:`CaptureWindowState` state entering it says, if any."""
+
+    ATTACHING = ("attaching", None)
+    ARMED = ("armed", "armed")
+    PAUSED = ("paused", "paused")
+    DISARMING = ("disarming", None)
+    DONE = ("disarmed", "disarmed")
+    FAILED = ("failed", "failed")
+
+    @property
+    def published(self) -> str | None:
+        return self.value[1]
 
 
-def at_entry(recipe: ProbeRecipe) -> bool:
-    """True when the recipe reads registers and stack only: it breaks at the first instruction."""
-    refs = (recipe.before, recipe.after, recipe.length, recipe.pgno, recipe.condition[0] if recipe.condition else None)
-    return all(r is None or r.name is None for r in refs)
+#: Every transition a window may make; anything else is a bug and raises.
+TRANSITIONS: dict[Phase, frozenset[Phase]] = {
+    Phase.ATTACHING: frozenset({Phase.ARMED, Phase.DISARMING}),
+    Phase.ARMED: frozenset({Phase.PAUSED, Phase.DISARMING}),
+    Phase.PAUSED: frozenset({Phase.ARMED, Phase.DISARMING}),
+    Phase.DISARMING: frozenset({Phase.DONE, Phase.FAILED}),
+    Phase.DONE: frozenset(),
+    Phase.FAILED: frozenset(),
+}
 
 
-def recipe_spec(recipe: ProbeRecipe, limits: CaptureLimits, spool: str) -> dict:
-    """The JSON spec the gdb-side helper arms from."""
-    uses_registers_only = at_entry(recipe)
-    return {
-        "symbols": list(recipe.symbols),
-        "at_entry": uses_registers_only,  # registers hold the ABI arguments only at the first instruction
-        "before": _ref(recipe.before),
-        "after": _ref(recipe.after),
-        "length": _ref(recipe.length),
-        "pgno": _ref(recipe.pgno),
-        "condition": [_ref(recipe.condition[0]), recipe.condition[1]] if recipe.condition else None,
-        "max_length": recipe.max_length,
-        "max_captures": limits.max_captures,
-        "max_seconds": limits.max_seconds,
-        "duty": limits.max_busy_fraction,
-        "burst_s": limits.max_burst_s,
-        "max_hits_per_s": limits.max_hits_per_s,
-        "stop_overhead_s": STOP_OVERHEAD_S,
-        "allow_pending": recipe.library is not None,
-        "spool": spool,
-    }
+def refuse_critical_target(pid: int, allow: bool = False) -> None:
+    """UserError when ``pid`` is on any loaded engine's deny-list (postmaster, checkpointer, ora_pmon...)."""
+    engines, _ = discover_engines()
+    refuse_critical(pid, rules_of(engines.values()), allow)
 
 
 class CaptureWindow:
@@ -179,9 +178,13 @@ class CaptureWindow:
     on_capture : callable
         Called (on the window's thread) with each completed :class:`PageCapture`.
     on_state : callable, optional
-        Called with :class:`CaptureWindowState` when the window arms, disarms or fails.
+        Called with :class:`CaptureWindowState` when the window arms, pauses, disarms or fails.
     gdb_path : str, optional
-        gdb to use.
+        gdb to use (the default backend's).
+    backend : ProbeBackend, optional
+        What puts the probe in the process; gdb when omitted.
+    allow_critical : bool
+        Probe a process on an engine's deny-list anyway (``--allow-critical``).
 
     Notes
     -----
@@ -198,6 +201,8 @@ class CaptureWindow:
         on_capture: Callable[[PageCapture], None],
         on_state: Callable[[CaptureWindowState], None] | None = None,
         gdb_path: str | None = None,
+        backend: ProbeBackend | None = None,
+        allow_critical: bool = False,
     ) -> None:
         self.pid = int(pid)
         self.recipe = recipe
@@ -205,11 +210,19 @@ class CaptureWindow:
         self.engine = engine
         self._on_capture = on_capture
         self._on_state = on_state or (lambda _s: None)
-        self._gdb_path = gdb_path
+        self._backend = backend or GdbBackend(gdb_path, limits.watchdog_s)
+        self._allow_critical = allow_critical
         self._cancel = threading.Event()
-        self._gdb: GdbSession | None = None
+        #: Set while the probe sits in the target (armed or paused).
         self.armed = threading.Event()
+        #: The backend's handle once attached (for tests and diagnostics).
+        self.handle: ProbeHandle | None = None
+        self.phase = Phase.ATTACHING
         self._symbol = ""
+        self._pairs = FramePairs(self._capture, entry_only=recipe.after is None)
+        self._reason = "cancelled"
+        self._error: str | None = None
+        self._armed_at = self._progress_at = self._resume_at = 0.0
 
     def cancel(self) -> None:
         """Ask the window to disarm and detach now."""
@@ -220,173 +233,139 @@ class CaptureWindow:
                            before=before, after=after, stop_us=stop_us, engine=self.engine,
                            plaintext_side=self.recipe.side.value)
 
+    # -- the one place states change -------------------------------------------
+    def _enter(self, phase: Phase, message: str = "") -> None:
+        if phase not in TRANSITIONS[self.phase]:
+            raise RuntimeError(f"capture window cannot go from {self.phase.name} to {phase.name}")
+        self.phase = phase
+        if phase is Phase.ARMED:
+            self.armed.set()
+            self._progress_at = time.monotonic()
+        elif phase is Phase.DISARMING:
+            self.armed.clear()
+        if phase.published is not None:
+            self._publish(phase.published, message)
+
+    def _publish(self, state: str, message: str) -> None:
+        self._on_state(CaptureWindowState(time.time(), state, self._pairs.captures, self._pairs.stopped_total_s,
+                                          message))
+
+    # -- run -------------------------------------------------------------------
     def run(self) -> CaptureSummary:
         """Attach, arm, collect until a limit, cancel or exit; always disarm and detach."""
+        t_start = time.monotonic()
+        try:
+            self._attach()
+            while self.phase in (Phase.ARMED, Phase.PAUSED) and not self._reason:
+                self._step()
+        except UserError as exc:
+            self._error = str(exc)
+            self._reason = "error"
+        finally:
+            guard = self._finish()
+        handle = self.handle
+        return CaptureSummary(
+            self._pairs.captures, self._reason, handle.armed.symbol if handle else None,
+            handle.armed.locations if handle else (), self._pairs.stopped_total_s, time.monotonic() - t_start,
+            self._error, handle.arming_stop_s if handle else 0.0, guard,
+        )
+
+    def _attach(self) -> None:
+        """ATTACHING -> ARMED: refuse a critical process, resolve, attach, arm, let the target run."""
         if not os.path.exists(f"/proc/{self.pid}"):
             raise UserError(f"pid {self.pid} is gone (no such process)")
-        t_start = time.monotonic()
-        workdir = tempfile.mkdtemp(prefix="tdescope-probe-")
-        spool = os.path.join(workdir, "spool.bin")
-        open(spool, "wb").close()
-        reader = SpoolReader(spool)
-        pairs = FramePairs(reader, self._capture, entry_only=self.recipe.after is None)
-        armed_symbol: str | None = None
-        captures = 0
-        stopped = 0.0
-        reason = "cancelled"
-        locations: tuple[str, ...] = ()
-        error: str | None = None
-        arming_stop = 0.0
-        guard: subprocess.Popen | None = None
-        guard_report: dict | None = None
-        gdb = self._gdb = GdbSession(self._gdb_path)
-        _live_windows.add(self)
-        try:
-            resolved = None
-            if at_entry(self.recipe):
-                # find the address before attaching: gdb then loads no library symbols while
-                # the target is stopped, and a process without the function is never stopped
-                resolved = _resolve(self.pid, self.recipe)
-                if resolved is None and self.recipe.library is None:
-                    names = " or ".join(self.recipe.symbols)
-                    raise UserError(f"pid {self.pid} does not use {self.engine}: symbol {names} not found")
-            gdb.start()
-            if resolved is not None:
-                gdb.command("-gdb-set auto-solib-add off")
-            t_attach = time.monotonic()
-            gdb.attach(self.pid)
-            gdb.console_command(f"source {HELPER_PATH}")
-            spec_path = os.path.join(workdir, "spec.json")
-            with open(spec_path, "w") as fh:
-                spec = recipe_spec(self.recipe, self.limits, spool)
-                spec["address"] = resolved.address if resolved is not None else None
-                json.dump(spec, fh)
-            n_console = len(gdb.console)
-            gdb.console_command(f'python _tdescope_probe.arm("{spec_path}")')
-            result = _last_json(gdb.console[n_console:])
-            if not result or not result.get("armed"):
-                names = " or ".join(self.recipe.symbols)
-                raise UserError(f"pid {self.pid} does not use {self.engine}: symbol {names} not found")
-            armed_symbol = self._symbol = result["armed"]
-            locations = tuple(result.get("locations") or ())
-            guard = _start_guard(self.pid, gdb._proc.pid if gdb._proc else None, locations)
-            gdb.resume()
-            arming_stop = time.monotonic() - t_attach
-            self.armed.set()
-            armed_at = time.monotonic()
-            self._on_state(CaptureWindowState(time.time(), "armed", message=f"{armed_symbol} in pid {self.pid}"))
-            reason = ""
-            stopped_since = 0.0
-            progress_at = armed_at
-            resume_at = 0.0  # when a window paused by the stop budget re-arms
-            guarded = set(int(a, 16) for a in locations)
-            while not reason:
-                if self._cancel.is_set():
-                    reason = "cancelled"
-                    break
-                for capture in pairs.drain(self.limits.max_captures):
-                    self._on_capture(capture)
-                captures, stopped = pairs.captures, pairs.stopped_total_s
-                if pairs.closed_reason:
-                    reason = pairs.closed_reason
-                if captures >= self.limits.max_captures:
-                    reason = reason or "limit: max captures"
-                    break
-                if not pairs.return_sites <= guarded:
-                    guarded |= pairs.return_sites
-                    _update_guard(guard, guarded)
-                now = time.monotonic()
-                if pairs.paused_for is not None:
-                    resume_at, pairs.paused_for = now + pairs.paused_for, None
-                    progress_at = now
-                    self._on_state(CaptureWindowState(
-                        time.time(), "paused", captures, stopped,
-                        f"stop budget ({self.limits.max_busy_fraction:.0%} of wall time) spent: "
-                        f"breakpoint out of pid {self.pid}, re-arms in {resume_at - now:.1f} s"))
-                elif resume_at and now >= resume_at:
-                    resume_at = 0.0
-                    gdb.console_command("python _tdescope_probe.resume()", timeout=5.0)
-                    progress_at = 0.0  # say "armed" again now
-                if now - progress_at >= PROGRESS_S and not resume_at:
-                    # the stopped time, live: the GUI's status bar shows it while armed
-                    progress_at = now
-                    self._on_state(CaptureWindowState(time.time(), "armed", captures, stopped,
-                                                      f"{armed_symbol} in pid {self.pid}"))
-                if (
-                    self.limits.first_hit_timeout is not None
-                    and captures == 0
-                    and not pairs.pending
-                    and now - armed_at > self.limits.first_hit_timeout
-                ):
-                    reason = "timeout"
-                    error = f"no {self.recipe.direction} hit on {armed_symbol} within {self.limits.first_hit_timeout:g} s"
-                    break
-                if now - armed_at > self.limits.max_seconds:
-                    reason = reason or "limit: max seconds"
-                    break
-                if process_state(self.pid) == "t":  # the main thread sits in a ptrace stop
-                    stopped_since = stopped_since or now
-                    if now - stopped_since > self.limits.watchdog_s:
-                        reason = f"watchdog: target stopped over {self.limits.watchdog_s * 1000:.0f} ms"
-                        break
-                else:
-                    stopped_since = 0.0
-                rec = gdb.wait_event(_is_exit_or_sigint, timeout=0.02)
-                if rec is not None and _is_sigint(rec):
-                    # someone sent the target SIGINT (PostgreSQL's query cancel): gdb stopped it
-                    # and keeps SIGINT for itself; deliver it, as if nobody were attached
-                    gdb.console_command("signal SIGINT &", timeout=5.0)  # "&": gdb must not wait for a stop
-                    self._on_state(CaptureWindowState(time.time(), "armed", captures, stopped,
-                                                      f"passed a SIGINT on to pid {self.pid}"))
-                    continue
-                if rec is not None:
-                    reason = "target exited" if rec.type != "gdb-exit" else "gdb exited"
-                    gdb.pid = None if rec.type != "gdb-exit" else gdb.pid
-                    if rec.type != "gdb-exit":
-                        error = f"pid {self.pid} exited while armed ({captures} pages captured)"
-                    break
-        except UserError as exc:
-            error = str(exc)
-            reason = "error"
-        finally:
-            self.armed.clear()
-            if gdb.alive and gdb.pid is not None:
-                try:
-                    if gdb.interrupt(timeout=3.0):
-                        n_console = len(gdb.console)
-                        gdb.console_command("python _tdescope_probe.disarm()", timeout=5.0)
-                        said = _last_json(gdb.console[n_console:]) or {}
-                        pairs.helper_busy_s = max(pairs.helper_busy_s, float(said.get("busy_s") or 0.0))
-                except GdbError:
-                    pass  # close() below still deletes breakpoints and detaches
-            gdb.close()
-            guard_report = _stop_guard(guard)
-            if guard_report and guard_report.get("restored"):
-                error = (f"gdb died while armed: the guard put back {guard_report['restored']} breakpoint "
-                         f"byte(s) in pid {self.pid} within {guard_report.get('ms', 0):.1f} ms")
-            _live_windows.discard(self)
+        refuse_critical_target(self.pid, self._allow_critical)  # before anything can stop it
+        address = None
+        if at_entry(self.recipe):
+            # find the address before attaching: the backend then loads no library symbols while
+            # the target is stopped, and a process without the function is never stopped
+            resolved = _resolve(self.pid, self.recipe)
+            if resolved is None and self.recipe.library is None:
+                raise self._not_used()
+            address = resolved.address if resolved is not None else None
+        self.handle = self._backend.attach(self.pid, ProbeSpec.of(self.recipe, self.limits, address))
+        if self.handle.armed.symbol is None:
+            raise self._not_used()
+        self._symbol = self.handle.armed.symbol
+        self.handle.start()
+        self._reason = ""
+        self._armed_at = time.monotonic()
+        self._enter(Phase.ARMED, self._armed_line())
+
+    def _not_used(self) -> UserError:
+        names = " or ".join(self.recipe.symbols)
+        return UserError(f"pid {self.pid} does not use {self.engine}: symbol {names} not found")
+
+    def _armed_line(self) -> str:
+        return f"{self._symbol} in pid {self.pid}"
+
+    def _step(self) -> None:
+        """One turn while armed or paused: collect, check the limits, pause or resume, hear the target."""
+        assert self.handle is not None
+        pairs, limits = self._pairs, self.limits
+        if self._cancel.is_set():
+            self._reason = "cancelled"
+            return
+        for capture in pairs.drain(self.handle.frames(), limits.max_captures):
+            self._on_capture(capture)
+        if pairs.closed_reason:
+            self._reason = pairs.closed_reason
+        if pairs.captures >= limits.max_captures:
+            self._reason = self._reason or "limit: max captures"
+            return
+        now = time.monotonic()
+        if pairs.paused_for is not None:
+            self._resume_at, pairs.paused_for = now + pairs.paused_for, None
+            if self.phase is Phase.ARMED:
+                self._enter(Phase.PAUSED,
+                            f"stop budget ({limits.max_busy_fraction:.0%} of wall time) spent: breakpoint out "
+                            f"of pid {self.pid}, re-arms in {self._resume_at - now:.1f} s")
+        elif self.phase is Phase.PAUSED and now >= self._resume_at:
+            self.handle.resume()
+            self._enter(Phase.ARMED, self._armed_line())
+        elif self.phase is Phase.ARMED and now - self._progress_at >= PROGRESS_S:
+            # the stopped time, live: the GUI's status bar shows it while armed
+            self._progress_at = now
+            self._publish("armed", self._armed_line())
+        if (limits.first_hit_timeout is not None and pairs.captures == 0 and not pairs.pending
+                and now - self._armed_at > limits.first_hit_timeout):
+            self._reason = "timeout"
+            self._error = (f"no {self.recipe.direction} hit on {self._symbol} "
+                           f"within {limits.first_hit_timeout:g} s")
+            return
+        if now - self._armed_at > limits.max_seconds:
+            self._reason = self._reason or "limit: max seconds"
+            return
+        if self._reason:
+            return
+        news = self.handle.poll(POLL_S)
+        if news is None:
+            return
+        if news.happened is Happened.SIGNAL_PASSED:
+            self._publish("armed", news.message)
+        elif news.happened is Happened.STALLED:
+            self._reason = news.message
+        else:
+            self._reason = news.happened.value
+            if news.happened is Happened.TARGET_EXITED:
+                self._error = f"pid {self.pid} exited while armed ({pairs.captures} pages captured)"
+
+    def _finish(self) -> dict | None:
+        """-> DISARMING -> DONE or FAILED: take the probe out, release the target, collect the last frames."""
+        self._enter(Phase.DISARMING)
+        guard = None
+        if self.handle is not None:
+            self.handle.disarm()
+            closed = self.handle.close()
+            guard = closed.guard
+            if closed.restored:
+                self._error = (f"gdb died while armed: the guard put back {closed.restored} breakpoint "
+                               f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
             # frames written between the last read and the disarm
-            for capture in pairs.drain(self.limits.max_captures):
+            for capture in self._pairs.drain(self.handle.frames(), self.limits.max_captures):
                 self._on_capture(capture)
-            captures, stopped = pairs.captures, pairs.stopped_total_s
-            reader.close()
-            for name in ("spool.bin", "spec.json"):
-                try:
-                    os.unlink(os.path.join(workdir, name))
-                except OSError:
-                    pass
-            try:
-                os.rmdir(workdir)
-            except OSError:
-                pass
-            state = "failed" if error else "disarmed"
-            self._on_state(
-                CaptureWindowState(time.time(), state, captures, stopped, error or reason)
-            )
-        return CaptureSummary(
-            captures, reason, armed_symbol, locations, stopped, time.monotonic() - t_start, error, arming_stop,
-            guard_report,
-        )
+        self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)
+        return guard
 
 
 def _resolve(pid: int, recipe: ProbeRecipe):
@@ -399,42 +378,3 @@ def _resolve(pid: int, recipe: ProbeRecipe):
                         "as the process owner or as root") from None
     except (FileNotFoundError, ProcessLookupError):
         raise UserError(f"pid {pid} is gone (no such process)") from None
-
-
-def _is_exit(rec) -> bool:
-    if rec.type == "gdb-exit":
-        return True
-    if rec.type == "notify" and rec.message == "thread-group-exited":
-        return True
-    return rec.type == "notify" and rec.message == "stopped" and isinstance(rec.payload, dict) and str(
-        rec.payload.get("reason", "")
-    ).startswith("exited")
-
-
-def _is_sigint(rec) -> bool:
-    return (rec.type == "notify" and rec.message == "stopped" and isinstance(rec.payload, dict)
-            and rec.payload.get("reason") == "signal-received" and rec.payload.get("signal-name") == "SIGINT")
-
-
-def _is_exit_or_sigint(rec) -> bool:
-    return _is_exit(rec) or _is_sigint(rec)
-
-
-def _last_json(lines: list[str]) -> dict | None:
-    for line in reversed(lines):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                continue
-    return None
-
-
-@atexit.register
-def _disarm_all_on_exit() -> None:
-    """Interpreter exit: every live window detaches (gdb would too, on EOF)."""
-    for window in list(_live_windows):
-        window.cancel()
-        if window._gdb is not None:
-            window._gdb.close(timeout=2.0)

@@ -57,6 +57,7 @@ class MainWindow(QMainWindow):
         self.engine = engine
         self.session: EngineSession | None = None
         self.experiment: Experiment | None = None
+        self.allow_critical = False  # the user chose a critical process as the target, on purpose
         self.decoder = engine.page_decoder()
         self.settings = settings or QSettings("tdescope", "tdescope")
         self.setWindowTitle(f"tdescope — {engine.label}")
@@ -226,11 +227,11 @@ class MainWindow(QMainWindow):
             return
         pid, allow_critical = dialog.chosen(), dialog.allow_critical.isChecked()
         self.tasks.run(lambda _state: session.choose_target(pid, allow_critical), name="choose-target",
-                       on_done=lambda _none: self._on_retargeted(session),
+                       on_done=lambda _none: self._on_retargeted(session, allow_critical),
                        on_exception=lambda exc: QMessageBox.warning(self, "tdescope — probe target", describe(exc)))
 
-    def _on_retargeted(self, session: EngineSession) -> None:
-        pid = session.server_pid()
+    def _on_retargeted(self, session: EngineSession, allow_critical: bool) -> None:
+        pid, self.allow_critical = session.server_pid(), allow_critical
         self.engine_dock.target.setText(f"Probe target: pid {pid}")
         self.statusBar().showMessage(f"Probe target is now pid {pid}", 5000)
         self.observation.observe(session)  # observe the new process from now on
@@ -246,7 +247,8 @@ class MainWindow(QMainWindow):
         self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
                                **stop_budget(getattr(self.session, "own_target", False)))
-        exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish)
+        exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish,
+                         allow_critical=self.allow_critical)
         self.experiment = exp
         label = self.live.run_started(workload.name)
         exp.start()
@@ -304,10 +306,8 @@ class MainWindow(QMainWindow):
         """Show one capture in the page view."""
         decoded_after = self.decoder.decode(capture.after, capture.pgno) if capture.after else None
         decoded_before = self.decoder.decode(capture.before, capture.pgno) if capture.before else None
-        title = (
-            f"page {capture.pgno} · {capture.direction} · {capture.symbol} · capture #{capture.seq} · "
-            f"{time.strftime('%H:%M:%S', time.localtime(capture.ts))}"
-        )
+        title = (f"page {capture.pgno} · {capture.direction} · {capture.symbol} · capture #{capture.seq} · "
+                 f"{time.strftime('%H:%M:%S', time.localtime(capture.ts))}")
         self.page_view.show_capture(capture.before, capture.after, decoded_after, decoded_before, title,
                                     chunk_entropy(capture.before, 256), chunk_entropy(capture.after, 256),
                                     np.array(diff_mask(capture.before, capture.after), dtype=bool),
@@ -316,8 +316,7 @@ class MainWindow(QMainWindow):
     # -- what the controllers are given ---------------------------------------------
     def _reset_views(self) -> None:
         self.pump.drain()  # what was fed before a seek lands now, then is cleared with the rest
-        self.captures_dock.clear()
-        self.page_view.clear()
+        self._clear_captures()
         self.workload_dock.progress.setValue(0)
         self.observation.clear()
 

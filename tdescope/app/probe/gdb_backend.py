@@ -1,0 +1,261 @@
+"""The gdb backend: probes as gdb breakpoints, driven through MI, read-only.
+
+gdb attaches, ``source``\\ s the gdb-side helper (``app/gdb/_probe_helper.py``)
+and calls its three functions with literal arguments only (:func:`arm_command`,
+:func:`resume_command`, :func:`disarm_command`: the exact console commands the
+MI guard lets through). The helper answers ``arm`` and ``disarm`` with notice
+frames in the spool file it appends captures to, and the handle waits for
+that frame: nothing is read back from gdb's console.
+
+What only gdb needs lives here too: the guard that restores code bytes if gdb
+dies while armed, passing on a SIGINT that gdb would keep for itself, and the
+watchdog on ptrace stops.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import os
+import subprocess
+import tempfile
+import time
+import weakref
+
+from tdescope.app.gdb.allowlist import HELPER_PATH
+from tdescope.app.gdb.guard import start_guard as _start_guard
+from tdescope.app.gdb.guard import stop_guard as _stop_guard
+from tdescope.app.gdb.guard import update_guard as _update_guard
+from tdescope.app.gdb.mi import GdbError, GdbSession
+from tdescope.app.probe.backend import Armed, Closed, Happened, TargetNews
+from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of
+from tdescope.app.probe.spec import ProbeSpec
+from tdescope.app.probe.spool import SpoolReader
+from tdescope.app.system.procstat import process_state
+
+__all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "resume_command",
+           "source_command"]
+
+#: The gdb-side helper, packaged with tdescope: the only file gdb may ``source``.
+HELPER = HELPER_PATH
+#: How long the helper's reply frame may take once its command returned (it is written
+#: before gdb answers ^done, so this only covers a slow disk).
+REPLY_S = 2.0
+_live_sessions: "weakref.WeakSet[GdbSession]" = weakref.WeakSet()
+
+
+def source_command() -> str:
+    """The console command that loads the helper into gdb."""
+    return f"source {HELPER}"
+
+
+def arm_command(spec_path: str) -> str:
+    """The console command that arms the probe from the spec file at absolute ``spec_path``."""
+    if not os.path.isabs(spec_path):
+        raise ValueError(f"spec path must be absolute: {spec_path}")
+    return f"python _tdescope_probe.arm({json.dumps(str(spec_path))})"
+
+
+def resume_command() -> str:
+    """The console command that puts a paused probe back."""
+    return "python _tdescope_probe.resume()"
+
+
+def disarm_command() -> str:
+    """The console command that takes the probe out."""
+    return "python _tdescope_probe.disarm()"
+
+
+class GdbBackend:
+    """Probes through gdb/MI.
+
+    Parameters
+    ----------
+    gdb_path : str, optional
+        gdb to use; found on PATH when omitted.
+    watchdog_s : float
+        Detach when the target stays in a ptrace stop longer than this while armed.
+    """
+
+    name = "gdb"
+
+    def __init__(self, gdb_path: str | None = None, watchdog_s: float = 0.25) -> None:
+        self._gdb_path = gdb_path
+        self._watchdog_s = watchdog_s
+
+    def attach(self, pid: int, spec: ProbeSpec) -> "GdbHandle":
+        """Attach gdb to ``pid`` and arm ``spec``; the target stays stopped until ``start()``."""
+        handle = GdbHandle(pid, GdbSession(self._gdb_path), self._watchdog_s)
+        try:
+            handle._arm(spec)
+        except BaseException:
+            handle.close()
+            raise
+        return handle
+
+
+class GdbHandle:
+    """One gdb session holding one armed probe (see :class:`~tdescope.app.probe.backend.ProbeHandle`)."""
+
+    def __init__(self, pid: int, gdb: GdbSession, watchdog_s: float) -> None:
+        self.pid = int(pid)
+        self.gdb = gdb
+        self.armed = Armed(None)
+        self.arming_stop_s = 0.0
+        self._watchdog_s = watchdog_s
+        self._workdir = tempfile.mkdtemp(prefix="tdescope-probe-")
+        self._spool = os.path.join(self._workdir, "spool.bin")
+        open(self._spool, "wb").close()
+        self._reader: SpoolReader | None = SpoolReader(self._spool)
+        self._backlog: list[Frame] = []
+        self._guard: subprocess.Popen | None = None
+        self._guarded: set[int] = set()
+        self._attached_at = 0.0
+        self._stopped_since = 0.0
+        self._closed: Closed | None = None
+        _live_sessions.add(gdb)
+
+    # -- arming ----------------------------------------------------------------
+    def _arm(self, spec: ProbeSpec) -> None:
+        gdb = self.gdb
+        gdb.start()
+        if spec.address is not None:
+            # the address came from the ELF files: gdb need load no library symbols while the target is stopped
+            gdb.command("-gdb-set auto-solib-add off")
+        self._attached_at = time.monotonic()
+        gdb.attach(self.pid)
+        gdb.console_command(source_command())
+        spec_path = os.path.join(self._workdir, "spec.json")
+        dataclasses.replace(spec, spool=self._spool).write(spec_path)
+        gdb.console_command(arm_command(spec_path))
+        said = self._reply(Notice.ARMED)
+        self.armed = Armed(said.get("armed"), tuple(said.get("locations") or ()), bool(said.get("pending")),
+                           tuple(said.get("errors") or ()))
+        if self.armed.symbol is not None:
+            self._guarded = {int(a, 16) for a in self.armed.locations}
+            self._guard = _start_guard(self.pid, gdb.gdb_pid, self.armed.locations)
+
+    def _reply(self, notice: Notice, timeout: float = REPLY_S) -> dict:
+        """The fields of the helper's ``notice`` reply frame; earlier frames stay for :meth:`frames`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for frame in self._read():
+                self._backlog.append(frame)
+                if frame.kind is FrameKind.NOTICE:
+                    said, fields = notice_of(frame)
+                    if said is notice:
+                        return fields
+            if time.monotonic() > deadline:
+                raise GdbError(f"the probe helper did not answer {notice.value!r} within {timeout:g} s")
+            time.sleep(0.005)
+
+    # -- armed -----------------------------------------------------------------
+    def start(self) -> None:
+        """Let the target run; until now it was stopped since the attach."""
+        self.gdb.resume()
+        self.arming_stop_s = time.monotonic() - self._attached_at
+
+    def frames(self) -> list[Frame]:
+        """Frames since the last call; return sites planted by the helper go to the guard on the way."""
+        new = self._read()
+        for frame in new:
+            if frame.kind is FrameKind.NOTICE:
+                said, fields = notice_of(frame)
+                if said is Notice.RETURN_SITE and int(fields["address"]) not in self._guarded:
+                    self._guarded.add(int(fields["address"]))
+                    _update_guard(self._guard, self._guarded)
+        out, self._backlog = self._backlog + new, []
+        return out
+
+    def _read(self) -> list[Frame]:
+        return self._reader.frames() if self._reader is not None else []
+
+    def resume(self) -> None:
+        """Re-enable the probe that paused itself."""
+        self.gdb.console_command(resume_command(), timeout=5.0)
+
+    def poll(self, timeout: float) -> TargetNews | None:
+        """The watchdog on ptrace stops, then up to ``timeout`` s for the target's exit or a SIGINT."""
+        now = time.monotonic()
+        if process_state(self.pid) == "t":  # the main thread sits in a ptrace stop
+            self._stopped_since = self._stopped_since or now
+            if now - self._stopped_since > self._watchdog_s:
+                return TargetNews(Happened.STALLED, f"watchdog: target stopped over {self._watchdog_s * 1000:.0f} ms")
+        else:
+            self._stopped_since = 0.0
+        rec = self.gdb.wait_event(_is_exit_or_sigint, timeout=timeout)
+        if rec is None:
+            return None
+        if _is_sigint(rec):
+            # someone sent the target SIGINT (PostgreSQL's query cancel): gdb stopped it
+            # and keeps SIGINT for itself; deliver it, as if nobody were attached
+            self.gdb.console_command("signal SIGINT &", timeout=5.0)  # "&": gdb must not wait for a stop
+            return TargetNews(Happened.SIGNAL_PASSED, f"passed a SIGINT on to pid {self.pid}")
+        if rec.type == "gdb-exit":
+            return TargetNews(Happened.BACKEND_EXITED)
+        self.gdb.pid = None  # nothing left to detach from
+        return TargetNews(Happened.TARGET_EXITED)
+
+    # -- the way out -----------------------------------------------------------
+    def disarm(self) -> None:
+        """Stop the target, take the probe out and wait for the helper's ``disarmed`` frame."""
+        gdb = self.gdb
+        if not (gdb.alive and gdb.pid is not None):
+            return
+        try:
+            if gdb.interrupt(timeout=3.0):
+                gdb.console_command(disarm_command(), timeout=5.0)
+                self._reply(Notice.DISARMED)
+        except GdbError:
+            pass  # close() still deletes breakpoints and detaches
+
+    def close(self) -> Closed:
+        """Detach and end gdb, stop the guard, remove the spool; unread frames stay for :meth:`frames`."""
+        if self._closed is not None:
+            return self._closed
+        self.gdb.close()
+        _live_sessions.discard(self.gdb)
+        report = _stop_guard(self._guard)
+        if self._reader is not None:
+            self._backlog.extend(self._reader.frames())  # written between the last read and the disarm
+            self._reader.close()
+            self._reader = None
+        for name in ("spool.bin", "spec.json"):
+            try:
+                os.unlink(os.path.join(self._workdir, name))
+            except OSError:
+                pass
+        try:
+            os.rmdir(self._workdir)
+        except OSError:
+            pass
+        report = report or {}
+        self._closed = Closed(int(report.get("restored") or 0), float(report.get("ms") or 0.0), report or None)
+        return self._closed
+
+
+def _is_exit(rec) -> bool:
+    if rec.type == "gdb-exit":
+        return True
+    if rec.type == "notify" and rec.message == "thread-group-exited":
+        return True
+    return rec.type == "notify" and rec.message == "stopped" and isinstance(rec.payload, dict) and str(
+        rec.payload.get("reason", "")
+    ).startswith("exited")
+
+
+def _is_sigint(rec) -> bool:
+    return (rec.type == "notify" and rec.message == "stopped" and isinstance(rec.payload, dict)
+            and rec.payload.get("reason") == "signal-received" and rec.payload.get("signal-name") == "SIGINT")
+
+
+def _is_exit_or_sigint(rec) -> bool:
+    return _is_exit(rec) or _is_sigint(rec)
+
+
+@atexit.register
+def _detach_all_on_exit() -> None:
+    """Interpreter exit: every live gdb session detaches (gdb would too, on EOF)."""
+    for gdb in list(_live_sessions):
+        gdb.close(timeout=2.0)
