@@ -34,7 +34,7 @@ def test_captures_model(qtmodeltester):
     model.append(_captures(3))
     model.append(_captures(2))
     qtmodeltester.check(model)
-    assert model.rowCount() == 5 and model.columnCount() == 10
+    assert model.rowCount() == 5 and model.columnCount() == 11
     model.clear()
     qtmodeltester.check(model)
 
