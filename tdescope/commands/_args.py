@@ -72,8 +72,8 @@ def recipe_named(engine, key: str):
 
 def refuse_critical_pid(pid: int, allow: bool = False) -> None:
     """UserError when ``pid`` is on any loaded engine's deny-list (postmaster, checkpointer, ora_pmon...)."""
-    from tdescope.app.system.critical import refuse_critical, rules_of
-    from tdescope.app.engines import discover_engines
+    from tdescope.app.engines.registry import critical_rules, discover_engines
+    from tdescope.app.system.critical import refuse_critical
 
     engines, _ = discover_engines()
-    refuse_critical(pid, rules_of(engines.values()), allow)
+    refuse_critical(pid, critical_rules(engines.values()), allow)

@@ -15,6 +15,7 @@ from tdescope import __version__
 from tdescope.app.probe.window import CaptureLimits, stop_budget
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inventory, ProbeRecipe
+from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
@@ -154,14 +155,14 @@ class MainWindow(QMainWindow):
             if hasattr(dock, "show_inventory"):
                 dock.show_inventory(ev.inventory)
         self.workload_dock.set_workloads(self.session.workloads(), self.engine.probe_recipes())
-        self.engine_dock.change_target.setVisible(hasattr(self.session, "targets"))
+        self.engine_dock.change_target.setVisible(has_ability(self.session, Ability.CHOOSE_TARGET))
         self.statusBar().showMessage(f"Connected: target pid {pid}", 5000)
 
     def pick_target(self) -> None:
         """Let the user probe another server process (sessions that offer ``targets()``)."""
         from tdescope.ui.target_dialog import TargetDialog
 
-        if self.session is None or not hasattr(self.session, "targets"):
+        if not has_ability(self.session, Ability.CHOOSE_TARGET):
             return
         if self.experiment is not None and not self.experiment.done.is_set():
             self.statusBar().showMessage("Finish or cancel the running workload first", 5000)
@@ -196,7 +197,7 @@ class MainWindow(QMainWindow):
             return
         self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
-                               **stop_budget(getattr(self.session, "own_target", False)))
+                               **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
         self.experiment = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self._sink)
         self.experiment.start()
         self._watch_done(self.experiment)

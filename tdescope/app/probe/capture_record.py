@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import asdict, dataclass
 
 from tdescope.app.engines.api import DecodedPage, PageDecoder
+from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.probe.entropy import shannon_entropy
 from tdescope.app.events import PageCapture
 
@@ -58,7 +59,7 @@ def describe_capture(
     plain = capture.before if capture.direction == "encrypt" else capture.after
     if not capture.after:  # an entry-only recipe (e.g. Oracle kcbchk_ctx): the one buffer there is
         plain = capture.before
-    if not full and decoder is not None and plain and hasattr(decoder, "summarize"):
+    if not full and decoder is not None and plain and has_ability(decoder, Ability.SUMMARIZE_PAGES):
         page_type, cells = decoder.summarize(plain, capture.pgno)
         decoded = DecodedPage(page_type, cells=cells)
     else:
