@@ -15,8 +15,8 @@ import threading
 import time
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import (add_stop_budget_argument, engine_named, positive_int, recipe_named,
-                                     refuse_critical_pid, seconds)
+from tdescope.commands._args import add_stop_budget_argument, engine_named, positive_int, recipe_named, seconds
+from tdescope.commands._target import resolve_target
 
 HELP = "record a session (workload, captures, hotspots, waits) to a .tds file, headless"
 
@@ -62,7 +62,6 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
 
 def run(args) -> int:
     from tdescope.app.probe.window import CaptureLimits, stop_budget
-    from tdescope.app.engines.api import ConnectParams
     from tdescope.app.events import Marker, PageCapture
     from tdescope.app.experiment import Experiment
     from tdescope.app.session.file import SessionRecorder
@@ -88,27 +87,15 @@ def run(args) -> int:
     stop = threading.Event()
     # SIGTERM ends the recording cleanly, like Ctrl+C
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    session = None
+    target = None
     recorder = None
     stops: list = []
     notes: list[str] = []
     captured = [0]
     try:
-        if args.lab:
-            session = engine.connect(ConnectParams(options={"lab": True}))
-            pid = session.server_pid()
-            workloads = session.workloads()
-            workload = next((w for w in workloads if w.name == args.workload), None) if args.workload else workloads[0]
-            if workload is None:
-                raise UserError(f"the {engine.name} lab has no workload {args.workload!r} "
-                                f"(has: {', '.join(w.name for w in workloads)})")
-            inventory = session.inventory().rows
-        else:
-            pid, workload, inventory = args.pid, None, ()
-            if not os.path.exists(f"/proc/{pid}"):
-                raise UserError(f"pid {pid} is gone (no such process)")
-            if recipe is not None:
-                refuse_critical_pid(pid, args.allow_critical)
+        target = resolve_target(args, engine, probing=recipe is not None)
+        session, pid, workload = target.session, target.pid, target.workload
+        inventory = session.inventory().rows if session is not None else ()
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
         meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
@@ -122,7 +109,7 @@ def run(args) -> int:
         stops = _start_samplers(pid, args, record, session.wait_source() if session else None, notes)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
-                               **stop_budget(bool(args.lab), args.stop_budget))
+                               **stop_budget(target.own_target, args.stop_budget))
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:
             run_no += 1
@@ -151,8 +138,8 @@ def run(args) -> int:
             s()
         if recorder is not None:
             recorder.close()
-        if session is not None:
-            session.close()
+        if target is not None:
+            target.close()
     if recorder is None:
         return 1
     if recorder.error:
