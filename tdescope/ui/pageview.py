@@ -8,7 +8,7 @@ the hex panes and the structure tree in step.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from PySide6.QtCore import QModelIndex, Qt, Signal
@@ -200,7 +200,6 @@ class PageView(QWidget):
         diff_mask=None,
         *,
         chunk: int = 256,
-        zones: Iterable[Sequence] = (),
     ) -> None:
         """Show one capture.
 
@@ -218,11 +217,8 @@ class PageView(QWidget):
             Which offsets differ between the sides; drawn in both panes.
         chunk : int
             Chunk size the entropy values were computed over.
-        zones : iterable of (start, end, QColor[, label])
-            Faint backgrounds for regions (page header, reserve area) in both panes.
         """
         self._after_page, self._before_page = decoded_after, decoded_before
-        zones = list(zones)
         for view, strip, data, ent in (
             (self.before_view, self.before_strip, before, before_entropy),
             (self.after_view, self.after_strip, after, after_entropy),
@@ -230,7 +226,6 @@ class PageView(QWidget):
             view.set_data(data)
             view.setMaximumWidth(view.content_width())  # past 64 KB the offset column widens
             view.set_diff(diff_mask)
-            view.set_zones(zones)
             strip.set_values(ent, chunk, len(data))
             strip.set_window(*view.visible_range())
         self._before_caption.setText(self._caption("Before (ciphertext)", before, before_entropy))
@@ -243,7 +238,6 @@ class PageView(QWidget):
         self._after_page = self._before_page = None
         for view, strip in ((self.before_view, self.before_strip), (self.after_view, self.after_strip)):
             view.set_data(b"")
-            view.set_zones([])
             strip.clear()
         self._before_caption.setText("<b>Before (ciphertext)</b>")
         self._after_caption.setText("<b>After (plaintext)</b>")
