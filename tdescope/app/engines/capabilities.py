@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from tdescope.app.engines.api import DecodedPage, TargetChoice, Workload
+from tdescope.app.engines.api import TargetChoice, Workload
 
 __all__ = [
     "Ability",
