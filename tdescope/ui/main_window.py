@@ -16,6 +16,7 @@ from tdescope.app.probe.window import CaptureLimits, stop_budget
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inventory, ProbeRecipe
 from tdescope.app.engines.capabilities import Ability, has_ability
+from tdescope.app.engines.registry import open_session
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
@@ -132,7 +133,7 @@ class MainWindow(QMainWindow):
 
         def work() -> None:
             try:
-                session = self.engine.connect(params)
+                session = open_session(self.engine, params)
                 self.pump.put(_Connected(session, session.inventory()))
             except UserError as exc:
                 self.pump.put(_Connected(None, None, str(exc)))
