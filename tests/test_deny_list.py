@@ -13,12 +13,12 @@ import subprocess
 import pytest
 
 from conftest import assert_one_line_error, run_tdescope, tracer_pid
-from tdescope.app.system.critical import CriticalProcess, ProcessTitle, critical_role, rules_of
-from tdescope.app.engines import discover_engines
+from tdescope.app.engines.registry import critical_rules, discover_engines
+from tdescope.app.system.critical import CriticalProcess, ProcessTitle, critical_role
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.sqlcipher.engine import DECRYPT
 
-RULES = rules_of(discover_engines()[0].values())
+RULES = critical_rules(discover_engines()[0].values())
 
 
 def _background_pid(cluster, backend_type: str) -> int:

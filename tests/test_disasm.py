@@ -19,7 +19,8 @@ from tdescope.app.hotspots.disasm import (
 )
 from tdescope.app.errors import UserError
 from tdescope.app.system.elf import load_base
-from tdescope.app.hotspots.profile import HotspotSampler, check_perf, leaf_offsets
+from tdescope.app.hotspots.profile import HotspotSampler, check_perf
+from tdescope.app.observe.sampling import leaves_of
 
 
 
@@ -126,7 +127,7 @@ def test_heat_from_real_samples(hot):
     insns = disassemble(str(hot), "hot_loop")
     start, size = function_bounds(str(hot), "hot_loop")
     # 1) from symbol offsets
-    offs = leaf_offsets(samples, "hot_loop")
+    offs = leaves_of(samples, target.pid).offsets["hot_loop"]
     rows = annotate(insns, Counter({start + o: n for o, n in offs.items()}))
     assert sum(r.samples for r in rows) == sum(offs.values()) > 0
     hottest = max(rows, key=lambda r: r.samples)

@@ -18,15 +18,22 @@ __all__ = ["Check", "cpu_flags", "run_checks", "ptrace_problem", "MIN_GDB"]
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One line of the doctor's report: ``ok`` is None for information-only lines."""
+    """One line of the doctor's report: ``ok`` is None for information-only lines.
+
+    ``abilities`` is set on an engine's line only: the optional abilities its plugin declares.
+    """
 
     name: str
     ok: bool | None
     value: str
     fix: str = ""
+    abilities: tuple[str, ...] | None = None
 
     def to_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.abilities is None:
+            del out["abilities"]
+        return out
 
 
 def cpu_flags() -> set[str]:
@@ -114,6 +121,9 @@ def run_checks() -> list[Check]:
     checks.append(Check("PCLMULQDQ", None, "yes" if "pclmulqdq" in flags else "no"))
     engines, errors = discover_engines()
     checks.append(Check("engines", bool(engines), ", ".join(sorted(engines)) or "none"))
+    for name, engine in sorted(engines.items()):
+        names = tuple(sorted(a.value for a in engine.abilities))
+        checks.append(Check(f"engine {name}", True, f"abilities: {', '.join(names) or 'none'}", abilities=names))
     for err in errors:
         checks.append(Check(f"engine {err.name}", False, err.message, "reinstall or remove the plugin"))
     return checks

@@ -1,4 +1,4 @@
-"""Opening an engine session from ``--dsn`` (server engines such as postgres), shared by capture and waits."""
+"""Opening an engine session from ``--dsn`` (server engines such as postgres); see ``_target.resolve_target``."""
 
 from __future__ import annotations
 
@@ -39,26 +39,11 @@ def prompt_password(where: str) -> str | None:
 
 
 def open_dsn_session(engine, args):
-    """``engine.connect`` with the DSN, a password prompt and the target options."""
+    """The engine's session on the DSN, with a password prompt and the target options."""
     from tdescope.app.engines.api import ConnectParams
+    from tdescope.app.engines.registry import open_session
 
     refuse_password_in_dsn(args.dsn)
     options = {"prompt": prompt_password, "pid": getattr(args, "target_pid", None),
                "allow_critical": getattr(args, "allow_critical", False)}
-    return engine.connect(ConnectParams(dsn=args.dsn, options=options))
-
-
-def dsn_workload(session, args):
-    """(workload, params) for ``--sql`` or ``--workload NAME``."""
-    if getattr(args, "sql", None):
-        if not hasattr(session, "sql_workload"):
-            raise UserError("this engine cannot run --sql")
-        w = session.sql_workload(args.sql)
-        return w, w.params
-    name = getattr(args, "workload", None)
-    if not name:
-        raise UserError("--dsn needs --sql SQL or --workload NAME to drive the backend")
-    for w in session.workloads():
-        if w.name == name:
-            return w, w.params
-    raise UserError(f"no workload {name!r} (has: {', '.join(w.name for w in session.workloads())})")
+    return open_session(engine, ConnectParams(dsn=args.dsn, options=options))

@@ -7,13 +7,13 @@ to observe; with ``--pid`` the process is observed as it is.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
 from tdescope.app.errors import UserError
 from tdescope.commands._args import engine_named, positive_int, seconds
-from tdescope.commands._dsn import add_dsn_arguments, dsn_workload, open_dsn_session
+from tdescope.commands._dsn import add_dsn_arguments
+from tdescope.commands._target import resolve_target
 
 __all__ = ["add_target_arguments", "observe"]
 
@@ -31,11 +31,10 @@ def add_target_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
 
 
-def _repeat_workload(session, control, workload=None, params=None) -> None:
-    workload = workload or session.workloads()[0]
+def _repeat_workload(workload, params, control) -> None:
     while not control.cancelled:
         try:
-            result = workload.run(params if params is not None else workload.params, control)
+            result = workload.run(params, control)
         except UserError:
             return
         if result.cancelled:
@@ -63,9 +62,9 @@ def observe(args, hotspots: bool, waits: bool):
     -------
     (events, problems, engine) : list of Event, list of str, Engine or None
         Every event the samplers sent, the Problem messages among them, and
-        the engine when ``--lab`` was used.
+        the engine of ``--lab`` or ``--dsn``.
     """
-    from tdescope.app.engines.api import ConnectParams, WorkloadControl
+    from tdescope.app.engines.api import WorkloadControl
     from tdescope.app.events import Problem
     from tdescope.app.observe.sampling import Observation
 
@@ -77,37 +76,22 @@ def observe(args, hotspots: bool, waits: bool):
         with lock:
             events.append(ev)
 
-    engine = None
-    session = None
+    engine = engine_named(args.lab) if args.lab else engine_named(args.engine or "postgres") if args.dsn else None
+    target = resolve_target(args, engine)
     runner = None
     control = WorkloadControl()
-    dsn_work: tuple = ()
     try:
-        if getattr(args, "dsn", None):
-            engine = engine_named(getattr(args, "engine", None) or "postgres")
-            session = open_dsn_session(engine, args)
-            dsn_work = dsn_workload(session, args)
-            pid = session.server_pid()
-            source = session.wait_source() if waits else None
-        elif args.lab:
-            engine = engine_named(args.lab)
-            session = engine.connect(ConnectParams(options={"lab": True}))
-            pid = session.server_pid()
-            source = session.wait_source() if waits else None
-        else:
-            pid = args.pid
-            if not os.path.exists(f"/proc/{pid}"):
-                raise UserError(f"pid {pid} is gone (no such process)")
-            source = None
+        source = target.session.wait_source() if waits and target.session is not None else None
         # Short runs get shorter windows (above), so a 2 s run still yields several.
-        obs = Observation(pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s)
+        obs = Observation(target.pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s)
         obs.start_blocking()
         if hotspots and not obs.hotspots_on:
             problem = next((e.message for e in events if isinstance(e, Problem)), "perf did not start")
             obs.stop()
             raise UserError(problem)
-        if session is not None:
-            runner = threading.Thread(target=_repeat_workload, args=(session, control, *dsn_work), daemon=True)
+        if target.workload is not None:
+            runner = threading.Thread(target=_repeat_workload, args=(target.workload, target.params, control),
+                                      daemon=True)
             runner.start()
         try:
             deadline = time.monotonic() + args.seconds
@@ -121,7 +105,6 @@ def observe(args, hotspots: bool, waits: bool):
             if runner is not None:
                 runner.join(30)
     finally:
-        if session is not None:
-            session.close()
+        target.close()
     problems = [e.message for e in events if isinstance(e, Problem)]
     return events, problems, engine

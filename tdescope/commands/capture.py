@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 from pathlib import Path
 
 from tdescope.app.errors import UserError
 from tdescope.commands._args import add_stop_budget_argument, engine_named, positive_int, recipe_named, seconds
-from tdescope.commands._dsn import add_dsn_arguments, dsn_workload, open_dsn_session
+from tdescope.commands._dsn import add_dsn_arguments
+from tdescope.commands._target import resolve_target
 
 HELP = "capture pages before and after decryption, headless"
 
@@ -34,7 +34,7 @@ def add_arguments(cap) -> None:
 def run(args) -> int:
     from tdescope.app.probe.window import CaptureLimits, stop_budget
     from tdescope.app.probe.capture_record import describe_capture, side_label
-    from tdescope.app.engines.api import ConnectParams
+    from tdescope.app.engines.capabilities import Ability, has_ability
     from tdescope.app.events import CaptureWindowState, PageCapture, Problem
     from tdescope.app.experiment import Experiment
     from tdescope.app.gdb.mi import require_gdb
@@ -43,8 +43,6 @@ def run(args) -> int:
     engine = engine_named(args.engine)
     recipe = recipe_named(engine, args.recipe)
     decoder = engine.page_decoder()
-    limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
-                           **stop_budget(args.lab, args.stop_budget))
     dump = Path(args.dump) if args.dump else None
     if dump is not None:
         try:
@@ -70,26 +68,15 @@ def run(args) -> int:
         elif isinstance(event, Problem) and not args.json:
             pass  # reported once, below
 
-    session = None
+    target = resolve_target(args, engine, probing=True)
     try:
-        if args.lab:
-            session = engine.connect(ConnectParams(options={"lab": True}))
-            workload = session.workloads()[0]
-            exp = Experiment(session, workload, workload.params, recipe, limits, engine.name, sink,
-                             repeat_until_captured=True, allow_critical=args.allow_critical)
-        elif args.dsn:
-            session = open_dsn_session(engine, args)
-            if recipe.library == "pgcrypto" and hasattr(session, "require_extension"):
-                session.require_extension("pgcrypto")  # before anything is armed
-            workload, params = dsn_workload(session, args)
-            exp = Experiment(session, workload, params, recipe, limits, engine.name, sink,
-                             repeat_until_captured=True, allow_critical=args.allow_critical)
-        else:
-            if not os.path.exists(f"/proc/{args.pid}"):
-                raise UserError(f"pid {args.pid} is gone (no such process)")
-            # the capture window refuses a critical process itself, before attaching
-            exp = Experiment(None, None, {}, recipe, limits, engine.name, sink, pid=args.pid,
-                             allow_critical=args.allow_critical)
+        if recipe.library == "pgcrypto" and has_ability(target.session, Ability.REQUIRE_EXTENSIONS):
+            target.session.require_extension("pgcrypto")  # before anything is armed
+        limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
+                               **stop_budget(target.own_target, args.stop_budget))
+        exp = Experiment(target.session, target.workload, target.params, recipe, limits, engine.name, sink,
+                         pid=target.pid, repeat_until_captured=target.workload is not None,
+                         allow_critical=args.allow_critical)
         exp.start()
         try:
             while not exp.wait(0.2):
@@ -99,8 +86,7 @@ def run(args) -> int:
             exp.wait(15)
             raise
     finally:
-        if session is not None:
-            session.close()
+        target.close()
     if exp.error:
         raise UserError(exp.error)
     if written[0] == 0:

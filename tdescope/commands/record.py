@@ -17,6 +17,7 @@ import time
 
 from tdescope.app.errors import UserError
 from tdescope.commands._args import add_stop_budget_argument, engine_named, positive_int, recipe_named, seconds
+from tdescope.commands._target import resolve_target
 
 HELP = "record a session (workload, captures, hotspots, waits) to a .tds file, headless"
 
@@ -64,8 +65,7 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
 
 
 def run(args) -> int:
-    from tdescope.app.probe.window import CaptureLimits, refuse_critical_target, stop_budget
-    from tdescope.app.engines.api import ConnectParams
+    from tdescope.app.probe.window import CaptureLimits, stop_budget
     from tdescope.app.events import PageCapture
     from tdescope.app.experiment import Experiment
     from tdescope.app.session.file import SessionRecorder
@@ -92,7 +92,7 @@ def run(args) -> int:
     stop = threading.Event()
     # SIGTERM ends the recording cleanly, like Ctrl+C
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    session = None
+    target = None
     recorder = None
     stops: list = []
     notes: list[str] = []
@@ -105,22 +105,9 @@ def run(args) -> int:
 
     live.subscribe(count)
     try:
-        if args.lab:
-            session = engine.connect(ConnectParams(options={"lab": True}))
-            pid = session.server_pid()
-            workloads = session.workloads()
-            workload = next((w for w in workloads if w.name == args.workload), None) if args.workload else workloads[0]
-            if workload is None:
-                raise UserError(f"the {engine.name} lab has no workload {args.workload!r} "
-                                f"(has: {', '.join(w.name for w in workloads)})")
-            inventory = session.inventory().rows
-        else:
-            pid, workload, inventory = args.pid, None, ()
-            if not os.path.exists(f"/proc/{pid}"):
-                raise UserError(f"pid {pid} is gone (no such process)")
-            if recipe is not None:
-                # the capture window refuses it too; asking here first leaves no .tds file behind
-                refuse_critical_target(pid, args.allow_critical)
+        target = resolve_target(args, engine, probing=recipe is not None)
+        session, pid, workload = target.session, target.pid, target.workload
+        inventory = session.inventory().rows if session is not None else ()
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
         meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
@@ -130,7 +117,7 @@ def run(args) -> int:
         stops = _start_samplers(pid, args, live.publish, session.wait_source() if session else None, notes)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
-                               **stop_budget(bool(args.lab), args.stop_budget))
+                               **stop_budget(target.own_target, args.stop_budget))
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:
             run_no += 1
@@ -159,8 +146,8 @@ def run(args) -> int:
         if recorder is not None:
             live.detach()
             recorder.close()
-        if session is not None:
-            session.close()
+        if target is not None:
+            target.close()
     if recorder is None:
         return 1
     if recorder.error:

@@ -1,7 +1,7 @@
 """Engine-specific parts of the window: a plugin's own docks, and asking for a password.
 
-A plugin may name Qt docks of its own in its engine's optional ``panel``
-attribute (``"package.module:create_docks"``), imported here by name only when
+A plugin may name Qt docks of its own in its engine's ``panel`` attribute
+(``"package.module:create_docks"``, the ``Ability.PANEL`` ability), imported here by name only when
 a window opens on that engine, so ui/ never imports plugins directly (the
 layer contract). ``create_docks(parent)`` returns QDockWidgets; the window gives
 a dock that has ``show_inventory(inventory)`` or ``show_result(result)`` them as they come.
@@ -15,6 +15,7 @@ import threading
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QDockWidget, QInputDialog, QLineEdit, QWidget
 
+from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.errors import UserError
 
 __all__ = ["PasswordPrompt", "create_engine_docks"]
@@ -25,10 +26,9 @@ def create_engine_docks(engine, parent: QWidget) -> list[QDockWidget]:
 
     A broken plugin panel raises UserError (one line for the status bar), never anything else.
     """
-    spec = getattr(engine, "panel", None)
-    if not spec:
+    if not has_ability(engine, Ability.PANEL):
         return []
-    module_name, _, func = spec.partition(":")
+    module_name, _, func = engine.panel.partition(":")
     try:
         docks = list(getattr(importlib.import_module(module_name), func)(parent))
     except Exception as exc:  # noqa: BLE001 - a broken plugin panel is reported, never fatal

@@ -12,7 +12,6 @@ others' attributes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 
 import numpy as np
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QRectF, Qt, Signal
@@ -83,7 +82,6 @@ class HexView(QAbstractScrollArea):
         self._data = b""
         self._mask: np.ndarray | None = None
         self._highlight: tuple[int, int] | None = None
-        self._zones: list[tuple[int, int, QColor, str]] = []
         self._anchor = self._cursor = 0
         self._hover = -1
         self._dragging = False
@@ -135,11 +133,6 @@ class HexView(QAbstractScrollArea):
     def highlight(self) -> tuple[int, int] | None:
         """The highlighted span, or None."""
         return self._highlight
-
-    def set_zones(self, zones: Iterable[Sequence]) -> None:
-        """Faint backgrounds for regions: ``(start, end, QColor[, label])``; the label goes in the tooltip."""
-        self._zones = [(int(z[0]), int(z[1]), QColor(z[2]), str(z[3]) if len(z) > 3 else "") for z in zones]
-        self.viewport().update()
 
     def set_placeholder(self, text: str) -> None:
         """Text painted, centred and gray, while there is no data."""
@@ -309,7 +302,7 @@ class HexView(QAbstractScrollArea):
         p.setFont(self.font())
         text, dim = pal.color(QPalette.ColorRole.Text), pal.color(QPalette.ColorRole.PlaceholderText)
         # Diff is text colour only: a decrypted page differs almost everywhere, and a
-        # background there would drown zones, highlight and the bytes that did not change.
+        # background there would drown the highlight and the bytes that did not change.
         diff_fg = diff_color(pal)
         diff_dim = QColor(diff_fg)
         diff_dim.setAlpha(120)
@@ -330,8 +323,6 @@ class HexView(QAbstractScrollArea):
             n = len(chunk)
             y = self._row_y(row)
             diff = self._mask[base : base + n].tolist() if self._mask is not None else []
-            for s, e, color, _ in self._zones:
-                self._fill_span(p, row, n, s, e, color)
             if self._highlight:
                 self._fill_span(p, row, n, *self._highlight, hl_bg)
             self._fill_span(p, row, n, *sel, sel_bg)
@@ -406,12 +397,11 @@ class HexView(QAbstractScrollArea):
         return super().viewportEvent(event)
 
     def describe_offset(self, off: int) -> str:
-        """Tooltip text for ``off``: offset (dec/hex), value, diff state and zone labels."""
+        """Tooltip text for ``off``: offset (dec/hex), value and diff state."""
         b = self._data[off]
         lines = [f"offset {off} (0x{off:x})", f"value 0x{b:02x} = {b}" + (f" '{chr(b)}'" if _ASCII[b] != "." else "")]
         if self._mask is not None and off < len(self._mask) and self._mask[off]:
             lines.append("differs from the other side")
-        lines += [label for s, e, _, label in self._zones if label and s <= off < e]
         return "\n".join(lines)
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt override

@@ -8,7 +8,7 @@ the hex panes and the structure tree in step.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from PySide6.QtCore import QModelIndex, Qt, Signal
@@ -204,7 +204,6 @@ class PageView(QWidget):
         diff_mask=None,
         *,
         chunk: int = 256,
-        zones: Iterable[Sequence] = (),
         roles: tuple[str, str] = _ROLES,
     ) -> None:
         """Show one capture.
@@ -223,8 +222,6 @@ class PageView(QWidget):
             Which offsets differ between the sides; drawn in both panes.
         chunk : int
             Chunk size the entropy values were computed over.
-        zones : iterable of (start, end, QColor[, label])
-            Faint backgrounds for regions (page header, reserve area) in both panes.
         roles : (str, str)
             What the before and after buffers hold, from
             :func:`~tdescope.app.probe.capture_record.side_label` (``"plaintext"``,
@@ -232,7 +229,6 @@ class PageView(QWidget):
         """
         self._after_page, self._before_page = decoded_after, decoded_before
         self._roles = tuple(roles)
-        zones = list(zones)
         for view, strip, data, ent in (
             (self.before_view, self.before_strip, before, before_entropy),
             (self.after_view, self.after_strip, after, after_entropy),
@@ -240,7 +236,6 @@ class PageView(QWidget):
             view.set_data(data)
             view.setMaximumWidth(view.content_width())  # past 64 KB the offset column widens
             view.set_diff(diff_mask)
-            view.set_zones(zones)
             strip.set_values(ent, chunk, len(data))
             strip.set_window(*view.visible_range())
         self._before_caption.setText(self._caption(f"Before ({roles[0]})", before, before_entropy))
@@ -254,7 +249,6 @@ class PageView(QWidget):
         self._roles = _ROLES
         for view, strip in ((self.before_view, self.before_strip), (self.after_view, self.after_strip)):
             view.set_data(b"")
-            view.set_zones([])
             strip.clear()
         self._before_caption.setText("<b>Before (ciphertext)</b>")
         self._after_caption.setText("<b>After (plaintext)</b>")

@@ -14,9 +14,11 @@ from tdescope.app.engines.api import (
     Workload,
     WorkloadControl,
 )
-from tdescope.app.engines.registry import EngineLoadError, discover_engines
+from tdescope.app.engines.capabilities import Ability, abilities, has_ability
+from tdescope.app.engines.registry import EngineLoadError, discover_engines, open_session
 
 __all__ = [
+    "Ability",
     "ArgRef",
     "ConnectParams",
     "DecodedField",
@@ -30,5 +32,8 @@ __all__ = [
     "WaitSource",
     "Workload",
     "WorkloadControl",
+    "abilities",
     "discover_engines",
+    "has_ability",
+    "open_session",
 ]

@@ -269,11 +269,9 @@ class TargetChoice:
 class EngineSession(Protocol):
     """A live connection to one database, and the process that serves it.
 
-    Optional members, used when present: ``targets() -> list[TargetChoice]``
-    and ``choose_target(pid, allow_critical=False)`` let the user probe another
-    server process than the one serving this connection. ``own_target = True``
-    says the target is a lab process the session started and owns (nobody
-    else's work runs in it): capture windows then get the lab's stop budget.
+    Optional abilities (another target to choose, a target of its own, SQL to
+    run, extensions to require) are Protocols in
+    :mod:`tdescope.app.engines.capabilities`, declared by the engine.
     """
 
     def server_pid(self) -> int:
@@ -307,10 +305,10 @@ class Engine(Protocol):
     label: str
     """Display name."""
 
-    # Optional: ``panel = "package.module:create_docks"`` names the plugin's own Qt
-    # docks; ui/ imports it by name when a window opens on the engine.
-    # Optional: ``critical_processes``, a tuple of tdescope.app.system.critical.CriticalProcess:
-    # the engine's processes a probe must refuse (postmaster, LGWR...) without an override.
+    abilities: frozenset
+    """The optional abilities of the plugin (its own, its sessions' and its decoder's): a
+    frozenset of :class:`tdescope.app.engines.capabilities.Ability`, empty when it has none.
+    Checked when the plugin loads (sessions: when one opens); ``tdescope doctor`` lists them."""
 
     def connect(self, params: ConnectParams) -> EngineSession:
         """Open a session; raise ``tdescope.app.errors.UserError`` with one clear line on failure."""

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Frame", "Sample", "parse_perf_script", "fold", "frame_label", "leaf_offsets"]
+__all__ = ["Frame", "Sample", "parse_perf_script", "fold", "frame_label"]
 
 # The header is parsed from the left for comm (which may hold spaces) up to
 # "pid[/tid] [cpu] time:", then "period event:" and, without callchains, the
@@ -65,11 +65,6 @@ class Frame:
     symbol: str
     offset: int | None
     dso: str
-
-    @property
-    def is_kernel(self) -> bool:
-        """True for kernel frames (kallsyms or kernel modules)."""
-        return self.dso.startswith("[kernel") or self.dso.endswith(".ko")
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,17 +234,3 @@ def fold(samples: Iterable[Sample], include_comm: bool = False) -> dict[str, int
         if names:
             out[";".join(names)] += 1
     return dict(out)
-
-
-def leaf_offsets(samples: Iterable[Sample], symbol: str) -> Counter[int]:
-    """Offsets inside ``symbol`` at which samples caught the CPU.
-
-    Independent of load bases and of which address kind perf printed, so
-    ``function_start + offset`` is the file address to annotate.
-    """
-    out: Counter[int] = Counter()
-    for s in samples:
-        leaf = s.leaf
-        if leaf is not None and leaf.symbol == symbol and leaf.offset is not None:
-            out[leaf.offset] += 1
-    return out

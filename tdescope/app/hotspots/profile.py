@@ -26,7 +26,6 @@ from tdescope.app.hotspots.perf_script import (
     Sample,
     fold,
     frame_label,
-    leaf_offsets,
     parse_perf_script,
 )
 from tdescope.app.events import HotspotWindow
@@ -37,7 +36,6 @@ __all__ = [
     "Sample",
     "parse_perf_script",
     "fold",
-    "leaf_offsets",
     "SymbolStat",
     "Profile",
     "crypto_pct",

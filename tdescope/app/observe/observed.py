@@ -184,10 +184,6 @@ class ObservedRun:
             self._ends = [s.end for s in self.spans]
         return self._ends
 
-    def window_sides(self) -> list[str | None]:
-        """The side of each window, parallel to :attr:`windows`."""
-        return [side_of(w.start, w.ts, self.spans) for w in self.windows]
-
     def heat(self, symbol: str, start: float | None = None, end: float | None = None) -> Counter[int]:
         """Samples per offset inside ``symbol``, whole run or in ``[start, end]``."""
         if start is None and end is None:

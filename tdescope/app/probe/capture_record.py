@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import asdict, dataclass
 
 from tdescope.app.engines.api import DecodedPage, PageDecoder
+from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.probe.entropy import shannon_entropy
 from tdescope.app.events import PageCapture, PlaintextSide
 
@@ -69,7 +70,7 @@ def describe_capture(
     full decode happens when someone looks at the page.
     """
     plain = capture.plaintext
-    if not full and decoder is not None and plain and hasattr(decoder, "summarize"):
+    if not full and decoder is not None and plain and has_ability(decoder, Ability.SUMMARIZE_PAGES):
         page_type, cells = decoder.summarize(plain, capture.pgno)
         decoded = DecodedPage(page_type, cells=cells)
     else:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tdescope.app.engines import discover_engines
+from tdescope.app.engines.registry import critical_rules, discover_engines
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
@@ -31,7 +31,7 @@ from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.spec import ProbeSpec, at_entry
 from tdescope.app.probe.spool import FramePairs
-from tdescope.app.system.critical import refuse_critical, rules_of
+from tdescope.app.system.critical import refuse_critical
 from tdescope.app.system.elf import resolve_in_process
 
 __all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
@@ -159,7 +159,7 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
 def refuse_critical_target(pid: int, allow: bool = False) -> None:
     """UserError when ``pid`` is on any loaded engine's deny-list (postmaster, checkpointer, ora_pmon...)."""
     engines, _ = discover_engines()
-    refuse_critical(pid, rules_of(engines.values()), allow)
+    refuse_critical(pid, critical_rules(engines.values()), allow)
 
 
 class CaptureWindow:

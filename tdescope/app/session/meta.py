@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tdescope import __version__
+from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.system.secret_env import is_secret_name
 
 __all__ = ["PLAINTEXT_WITHHELD", "SessionMeta", "keeps_plaintext", "scrub", "cpu_flags", "is_secret_name"]
@@ -73,7 +74,7 @@ def keeps_plaintext(session) -> bool:
     does; a customer's process is recorded without plaintext unless the user
     asks (``--keep-plaintext``) or the file is encrypted.
     """
-    return session is not None and getattr(session, "own_target", False) is True
+    return has_ability(session, Ability.OWN_TARGET)
 
 
 @dataclass(frozen=True)

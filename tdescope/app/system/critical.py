@@ -4,7 +4,9 @@ A probe stops its target at every hit. Stopping a client backend slows one
 connection; stopping the postmaster, a checkpointer or Oracle's LGWR stalls the
 whole server, and an ``int3`` left behind in one of them takes the instance
 down. Each engine states its critical processes as data (``critical_processes``
-on the engine object: a tuple of :class:`CriticalProcess`), matched here against
+on the engine object: a tuple of :class:`CriticalProcess`, the
+``Ability.CRITICAL_PROCESSES`` ability, collected by
+``tdescope.app.engines.registry.critical_rules``), matched here against
 what the kernel says about a pid (``/proc/PID/cmdline`` and ``comm``), so the
 check works for a bare ``--pid`` with no database connection at all, and a
 PostgreSQL background process is refused even when the user picked another
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from tdescope.app.errors import UserError
 
-__all__ = ["CriticalProcess", "ProcessTitle", "critical_role", "process_title", "refuse_critical", "rules_of"]
+__all__ = ["CriticalProcess", "ProcessTitle", "critical_role", "process_title", "refuse_critical"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +81,6 @@ def process_title(pid: int) -> ProcessTitle | None:
     except OSError:
         return None
     return ProcessTitle(int(pid), cmdline, comm)
-
-
-def rules_of(engines: Iterable[object]) -> tuple[CriticalProcess, ...]:
-    """Every engine's ``critical_processes`` (engines without any contribute nothing)."""
-    out: list[CriticalProcess] = []
-    for engine in engines:
-        rules = getattr(engine, "critical_processes", ()) or ()
-        out.extend(r for r in rules if isinstance(r, CriticalProcess))
-    return tuple(out)
 
 
 def critical_role(pid: int, rules: Iterable[CriticalProcess]) -> str | None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from functools import cache
 
 from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe
+from tdescope.app.engines.capabilities import Ability
 from tdescope.app.errors import UserError
 from tdescope.plugins.oracle.target import CRITICAL_PROCESSES
 
@@ -43,6 +44,7 @@ class OracleEngine:
     panel = "tdescope.plugins.oracle.panel:create_docks"
     #: Background processes a probe refuses without --allow-critical (app/system/critical.py).
     critical_processes = CRITICAL_PROCESSES
+    abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES})
 
     def connect(self, params: ConnectParams):
         """Open the workload and monitor connections; pick the target session.

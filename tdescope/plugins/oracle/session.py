@@ -75,7 +75,7 @@ class OracleSession:
                                        int(str(spid).strip()))
         self.target = self.own
         if target_sid is not None:
-            self.choose_target(target_sid, allow_background)
+            self.choose_session(target_sid, allow_background)
         rows = self.monitor(tg.HOST_SQL)
         self.db_host = str(rows[0][0]) if rows else "?"
         self._trace: TraceCursor | None = None
@@ -86,7 +86,7 @@ class OracleSession:
         """Every session with a dedicated server process, to pick a target from."""
         return tg.session_rows(self.monitor(tg.SESSIONS_SQL))
 
-    def choose_target(self, sid: int, allow_background: bool = False) -> tg.OracleSessionRow:
+    def choose_session(self, sid: int, allow_background: bool = False) -> tg.OracleSessionRow:
         """Make session ``sid`` the probe target (background processes refused unless allowed)."""
         row = next((r for r in self.sessions() if r.sid == int(sid)), None)
         if row is None:

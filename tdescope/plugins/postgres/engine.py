@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from functools import cache
 
 from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe
+from tdescope.app.engines.capabilities import Ability
 from tdescope.plugins.postgres.target import CRITICAL_PROCESSES
 
 __all__ = ["PostgresEngine"]
@@ -19,6 +20,8 @@ class PostgresEngine:
     panel = "tdescope.plugins.postgres.panel:create_docks"
     #: Processes a probe refuses without --allow-critical (app/system/critical.py).
     critical_processes = CRITICAL_PROCESSES
+    abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES, Ability.CHOOSE_TARGET, Ability.RUN_SQL,
+                           Ability.REQUIRE_EXTENSIONS})
 
     def connect(self, params: ConnectParams):
         """Open the workload and control connections.

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from functools import cache
 
 from tdescope.app.engines.api import ArgRef, ConnectParams, PageDecoder, ProbeRecipe
+from tdescope.app.engines.capabilities import Ability
 from tdescope.app.errors import UserError
 
 __all__ = ["SqlcipherEngine", "DECRYPT", "ENCRYPT"]
@@ -39,6 +40,7 @@ class SqlcipherEngine:
 
     name = "sqlcipher"
     label = "SQLCipher (embedded lab)"
+    abilities = frozenset({Ability.OWN_TARGET, Ability.SUMMARIZE_PAGES})
 
     def connect(self, params: ConnectParams):
         """Start the lab worker (``options["lab"]``, the default) in ``params.dsn`` or a temp folder."""

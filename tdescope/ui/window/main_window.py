@@ -18,6 +18,8 @@ from PySide6.QtWidgets import QMainWindow, QMessageBox
 
 from tdescope import __version__
 from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inventory, ProbeRecipe
+from tdescope.app.engines.capabilities import Ability, has_ability
+from tdescope.app.engines.registry import open_session
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
 from tdescope.app.experiment import Experiment
@@ -177,7 +179,7 @@ class MainWindow(QMainWindow):
         engine = self.engine
 
         def connect(state) -> Connected | None:
-            session = engine.connect(params)
+            session = open_session(engine, params)
             if state.cancelled:  # the window closed while connecting: nobody will close it later
                 session.close()
                 return None
@@ -200,7 +202,7 @@ class MainWindow(QMainWindow):
             if hasattr(dock, "show_inventory"):
                 dock.show_inventory(ev.inventory)
         self.workload_dock.set_workloads(self.session.workloads(), self.engine.probe_recipes())
-        self.engine_dock.change_target.setVisible(hasattr(self.session, "targets"))
+        self.engine_dock.change_target.setVisible(has_ability(self.session, Ability.CHOOSE_TARGET))
         self.statusBar().showMessage(f"Connected: target pid {pid}", 5000)
         self.observation.observe(self.session)
 
@@ -210,7 +212,7 @@ class MainWindow(QMainWindow):
         Listing the targets and choosing one are database calls: both run on the task runner.
         """
         session = self.session
-        if session is None or not hasattr(session, "targets"):
+        if not has_ability(session, Ability.CHOOSE_TARGET):
             return
         if self.experiment is not None and not self.experiment.done.is_set():
             self.statusBar().showMessage("Finish or cancel the running workload first", 5000)
@@ -246,7 +248,7 @@ class MainWindow(QMainWindow):
             return
         self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
-                               **stop_budget(getattr(self.session, "own_target", False)))
+                               **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish,
                          allow_critical=self.allow_critical)
         self.experiment = exp

@@ -1,0 +1,115 @@
+"""From ``--lab`` / ``--dsn`` / ``--pid`` to what a command observes or probes: one resolution for every command.
+
+``--lab`` starts the engine's lab (a session that owns its target process),
+``--dsn`` connects to a server and targets the backend serving tdescope's
+connection (or ``--target-pid``), ``--pid`` takes a running process as it is,
+with no session at all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Workload
+from tdescope.app.engines.capabilities import Ability, has_ability
+from tdescope.app.errors import UserError
+from tdescope.commands._dsn import open_dsn_session
+
+__all__ = ["CommandTarget", "resolve_target"]
+
+
+@dataclass(slots=True)
+class CommandTarget:
+    """What a command works on.
+
+    Attributes
+    ----------
+    engine : Engine or None
+        None only for ``--pid`` without an engine (``top``, ``waits``).
+    session : EngineSession or None
+        The open session (``--lab``, ``--dsn``); the command closes it with :meth:`close`.
+    pid : int
+        The process to probe or observe.
+    workload : Workload or None
+        What drives the target: ``--workload NAME``, ``--sql`` or the lab's first workload.
+    params : mapping
+        The workload's parameters.
+    own_target : bool
+        The session started the target and nobody else's work runs in it (the lab's stop budget).
+    """
+
+    engine: Engine | None
+    session: EngineSession | None
+    pid: int
+    workload: Workload | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    own_target: bool = False
+
+    def close(self) -> None:
+        """Close the session, if there is one."""
+        if self.session is not None:
+            self.session.close()
+
+
+def _workload(engine: Engine, session: EngineSession, args) -> tuple[Workload, Mapping[str, Any]]:
+    """``--sql``, ``--workload NAME``, or (lab only) the first workload, with its parameters."""
+    sql, name = getattr(args, "sql", None), getattr(args, "workload", None)
+    if sql:
+        if not has_ability(session, Ability.RUN_SQL):
+            raise UserError(f"the {engine.name} engine cannot run --sql")
+        w = session.sql_workload(sql)
+        return w, w.params
+    workloads = session.workloads()
+    if not name:
+        if getattr(args, "dsn", None):
+            raise UserError("--dsn needs --sql SQL or --workload NAME to drive the backend")
+        return workloads[0], workloads[0].params
+    for w in workloads:
+        if w.name == name:
+            return w, w.params
+    raise UserError(f"{engine.name} has no workload {name!r} (has: {', '.join(w.name for w in workloads)})")
+
+
+def resolve_target(args, engine: Engine | None, probing: bool = False) -> CommandTarget:
+    """Open what ``args`` (``--lab``/``--dsn``/``--pid``, ``--sql``/``--workload``) name, on ``engine``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+    engine : Engine or None
+        The command's engine; may be None only with ``--pid``.
+    probing : bool
+        The command will stop the target in a probe: a ``--pid`` on any engine's
+        deny-list is refused (``--allow-critical`` overrides).
+
+    Raises
+    ------
+    UserError
+        One line: the process is gone or critical, the connection failed, no such workload.
+    """
+    if not getattr(args, "dsn", None) and not getattr(args, "lab", None):
+        pid = args.pid
+        if not os.path.exists(f"/proc/{pid}"):
+            raise UserError(f"pid {pid} is gone (no such process)")
+        if probing:
+            # the capture window refuses it too; asking here first leaves no file or lab behind
+            from tdescope.app.probe.window import refuse_critical_target
+
+            refuse_critical_target(pid, getattr(args, "allow_critical", False))
+        return CommandTarget(engine, None, pid)
+    from tdescope.app.engines.registry import open_session
+
+    if getattr(args, "dsn", None):
+        session = open_dsn_session(engine, args)
+    else:
+        session = open_session(engine, ConnectParams(options={"lab": True}))
+    try:
+        workload, params = _workload(engine, session, args)
+        return CommandTarget(engine, session, session.server_pid(), workload, params,
+                             has_ability(session, Ability.OWN_TARGET))
+    except BaseException:
+        session.close()
+        raise
