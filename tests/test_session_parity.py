@@ -38,7 +38,8 @@ def test_window_and_headless_recordings_hold_the_same_event_kinds(qtbot, lab_win
     qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=120000)
     run = win.observation.run
     # the samplers run beside the workload: wait for a perf window and OS waits, as 6 s headless give
-    qtbot.waitUntil(lambda: run.windows and run.progress and win.recording.recorder is not None, timeout=30000)
+    qtbot.waitUntil(lambda: bool(run.windows and run.progress) and win.recording.recorder is not None,
+                   timeout=30000)
     path = win.recording.recorder.path
     win.shutdown()
     window_kinds = _kinds(path)
