@@ -155,7 +155,10 @@ def test_before_after_diff_of_a_real_page(cipher_pages, plain_pages):
     before, after = cipher_pages[3], plain_pages[3]
     ranges = diff_ranges(before, after)
     assert sum(e - s for s, e in ranges) == sum(diff_mask(before, after)) > 4000
-    assert ranges[0][0] < 5 and ranges[-1][1] == 4096
+    # The ciphertext is fresh each run, so a byte at either end can equal its plaintext by chance
+    # (1 in 256): the ranges must start and end exactly where the first and last differences are.
+    differ = [i for i in range(len(after)) if before[i] != after[i]]
+    assert ranges[0][0] == differ[0] < 16 and ranges[-1][1] == differ[-1] + 1 > 4080
 
 
 def test_empty():
