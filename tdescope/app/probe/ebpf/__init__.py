@@ -1,0 +1,1 @@
+"""The eBPF capture backend (uprobes, a ring buffer, libbpf through ctypes)."""

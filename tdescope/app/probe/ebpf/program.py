@@ -1,0 +1,178 @@
+"""The capture program's data: its object file, its config, its statistics and its records.
+
+``capture.bpf.c`` is generic; a :class:`~tdescope.app.probe.spec.ProbeSpec`
+becomes its ``struct config`` here (:func:`config_of`), and its ring records
+become the same :class:`~tdescope.app.probe.frames.Frame` records the gdb
+backend produces (:class:`FrameAssembler`). The ctypes structures below mirror
+the C layout; :func:`check_layout` compares their sizes with the loaded
+object's maps, so a change on one side only fails at load, in one line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import os
+import struct
+from importlib import resources
+
+from tdescope.app.engines.api import ArgRef
+from tdescope.app.errors import UserError
+from tdescope.app.probe.frames import Frame, FrameKind
+from tdescope.app.probe.spec import ProbeSpec
+
+__all__ = ["CHUNK", "MAX_BUFFER", "REGISTERS", "Config", "FrameAssembler", "Stat", "config_of", "object_path",
+           "unsupported"]
+
+#: Bytes of buffer per ring record, and the largest buffer copied (the C program's CHUNK, MAX_CHUNKS).
+CHUNK = 4096
+MAX_BUFFER = CHUNK * 16
+#: Register names in the C program's ``enum reg`` order.
+REGISTERS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9", "rax", "rbx", "rbp", "rsp", "r10", "r11",
+             "r12", "r13", "r14", "r15")
+
+_ARG_NONE, _ARG_REG, _ARG_STACK, _ARG_CONST = 0, 1, 2, 3
+
+
+class ArgLoc(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint32), ("reg", ctypes.c_uint32), ("value", ctypes.c_int64),
+                ("adjust", ctypes.c_int64)]
+
+
+class Config(ctypes.Structure):
+    """``struct config`` of ``capture.bpf.c``."""
+
+    _fields_ = [("before", ArgLoc), ("after", ArgLoc), ("length", ArgLoc), ("pgno", ArgLoc), ("cond", ArgLoc),
+                ("cond_value", ctypes.c_int64), ("has_cond", ctypes.c_uint32), ("entry_only", ctypes.c_uint32),
+                ("max_length", ctypes.c_uint32), ("sample_every", ctypes.c_uint32),
+                ("max_captures", ctypes.c_uint64), ("max_bytes_per_s", ctypes.c_uint64)]
+
+
+class Stat(enum.IntEnum):
+    """``enum stat`` of ``capture.bpf.c``: the program's counters."""
+
+    HITS = 0
+    CONDITION = 1
+    SAMPLED_OUT = 2
+    RATE_CAPPED = 3
+    OVER_LIMIT = 4
+    LOST = 5
+    READ_ERRORS = 6
+    SEQ = 7
+    MATCHED = 8
+    PROG_NS = 9
+    RETURNS = 10
+
+
+#: Number of counters in the ``stats`` map (S_NSTATS).
+N_STATS = 13
+#: ``struct record``'s header: kind, flags, seq, ts_ns, pgno, mode, cost_ns, tid, total, offset, len.
+RECORD = struct.Struct("<IIQQqqQIIII")
+_KINDS = (FrameKind.BEFORE, FrameKind.AFTER)
+#: What one uprobe trap costs the target on top of the program's own time, measured on these
+#: machines (../shared/research/ebpf-capture.md: "the two traps ~2 us").
+TRAP_COST_US = 1.0
+_READ_ERROR = 1
+
+
+def object_path() -> str:
+    """Where the compiled program lives (built by ``make setup``, shipped as package data)."""
+    return str(resources.files("tdescope.app.probe.ebpf") / "capture.bpf.o")
+
+
+def unsupported(spec: ProbeSpec) -> str | None:
+    """Why ``spec`` cannot run on eBPF (None: it can): a DWARF argument name, an unknown register."""
+    for label, ref in (("input buffer", spec.before), ("output buffer", spec.after), ("length", spec.length),
+                       ("page number", spec.pgno), ("condition", spec.condition[0] if spec.condition else None)):
+        if ref is None:
+            continue
+        if ref.constant is None and ref.stack is None and ref.register is None:
+            return f"the recipe's {label} is a debug-info argument ({ref.name}): eBPF reads registers and stack only"
+        if ref.register is not None and ref.constant is None and ref.stack is None and ref.register not in REGISTERS:
+            return f"the recipe's {label} is in register {ref.register}, which the eBPF probe does not read"
+    if spec.max_length > MAX_BUFFER:
+        return f"the recipe copies up to {spec.max_length} bytes; the eBPF probe copies at most {MAX_BUFFER}"
+    return None
+
+
+def _loc(ref: ArgRef | None) -> ArgLoc:
+    if ref is None:
+        return ArgLoc(_ARG_NONE, 0, 0, 0)
+    adjust = int(ref.offset)
+    if ref.constant is not None:
+        return ArgLoc(_ARG_CONST, 0, int(ref.constant), adjust)
+    if ref.stack is not None:
+        return ArgLoc(_ARG_STACK, 0, int(ref.stack), adjust)
+    return ArgLoc(_ARG_REG, REGISTERS.index(ref.register), 0, adjust)
+
+
+def config_of(spec: ProbeSpec, sample_every: int = 1, max_bytes_per_s: float = 0.0) -> Config:
+    """The program's config for ``spec``. Raises UserError when :func:`unsupported` says why not."""
+    why = unsupported(spec)
+    if why:
+        raise UserError(f"eBPF: {why}")
+    cond = spec.condition
+    return Config(
+        before=_loc(spec.before), after=_loc(spec.after), length=_loc(spec.length), pgno=_loc(spec.pgno),
+        cond=_loc(cond[0] if cond else None), cond_value=int(cond[1]) if cond else 0, has_cond=1 if cond else 0,
+        entry_only=1 if spec.after is None else 0, max_length=min(int(spec.max_length), MAX_BUFFER),
+        sample_every=max(1, int(sample_every)), max_captures=int(spec.max_captures),
+        max_bytes_per_s=int(max_bytes_per_s),
+    )
+
+
+class FrameAssembler:
+    """Joins ring records (chunks of up to :data:`CHUNK` bytes) into whole-buffer frames.
+
+    Parameters
+    ----------
+    clock_offset : float
+        Wall-clock seconds minus monotonic seconds, to stamp frames like the gdb backend.
+    """
+
+    def __init__(self, clock_offset: float) -> None:
+        self._offset = clock_offset
+        self._parts: dict[tuple[int, int], list] = {}
+        self.frames: list[Frame] = []
+        #: Buffers the kernel could not read (shown as empty, counted).
+        self.read_errors = 0
+
+    def add(self, rec: memoryview) -> None:
+        """One ring record (the bytes after the ring's own header)."""
+        kind, flags, seq, ts_ns, pgno, mode, cost_ns, _tid, total, offset, length = RECORD.unpack_from(rec)
+        if flags & _READ_ERROR:
+            self.read_errors += 1
+        body = rec[RECORD.size:RECORD.size + length]
+        if offset == 0 and length >= total:
+            self.frames.append(Frame(_KINDS[kind], seq, pgno, mode, ts_ns / 1e9 + self._offset,
+                                     cost_ns / 1e3 + TRAP_COST_US, bytes(body)))
+            return
+        key = (seq, kind)
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = [bytearray(total), 0, ts_ns, pgno, mode, 0]
+        part[0][offset:offset + length] = body
+        part[1] += length
+        part[5] = max(part[5], cost_ns)  # each chunk's cost counts from the probe's start
+        if part[1] >= total or flags & _READ_ERROR:
+            del self._parts[key]
+            data = bytes(part[0]) if not flags & _READ_ERROR else bytes(part[0][:offset])
+            self.frames.append(Frame(_KINDS[kind], seq, part[3], part[4], part[2] / 1e9 + self._offset,
+                                     part[5] / 1e3 + TRAP_COST_US, data))
+
+    def take(self) -> list[Frame]:
+        """The frames completed since the last call."""
+        out, self.frames = self.frames, []
+        return out
+
+
+def check_layout(config_value_size: int) -> None:
+    """UserError when the object's config differs in size from :class:`Config` (stale build)."""
+    if config_value_size != ctypes.sizeof(Config):
+        raise UserError(f"eBPF: the capture program's config is {config_value_size} bytes, tdescope expects "
+                        f"{ctypes.sizeof(Config)}: rebuild it (make setup)")
+
+
+def built() -> bool:
+    """True when the compiled program is present."""
+    return os.path.exists(object_path())
