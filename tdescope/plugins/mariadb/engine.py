@@ -1,0 +1,64 @@
+"""The MariaDB engine: InnoDB data-at-rest encryption, pages caught in the server's I/O path."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+
+from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe
+from tdescope.app.engines.capabilities import Ability
+from tdescope.app.system.critical import CriticalProcess
+
+__all__ = ["MariaDbEngine"]
+
+
+class MariaDbEngine:
+    """Engine plugin for MariaDB 10.x with InnoDB encryption (PyMySQL)."""
+
+    name = "mariadb"
+    label = "MariaDB (InnoDB encryption)"
+    # Not OWN_TARGET: the contract wants every session to have a declared ability, and only the lab's
+    # server is tdescope's own. The lab therefore gets the production stop budget with gdb (which halts
+    # every server thread at a hit); eBPF, the default, stops nothing.
+    abilities = frozenset({Ability.RUN_SQL, Ability.SUMMARIZE_PAGES, Ability.CATALOG_DECODER,
+                           Ability.CRITICAL_PROCESSES, Ability.REQUIRE_EXTENSIONS})
+    #: One process serves every connection: gdb, whose stops halt every thread, needs --allow-critical on
+    #: a server others use; eBPF does not stop it. The lab's own server (under tdescope-mariadb-*) is free.
+    critical_processes = (CriticalProcess(
+        "mariadb", r"^(?!.*tdescope-mariadb-)\S*\b(mariadbd|mysqld)\b",
+        "the whole MariaDB server ({0}: one process serves every connection, a gdb stop halts them all)",
+        stopping_only=True),)
+
+    def connect(self, params: ConnectParams):
+        """``options["lab"]``: start a private encrypted server; else ``params.dsn`` (``host= port= user=
+        dbname= socket=`` or ``mariadb://user@host:port/db``), ``options["prompt"]`` asked for a password."""
+        from tdescope.plugins.mariadb.connection import parse_dsn
+        from tdescope.plugins.mariadb.session import MariaDbSession
+
+        opts = params.options or {}
+        if opts.get("lab"):
+            return MariaDbSession(parse_dsn(""), lab=True, progress=opts.get("progress"))
+        spec = parse_dsn(params.dsn)
+        if params.password is not None:
+            from dataclasses import replace
+
+            spec = replace(spec, password=params.password)
+        return MariaDbSession(spec, opts.get("prompt"))
+
+    def probe_recipes(self) -> list[ProbeRecipe]:
+        """Page decrypt (the default), page encrypt, and the libcrypto-level fallback."""
+        from tdescope.plugins.mariadb.recipes import recipes
+
+        return recipes()
+
+    def page_decoder(self) -> PageDecoder:
+        from tdescope.plugins.mariadb.pages import InnoDbPageDecoder
+
+        return InnoDbPageDecoder()
+
+    @cache
+    def glossary(self) -> Mapping[str, str]:
+        """MariaDB/InnoDB and OpenSSL functions as they show in profiles."""
+        from tdescope.app.hotspots.glossary import load_glossary
+
+        return load_glossary("openssl", "mariadb")

@@ -1,0 +1,167 @@
+"""InnoDB COMPACT/DYNAMIC records decoded to column values, with the index's layout from the data dictionary.
+
+A record's origin is preceded by its 5-byte header, then (going backwards) the
+NULL bitmap of its nullable fields and the lengths of its variable-length fields,
+in field order. The fields of a clustered index leaf are the primary key (or the
+6-byte ``DB_ROW_ID``), ``DB_TRX_ID`` (6), ``DB_ROLL_PTR`` (7) and the other columns;
+a secondary index leaf holds its columns and then the primary key; a node pointer
+(level > 0) its key and a 4-byte child page number. The layout comes from
+``information_schema.INNODB_SYS_INDEXES`` / ``_FIELDS`` / ``_COLUMNS``
+(:func:`index_layouts`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tdescope.app.engines.api import DecodedField
+
+__all__ = ["Column", "IndexLayout", "decode_record", "index_layouts"]
+
+_VARCHAR, _CHAR, _FIXBINARY, _BINARY, _BLOB, _INT, _VARMYSQL, _MYSQL = 1, 2, 3, 4, 5, 6, 12, 13
+_NOT_NULL, _UNSIGNED = 256, 512
+#: Single-byte character sets' collation ids (latin1, ascii, binary...): their CHAR columns are fixed-length.
+_SINGLE_BYTE = {5, 8, 11, 15, 31, 47, 48, 49, 63, 65, 94}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One field of an index record: its name and InnoDB type (``mtype``, ``prtype``, ``len``)."""
+
+    name: str
+    mtype: int
+    prtype: int
+    length: int
+
+    @property
+    def nullable(self) -> bool:
+        return not self.prtype & _NOT_NULL
+
+    @property
+    def variable(self) -> bool:
+        if self.mtype in (_VARCHAR, _BINARY, _BLOB, _VARMYSQL):
+            return True
+        return self.mtype == _MYSQL and (self.prtype >> 16) & 0xFF not in _SINGLE_BYTE
+
+    @property
+    def wide(self) -> bool:
+        """Its length may take two bytes in the record header."""
+        return self.length > 255 or self.mtype == _BLOB
+
+
+_ROW_ID = Column("DB_ROW_ID", _FIXBINARY, _NOT_NULL, 6)
+_TRX_ID = Column("DB_TRX_ID", _FIXBINARY, _NOT_NULL, 6)
+_ROLL_PTR = Column("DB_ROLL_PTR", _FIXBINARY, _NOT_NULL, 7)
+_CHILD = Column("child page", _INT, _NOT_NULL | _UNSIGNED, 4)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLayout:
+    """The fields of one index's records: ``leaf`` (level 0) and ``node`` (node pointers, before the child)."""
+
+    table: str
+    index: str
+    leaf: tuple[Column, ...]
+    node: tuple[Column, ...]
+
+
+def index_layouts(conn) -> dict[int, IndexLayout]:
+    """index id -> layout, for every user table's indexes (from the data dictionary views)."""
+    cur = conn.cursor()
+    cur.execute("SELECT t.TABLE_ID, t.NAME, c.NAME, c.POS, c.MTYPE, c.PRTYPE, c.LEN "
+                "FROM information_schema.INNODB_SYS_TABLES t JOIN information_schema.INNODB_SYS_COLUMNS c "
+                "USING (TABLE_ID) ORDER BY t.TABLE_ID, c.POS")
+    columns: dict[int, list[Column]] = {}
+    names: dict[int, str] = {}
+    for table_id, table, name, _pos, mtype, prtype, length in cur.fetchall():
+        names[table_id] = table
+        columns.setdefault(table_id, []).append(Column(name, mtype, prtype, length))
+    cur.execute("SELECT i.INDEX_ID, i.TABLE_ID, i.NAME, i.TYPE, f.NAME FROM information_schema.INNODB_SYS_INDEXES i "
+                "LEFT JOIN information_schema.INNODB_SYS_FIELDS f USING (INDEX_ID) ORDER BY i.INDEX_ID, f.POS")
+    indexes: dict[int, tuple[int, str, int, list[str]]] = {}
+    for index_id, table_id, name, itype, field in cur.fetchall():
+        entry = indexes.setdefault(index_id, (table_id, name, itype, []))
+        if field is not None:
+            entry[3].append(field)
+    clustered_keys = {t: fields for _i, (t, _n, itype, fields) in indexes.items() if itype & 1}
+    out: dict[int, IndexLayout] = {}
+    for index_id, (table_id, name, itype, fields) in indexes.items():
+        cols = {c.name: c for c in columns.get(table_id, [])}
+        if not cols:
+            continue
+        pk = [cols[f] for f in clustered_keys.get(table_id, []) if f in cols] or [_ROW_ID]
+        if itype & 1:  # clustered
+            rest = [c for c in columns[table_id] if c not in pk]
+            leaf, node = (*pk, _TRX_ID, _ROLL_PTR, *rest), tuple(pk)
+        else:
+            own = [cols[f] for f in fields if f in cols]
+            key = own + [c for c in pk if c not in own]
+            leaf, node = tuple(key), tuple(key)
+        out[int(index_id)] = IndexLayout(names[table_id], name, leaf, node)
+    return out
+
+
+def _value(col: Column, raw: bytes) -> str:
+    if col.mtype == _INT and len(raw) in (1, 2, 3, 4, 8):
+        n = int.from_bytes(raw, "big")
+        if not col.prtype & _UNSIGNED:
+            n -= 1 << (8 * len(raw) - 1)  # InnoDB flips the sign bit so integers sort as bytes
+        return str(n)
+    if col.mtype == _FIXBINARY and col.length == 5 and (col.prtype & 0xFF) == 12:
+        return _datetime(raw)
+    if col.mtype in (_VARCHAR, _CHAR, _VARMYSQL, _MYSQL):
+        return raw.decode("utf-8", errors="replace").rstrip(" ")
+    if col.name in ("DB_TRX_ID", "DB_ROW_ID"):
+        return str(int.from_bytes(raw, "big"))
+    return raw.hex()
+
+
+def _datetime(raw: bytes) -> str:
+    """MariaDB's DATETIME(0) in the MySQL 5.6 packed format."""
+    v = int.from_bytes(raw, "big") - (1 << 39)
+    ymd, hms = v >> 17, v & 0x1FFFF
+    year, month = divmod(ymd >> 5, 13)
+    day = ymd & 0x1F
+    hour, minute, second = hms >> 12, (hms >> 6) & 0x3F, hms & 0x3F
+    return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
+
+
+def decode_record(data: bytes, origin: int, layout: IndexLayout, leaf: bool) -> tuple[list[DecodedField], tuple]:
+    """The fields of the record at ``origin`` (children with spans) and its values; raises ValueError
+    when the header does not fit the layout (then the caller shows the raw bytes)."""
+    cols = layout.leaf if leaf else (*layout.node, _CHILD)
+    nullable = [c for c in cols if c.nullable]
+    pos = origin - 5  # the header's first byte
+    null_bytes = (len(nullable) + 7) // 8
+    bitmap = int.from_bytes(data[pos - null_bytes:pos][::-1], "little") if null_bytes else 0
+    pos -= null_bytes
+    nulls, i = set(), 0
+    for c in cols:
+        if c.nullable:
+            if bitmap >> i & 1:
+                nulls.add(c.name)
+            i += 1
+    fields, values, at = [], [], origin
+    for c in cols:
+        if c.name in nulls:
+            fields.append(DecodedField(c.name, at, at, "NULL"))
+            values.append(None)
+            continue
+        if c.variable:
+            pos -= 1
+            size = data[pos]
+            if c.wide and size & 0x80:
+                pos -= 1
+                if size & 0x40:
+                    raise ValueError("externally stored field")
+                size = ((size & 0x3F) << 8) | data[pos]
+        else:
+            size = c.length
+        if at + size > len(data) - 8:
+            raise ValueError("field runs past the page")
+        raw = data[at:at + size]
+        shown = _value(c, raw)
+        fields.append(DecodedField(c.name, at, at + size, shown))
+        values.append(shown)
+        at += size
+    return fields, tuple(values)

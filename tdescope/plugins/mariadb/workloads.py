@@ -1,0 +1,249 @@
+"""MariaDB experiments: seed 000's A/B DML on an encrypted table and its plain twin, and seed 003's
+finding that decryption happens in the I/O path (a cold scan decrypts, a warm one does not).
+
+What each creates is said up front: the lab database ``tdescope_lab`` with
+``test_tab_tde`` (``ENCRYPTED=YES``), ``test_tab_non`` (``ENCRYPTED=NO``), and for
+the I/O-path scan ``scan_tde`` and ``evict_pad`` (a table bigger than the buffer
+pool, read to push the scanned table's pages out).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from tdescope.app.engines.api import WorkloadControl
+from tdescope.app.errors import UserError
+from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
+
+__all__ = ["DEFAULTS", "MARKER", "ab_dml", "create_lab_tables", "io_path", "run_sql"]
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "ab_dml": {"groups": 20, "ids_per_group": 1000},
+    "io_path": {"rows": 3000, "evict_rows": 60000},
+    "cold_warm": {"rows": 8000, "rounds": 3},  # ~90 pages: fits the old end of the lab's 379-page LRU, so a warm scan is warm
+}
+#: Text every row of the scanned table holds: it shows in decrypted pages only.
+MARKER = "tdescope-innodb-marker"
+_SCHEMA = ("(grp INT NOT NULL, id INT NOT NULL, name VARCHAR(100), ts DATETIME, "
+           "KEY test_tab_idx1 (grp, id, name, ts), KEY test_tab_idx2 (grp, name)) ENGINE=InnoDB")
+
+
+def _exec(conn, sql: str, args=None):
+    cur = conn.cursor()
+    cur.execute(sql, args)
+    return cur
+
+
+def wait_until_encrypted(conn, timeout: float = 30.0) -> bool:
+    """Wait for the encryption threads to finish encrypting every tablespace (a fresh lab's system
+    tablespace takes a few seconds): until then they decrypt and encrypt pages on their own."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = _exec(conn, "SELECT COUNT(*) FROM information_schema.INNODB_TABLESPACES_ENCRYPTION "
+                           "WHERE ROTATING_OR_FLUSHING <> 0 OR (NAME = 'innodb_system' AND ENCRYPTION_SCHEME = 0)"
+                     ).fetchone()[0]
+        if not busy:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def create_lab_tables(conn, db: str) -> None:
+    """The lab's database and seed 000's tables, encrypted and plain (empty)."""
+    _exec(conn, f"CREATE DATABASE IF NOT EXISTS {db}")
+    _exec(conn, f"USE {db}")
+    _exec(conn, f"CREATE TABLE IF NOT EXISTS test_tab_tde {_SCHEMA} ENCRYPTED=YES ENCRYPTION_KEY_ID=1")
+    _exec(conn, f"CREATE TABLE IF NOT EXISTS test_tab_non {_SCHEMA} ENCRYPTED=NO")
+
+
+def _progress(control: WorkloadControl, workload: str, side: str, done: int, total: int, msg: str) -> None:
+    control.emit(WorkloadProgress(time.time(), workload, side, done, total, msg))
+
+
+def ab_dml(conn, db: str, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+    """Seed 000's procedure on ``test_tab_tde``, then on ``test_tab_non``, with the same parameters."""
+    groups, ids = int(params["groups"]), int(params["ids_per_group"])
+    if groups < 1 or ids < 1:
+        raise UserError("groups and ids_per_group must be positive")
+    create_lab_tables(conn, db)
+    timings: list[PhaseTiming] = []
+    counts: dict[str, dict[str, int]] = {}
+    cancelled = False
+    for side, table in (("encrypted", "test_tab_tde"), ("plain", "test_tab_non")):
+        _exec(conn, f"TRUNCATE TABLE {db}.{table}")
+        phase = dict.fromkeys(("insert", "delete", "update", "select", "commit"), 0.0)
+        n = {"Insert": 0, "Delete": 0, "Update": 0, "Select": 0}
+        start = time.perf_counter()
+        for g in range(1, groups + 1):
+            if control.cancelled:
+                cancelled = True
+                break
+            _exec(conn, "BEGIN")
+            cur = conn.cursor()
+            t = time.perf_counter()
+            cur.executemany(f"INSERT INTO {db}.{table} VALUES (%s, %s, %s, NOW())",
+                            [(g, i, f"abc_{i}".ljust(100, "x")) for i in range(1, ids + 1)])
+            phase["insert"] += time.perf_counter() - t
+            n["Insert"] += ids
+            t = time.perf_counter()
+            if g % 2:
+                n["Delete"] += cur.execute(f"DELETE FROM {db}.{table} WHERE grp = %s", (g,))
+                phase["delete"] += time.perf_counter() - t
+            else:
+                n["Update"] += cur.execute(f"UPDATE {db}.{table} SET name = RPAD(CONCAT('abc_', id), 100, 'y') "
+                                           "WHERE grp = %s", (g,))
+                phase["update"] += time.perf_counter() - t
+            t = time.perf_counter()
+            cur.execute(f"SELECT * FROM {db}.{table} WHERE grp = %s", (g,))
+            n["Select"] += len(cur.fetchall())
+            phase["select"] += time.perf_counter() - t
+            t = time.perf_counter()
+            _exec(conn, "COMMIT")
+            phase["commit"] += time.perf_counter() - t
+            _progress(control, "ab_dml", side, g, groups, f"{side}: group {g}/{groups}")
+        phase["total"] = time.perf_counter() - start
+        timings.extend(PhaseTiming(side, p, s) for p, s in phase.items())
+        counts[side] = n
+        if cancelled:
+            break
+    return WorkloadResult(time.time(), "ab_dml", dict(params), tuple(timings), counts, cancelled)
+
+
+def _status(conn, name: str) -> int:
+    return int(_exec(conn, "SHOW GLOBAL STATUS LIKE %s", (name,)).fetchone()[1])
+
+
+def prepare_io_path(conn, db: str, rows: int, evict_rows: int) -> None:
+    """``scan_tde`` (``rows`` rows holding :data:`MARKER`) and ``evict_pad`` (bigger than the buffer pool)."""
+    create_lab_tables(conn, db)
+    _exec(conn, f"DROP TABLE IF EXISTS {db}.scan_tde")
+    _exec(conn, f"CREATE TABLE {db}.scan_tde (id INT PRIMARY KEY, note VARCHAR(200)) ENCRYPTED=YES")
+    _exec(conn, f"INSERT INTO {db}.scan_tde SELECT seq, CONCAT('{MARKER} ', seq, ' ', REPEAT('r', 120)) "
+                f"FROM seq_1_to_{int(rows)}")
+    have = _exec(conn, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                       "AND TABLE_NAME = 'evict_pad'", (db,)).fetchone()[0]
+    if not have:
+        _exec(conn, f"CREATE TABLE {db}.evict_pad (id INT PRIMARY KEY, pad CHAR(200)) ENCRYPTED=NO")
+        _exec(conn, f"INSERT INTO {db}.evict_pad SELECT seq, REPEAT('p', 200) FROM seq_1_to_{int(evict_rows)}")
+
+
+def evict(conn, db: str, settle_s: float = 0.2, timeout: float = 5.0) -> None:
+    """Push ``scan_tde``'s pages out of the buffer pool by reading a table bigger than it, then wait
+    until the server's page reads stop for ``settle_s`` (read-ahead it started completes meanwhile,
+    and would evict pages of the next scans)."""
+    _exec(conn, f"SELECT SUM(LENGTH(pad)) FROM {db}.evict_pad FORCE INDEX (PRIMARY)").fetchall()
+    deadline = time.monotonic() + timeout
+    last, quiet_since = _status(conn, "Innodb_pages_read"), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = _status(conn, "Innodb_pages_read")
+        if now != last:
+            last, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= settle_s:
+            return
+
+
+def scan(conn, db: str) -> tuple[float, int]:
+    """One full scan of ``scan_tde``: seconds, and pages the server read from disk meanwhile."""
+    before = _status(conn, "Innodb_buffer_pool_reads")
+    t = time.perf_counter()
+    _exec(conn, f"SELECT COUNT(*), SUM(LENGTH(note)) FROM {db}.scan_tde FORCE INDEX (PRIMARY)").fetchall()
+    return time.perf_counter() - t, _status(conn, "Innodb_buffer_pool_reads") - before
+
+
+def io_path(conn, db: str, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+    """A cold scan (its pages pushed out of the buffer pool first) then a warm scan of the same table.
+
+    The server's own counter (``Innodb_buffer_pool_reads``) says how many pages each scan read
+    from disk; a decrypt probe counts the decryptions (the second scan has none)."""
+    rows, evict_rows = int(params["rows"]), int(params["evict_rows"])
+    if rows < 1 or evict_rows < 1:
+        raise UserError("rows and evict_rows must be positive")
+    _progress(control, "io_path", "setup", 0, 3, "creating scan_tde and evict_pad…")
+    prepare_io_path(conn, db, rows, evict_rows)
+    evict(conn, db)
+    timings, counts = [], {}
+    for step, side in enumerate(("cold", "warm"), start=1):
+        if control.cancelled:
+            break
+        elapsed, reads = scan(conn, db)
+        timings.append(PhaseTiming(side, "scan", elapsed))
+        counts[side] = {"Pages read from disk": reads}
+        _progress(control, "io_path", side, step, 2, f"{side} scan: {reads} pages read from disk")
+    return WorkloadResult(time.time(), "io_path", dict(params), tuple(timings), counts, control.cancelled)
+
+
+def _server_cpu_s(pid: int) -> float:
+    """CPU seconds the server's threads have run so far (nanoseconds from each thread's schedstat)."""
+    import os
+
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                total += int(fh.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended meanwhile
+    return total / 1e9
+
+
+def cold_warm(conn, db: str, pid: int, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+    """Seed 002's 2×2: encrypted and plain tables of the same rows, each scanned cold (pushed out of the
+    buffer pool first) and warm, ``rounds`` times in turn; the server's CPU time per scan is measured
+    beside the elapsed time (the seed's claim: encryption costs CPU on cold reads only)."""
+    rows, rounds = int(params["rows"]), int(params["rounds"])
+    if rows < 1 or rounds < 1:
+        raise UserError("rows and rounds must be positive")
+    create_lab_tables(conn, db)
+    _progress(control, "cold_warm", "setup", 0, 1, f"creating cw_tde and cw_non ({rows} rows each)…")
+    for name, enc in (("cw_tde", "YES"), ("cw_non", "NO")):
+        _exec(conn, f"DROP TABLE IF EXISTS {db}.{name}")
+        _exec(conn, f"CREATE TABLE {db}.{name} (id INT PRIMARY KEY, note VARCHAR(200)) ENCRYPTED={enc}")
+        _exec(conn, f"INSERT INTO {db}.{name} SELECT seq, CONCAT('{MARKER} ', seq, ' ', REPEAT('r', 120)) "
+                    f"FROM seq_1_to_{rows}")
+    prepare_io_path(conn, db, 10, max(60000, rows))  # evict_pad: bigger than the pool
+    elapsed: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
+    reads: dict[tuple[str, str], list[int]] = {}
+    step, total = 0, rounds * 4
+    for _ in range(rounds):
+        for side, table in (("encrypted", "cw_tde"), ("plain", "cw_non")):
+            for phase in ("cold", "warm"):
+                if control.cancelled:
+                    break
+                if phase == "cold":
+                    evict(conn, db)
+                c0, r0, t0 = _server_cpu_s(pid), _status(conn, "Innodb_buffer_pool_reads"), time.perf_counter()
+                _exec(conn, f"SELECT COUNT(*), SUM(LENGTH(note)) FROM {db}.{table} FORCE INDEX (PRIMARY)").fetchall()
+                elapsed.setdefault((side, phase), []).append(time.perf_counter() - t0)
+                cpu.setdefault((side, phase), []).append(_server_cpu_s(pid) - c0)
+                reads.setdefault((side, phase), []).append(_status(conn, "Innodb_buffer_pool_reads") - r0)
+                step += 1
+                _progress(control, "cold_warm", side, step, total, f"{side} {phase} scan {step}/{total}")
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    timings = [PhaseTiming(side, phase, med(v)) for (side, phase), v in elapsed.items()]
+    counts = {f"{side} {phase}": {"server CPU ms (median)": round(med(cpu[(side, phase)]) * 1000, 1),
+                                  "pages read from disk (median)": med(reads[(side, phase)])}
+              for side, phase in elapsed}
+    return WorkloadResult(time.time(), "cold_warm", dict(params), tuple(timings), counts, control.cancelled)
+
+
+def run_sql(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+    """The user's SQL, ``repeat`` times (``tdescope capture --sql``)."""
+    import pymysql
+
+    sql, repeat = str(params["sql"]), int(params.get("repeat", 1))
+    t = time.perf_counter()
+    done = 0
+    for _ in range(repeat):
+        if control.cancelled:
+            break
+        try:
+            _exec(conn, sql).fetchall()
+        except pymysql.err.MySQLError as exc:
+            raise UserError(f"SQL failed: {exc.args[-1] if exc.args else exc}") from None
+        done += 1
+    return WorkloadResult(time.time(), "sql", {"repeat": repeat}, (PhaseTiming("sql", "total", time.perf_counter() - t),),
+                          {"sql": {"Executions": done}}, control.cancelled)

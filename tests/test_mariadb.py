@@ -1,0 +1,485 @@
+"""The MariaDB engine against a real private server with InnoDB encryption (the lab, started here).
+
+Pages are caught at ``encryption_scheme_decrypt`` with both probe backends and checked against
+what the server itself wrote (the .ibd file), what it holds (the rows inserted) and what it says
+(INNODB_TABLESPACES_ENCRYPTION, Innodb_buffer_pool_reads).
+"""
+
+import math
+import sys
+import time
+import os
+import subprocess
+import threading
+from collections import Counter
+
+import pytest
+
+from conftest import assert_one_line_error, probe_backend, run_tdescope, tracer_pid
+from tdescope.app.engines.api import ConnectParams, WorkloadControl
+from tdescope.app.errors import UserError
+from tdescope.app.probe.window import CaptureLimits, CaptureWindow
+from tdescope.plugins.mariadb import ENGINE
+from tdescope.plugins.mariadb import workloads as wl
+from tdescope.plugins.mariadb.connection import ConnectionSpec, open_connection, parse_dsn
+from tdescope.plugins.mariadb.lab import LAB_DATABASE
+from tdescope.plugins.mariadb.pages import InnoDbPageDecoder
+from tdescope.plugins.mariadb.recipes import recipes
+
+DECRYPT = recipes()[0]
+PAGE = 16384
+
+
+@pytest.fixture(scope="module")
+def lab():
+    session = ENGINE.connect(ConnectParams(options={"lab": True}))
+    yield session
+    session.close()
+
+
+def _entropy(data: bytes) -> float:
+    counts = Counter(data)
+    return -sum(c / len(data) * math.log2(c / len(data)) for c in counts.values())
+
+
+def _space_id(conn, table: str) -> int:
+    cur = conn.cursor()
+    cur.execute("SELECT SPACE FROM information_schema.INNODB_SYS_TABLESPACES WHERE NAME = %s",
+                (f"{LAB_DATABASE}/{table}",))
+    return int(cur.fetchone()[0])
+
+
+def _captured_during(session, backend: str, action, count: int = 100000) -> list:
+    """Every decrypt capture while ``action()`` runs on the lab."""
+    got = []
+    limits = CaptureLimits(max_captures=count, max_seconds=60, max_busy_fraction=1.0, max_burst_s=10,
+                           max_hits_per_s=1_000_000)
+    window = CaptureWindow(session.server_pid(), DECRYPT, limits, "mariadb", got.append,
+                           backend=probe_backend(backend))
+    summary = []
+    thread = threading.Thread(target=lambda: summary.append(window.run()))
+    thread.start()
+    assert window.armed.wait(30)
+    try:
+        action()
+    finally:
+        window.cancel()
+        thread.join(60)
+    assert summary[0].error is None, summary[0].error
+    return got
+
+
+@pytest.mark.gdb
+@pytest.mark.parametrize("backend", ["ebpf", "gdb"])
+def test_decrypted_pages_hold_the_rows_and_the_ciphertext_is_the_file(lab, backend):
+    conn = lab.conn
+    wl.prepare_io_path(conn, LAB_DATABASE, rows=2000, evict_rows=60000)
+    space = _space_id(lab.control, "scan_tde")
+    wl.evict(conn, LAB_DATABASE)
+    caps = _captured_during(lab, backend, lambda: wl.scan(conn, LAB_DATABASE))
+    mine = [c for c in caps if int.from_bytes(c.after[34:38], "big") == space]
+    assert mine, f"no page of space {space} among {len(caps)} captures"
+    decoder = InnoDbPageDecoder()
+    leaves = [c for c in mine if decoder.decode(c.after, c.pgno).page_type == "INDEX"
+              and wl.MARKER.encode() in c.after]
+    assert leaves
+    ibd = os.path.join(lab.lab.dir, "data", LAB_DATABASE, "scan_tde.ibd")
+    with open(ibd, "rb") as fh:
+        for c in leaves:
+            assert len(c.before) == len(c.after) == PAGE
+            page = decoder.decode(c.after, c.pgno)
+            assert not page.problems, page.problems
+            assert page.cells == int.from_bytes(c.after[54:56], "big") > 0  # records walked = the header's count
+            assert all(wl.MARKER in rec[0] for rec in page.records)  # each walked record holds one of our rows
+            assert wl.MARKER.encode() not in c.before and _entropy(c.before[26:-4]) > 7.9
+            assert c.before[:26] == c.after[:26] or c.before[4:8] == c.after[4:8]  # the clear header
+            fh.seek(c.pgno * PAGE)
+            assert fh.read(PAGE) == c.before  # the ciphertext is the page as the file holds it
+    assert tracer_pid(lab.server_pid()) == 0
+
+
+def test_a_warm_scan_decrypts_nothing(lab):
+    """Seed 003: decryption happens in the I/O path; a cached re-read has none. Both scans run in one
+    probe window, back to back, and its captures are split at the moment between them."""
+    conn = lab.conn
+    wl.prepare_io_path(conn, LAB_DATABASE, rows=2000, evict_rows=60000)
+    space = _space_id(lab.control, "scan_tde")
+    wl.evict(conn, LAB_DATABASE)
+    reads, between = {}, []
+
+    def scans():
+        reads["cold"] = wl.scan(conn, LAB_DATABASE)[1]
+        between.append(time.time())
+        reads["warm"] = wl.scan(conn, LAB_DATABASE)[1]
+
+    mine = [c for c in _captured_during(lab, "ebpf", scans) if int.from_bytes(c.after[34:38], "big") == space]
+    cold = [c for c in mine if c.ts < between[0]]
+    warm = [c for c in mine if c.ts >= between[0]]
+    assert len(cold) > 5 and reads["cold"] > 5
+    assert warm == [] and reads["warm"] == 0
+
+
+def test_io_path_workload_reports_the_servers_own_reads(lab):
+    result = lab.workloads()[1].run({"rows": 2000, "evict_rows": 60000}, WorkloadControl())
+    assert result.counts["cold"]["Pages read from disk"] > 5 and result.counts["warm"]["Pages read from disk"] == 0
+
+
+def test_ab_dml_runs_both_sides(lab):
+    result = lab.workloads()[0].run({"groups": 4, "ids_per_group": 200}, WorkloadControl())
+    assert result.counts["encrypted"] == result.counts["plain"] == {"Insert": 800, "Delete": 400, "Update": 400,
+                                                                    "Select": 400}
+    assert {t.side for t in result.timings} == {"encrypted", "plain"}
+
+
+def test_inventory_says_what_is_encrypted_and_never_a_key(lab):
+    inv = lab.inventory()
+    rows = {(s, n): v for s, n, v in inv.rows}
+    assert rows[("InnoDB", "innodb_encrypt_tables")] == "ON"
+    assert "file_key_management (ACTIVE)" in rows[("Key management", "plugin")]
+    assert rows[("Tablespaces", f"{LAB_DATABASE}/test_tab_tde")].startswith("scheme 1, key id 1")
+    assert rows[("Tablespaces", f"{LAB_DATABASE}/test_tab_non")] == "not encrypted"
+    assert "whole server" in rows[("Server", "probe target")]
+    keys = (lab.lab.dir / "keys").read_text()
+    for line in keys.split():
+        assert line.split(";")[1] not in repr(inv.rows)
+
+
+def test_engine_waits_come_from_performance_schema(lab):
+    source = lab.wait_source()
+    seen = []
+    stop = threading.Event()
+    busy = threading.Thread(target=lambda: lab.workloads()[0].run({"groups": 6, "ids_per_group": 500},
+                                                                   WorkloadControl()))
+    busy.start()
+    while busy.is_alive():
+        seen += source.sample()
+    stop.set()
+    assert source.why_not is None
+    assert seen and {s.source for s in seen} == {"mariadb"}
+    assert {"File I/O", "Sync"} & {s.wait_class for s in seen}
+
+
+def test_the_lab_leaves_nothing_behind():
+    session = ENGINE.connect(ConnectParams(options={"lab": True}))
+    folder, pid = session.lab.dir, session.server_pid()
+    assert oct(os.stat(folder).st_mode & 0o777) == "0o700"
+    assert oct(os.stat(folder / "keys").st_mode & 0o777) == "0o600"
+    session.close()
+    assert not folder.exists() and not os.path.exists(f"/proc/{pid}")
+
+
+@pytest.mark.parametrize("dsn,spec", [
+    ("host=db1 port=3307 user=support dbname=shop", ConnectionSpec("db1", 3307, "support", "shop")),
+    ("mariadb://support@db1:3307/shop", ConnectionSpec("db1", 3307, "support", "shop")),
+    ("socket=/run/mysqld/mysqld.sock user=root", ConnectionSpec(user="root", socket="/run/mysqld/mysqld.sock")),
+    ("", ConnectionSpec()),
+])
+def test_dsn_forms(dsn, spec):
+    assert parse_dsn(dsn) == spec
+
+
+@pytest.mark.parametrize("dsn,message", [
+    ("host=db1 colour=blue", "unknown --dsn key 'colour'"),
+    ("port=abc", "port must be a number"),
+    ("postgres://x@y/z", "not a MariaDB URL"),
+    ("just-a-word", "key=value pairs or a mariadb:// URL"),
+])
+def test_bad_dsn_is_one_line(dsn, message):
+    with pytest.raises(UserError, match=message):
+        parse_dsn(dsn)
+
+
+def test_wrong_password_and_server_down(lab):
+    cur = lab.control.cursor()
+    cur.execute("CREATE USER IF NOT EXISTS 'support'@'%' IDENTIFIED BY 'right-one'")
+    with pytest.raises(UserError, match="wrong password for support@"):
+        open_connection(ConnectionSpec(host="127.0.0.1", port=lab.lab.port, user="support", password="wrong"))
+    with pytest.raises(UserError, match="cannot reach MariaDB at 127.0.0.1:1"):
+        open_connection(ConnectionSpec(host="127.0.0.1", port=1, user="root"))
+    conn, _ = open_connection(ConnectionSpec(host="127.0.0.1", port=lab.lab.port, user="support",
+                                             password="right-one"))
+    conn.close()
+
+
+def test_cli_capture_on_the_lab(tmp_path):
+    result = run_tdescope("capture", "--engine", "mariadb", "--lab", "--workload", "io_path", "--count", "500",
+                          "--json", timeout=240)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    *records, summary = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(records) == 500 and summary["backend"] == "ebpf" and summary["lost"] == 0
+    assert all(r["size"] == PAGE and r["before_entropy"] > 7.9 for r in records)
+    assert any(r["page_type"] == "INDEX" and r["cells"] > 0 for r in records)
+    assert all(isinstance(r["space_id"], int) for r in records if r["page_type"] != "encrypted")
+
+
+def test_server_without_the_exported_symbol_is_one_line(tmp_path):
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        result = run_tdescope("capture", "--engine", "mariadb", "--pid", str(proc.pid), "--count", "1")
+        assert_one_line_error(result, "does not use mariadb: symbol encryption_scheme_decrypt not found")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_ciphertext_side_decodes_as_encrypted_with_its_clear_header(lab):
+    conn = lab.conn
+    wl.prepare_io_path(conn, LAB_DATABASE, rows=500, evict_rows=60000)
+    wl.evict(conn, LAB_DATABASE)
+    caps = _captured_during(lab, "ebpf", lambda: wl.scan(conn, LAB_DATABASE), count=20)
+    decoder = InnoDbPageDecoder()
+    for c in caps:
+        page = decoder.decode(c.before, c.pgno)
+        assert page.page_type == "encrypted" and not page.problems
+        assert page.fields[0].children[1].value == str(c.pgno)  # the page number is in the clear 26 bytes
+        assert decoder.decode(c.after, c.pgno).page_type != "encrypted"
+
+
+def test_the_libcrypto_level_recipe_sees_the_encrypted_range(lab):
+    """EVP_CipherUpdate: for builds without the scheme functions; no page number, the encrypted range only."""
+    conn = lab.conn
+    wl.prepare_io_path(conn, LAB_DATABASE, rows=1000, evict_rows=60000)
+    wl.evict(conn, LAB_DATABASE)
+    got = []
+    limits = CaptureLimits(max_captures=200, max_seconds=30, max_busy_fraction=1.0, max_burst_s=10,
+                           max_hits_per_s=1_000_000)
+    window = CaptureWindow(lab.server_pid(), recipes()[2], limits, "mariadb", got.append,
+                           backend=probe_backend("ebpf"))
+    thread = threading.Thread(target=window.run)
+    thread.start()
+    assert window.armed.wait(30)
+    wl.scan(conn, LAB_DATABASE)
+    window.cancel()
+    thread.join(30)
+    pages = [c for c in got if len(c.before) == PAGE - 26 - 4]  # full_crc32: bytes 26..size-5
+    assert pages and any(wl.MARKER.encode() in c.after for c in pages)
+    assert not any(wl.MARKER.encode() in c.before for c in pages)
+
+
+def test_records_decode_to_the_rows_inserted_with_the_data_dictionary(lab):
+    from tdescope.plugins.mariadb.records import index_layouts
+
+    conn = lab.conn
+    wl.prepare_io_path(conn, LAB_DATABASE, rows=1500, evict_rows=60000)
+    cur = conn.cursor()
+    cur.execute(f"TRUNCATE TABLE {LAB_DATABASE}.test_tab_tde")
+    cur.executemany(f"INSERT INTO {LAB_DATABASE}.test_tab_tde VALUES (%s, %s, %s, '2026-11-24 01:02:03')",
+                    [(7, i, None if i % 10 == 0 else f"abc_{i}".ljust(100, "x")) for i in range(1, 400)])
+    wl.evict(conn, LAB_DATABASE)
+
+    def scans():
+        wl.scan(conn, LAB_DATABASE)
+        cur.execute(f"SELECT SUM(LENGTH(ts)) FROM {LAB_DATABASE}.test_tab_tde")  # test_tab_idx1 covers it
+        cur.fetchall()
+
+    caps = _captured_during(lab, "ebpf", scans)
+    decoder = InnoDbPageDecoder(index_layouts(lab.control))
+    scanned, tab = 0, 0
+    for c in caps:
+        page = decoder.decode(c.after, c.pgno)
+        if page.page_type != "INDEX" or not page.records or int.from_bytes(c.after[64:66], "big") != 0:
+            continue
+        assert not page.problems, page.problems
+        for row in page.records:
+            if len(row) == 4 and str(row[3]).startswith(wl.MARKER):  # scan_tde: id, trx, roll ptr, note
+                assert row[3].split()[1] == row[0]
+                scanned += 1
+            elif len(row) == 5 and row[0] == "7":  # test_tab_idx1 (covers the scan): grp, id, name, ts, row id
+                assert row[3] == "2026-11-24 01:02:03"
+                assert (row[2] is None) == (int(row[1]) % 10 == 0)
+                assert row[2] is None or row[2] == f"abc_{row[1]}".ljust(100, "x")
+                tab += 1
+    assert scanned > 100 and tab > 100
+
+
+def test_lab_and_server_sessions_keep_the_engines_declared_abilities(lab):
+    from tdescope.app.engines.registry import open_session
+
+    server = open_session(ENGINE, ConnectParams(dsn=f"socket={lab.lab.socket} user=root dbname={LAB_DATABASE}"))
+    try:
+        assert server.server_pid() == lab.server_pid()  # read from the server's pid file
+        assert server.lab is None
+    finally:
+        server.close()
+    from tdescope.app.engines.registry import check_session
+
+    assert check_session(ENGINE, lab) == []
+
+
+def test_the_sessions_decoder_learns_tables_created_after_it(lab):
+    """The window and the CLI decode with the session's decoder (catalog_decoder): it reads the data
+    dictionary again when a page belongs to an index it does not know yet."""
+    decoder = lab.catalog_decoder()
+    conn = lab.conn
+    cur = conn.cursor()
+    cur.execute(f"DROP TABLE IF EXISTS {LAB_DATABASE}.late")
+    cur.execute(f"CREATE TABLE {LAB_DATABASE}.late (k INT PRIMARY KEY, v VARCHAR(50)) ENCRYPTED=YES")
+    cur.execute(f"INSERT INTO {LAB_DATABASE}.late SELECT seq, CONCAT('late-', seq) FROM seq_1_to_3000")
+    wl.prepare_io_path(conn, LAB_DATABASE, rows=10, evict_rows=60000)
+    wl.evict(conn, LAB_DATABASE)
+
+    def scan():
+        cur.execute(f"SELECT SUM(LENGTH(v)) FROM {LAB_DATABASE}.late")
+        cur.fetchall()
+
+    rows = [r for c in _captured_during(lab, "ebpf", scan) for r in decoder.decode(c.after, c.pgno).records
+            if len(r) == 4 and str(r[3]).startswith("late-")]
+    assert len(rows) == 3000 and all(r[3] == f"late-{r[0]}" for r in rows)
+
+
+@pytest.fixture(scope="module")
+def page_files(lab):
+    """Real tablespace files of plain tables (their pages on disk are the plaintext): a small table, one
+    with an off-page BLOB, one big enough for a two-level index, and a page-compressed one."""
+    cur = lab.conn.cursor()
+    db = LAB_DATABASE
+    for stmt in (
+        f"DROP TABLE IF EXISTS {db}.kinds_small, {db}.kinds_blob, {db}.kinds_big, {db}.kinds_pc",
+        f"CREATE TABLE {db}.kinds_small (id INT PRIMARY KEY, v VARCHAR(20)) ENCRYPTED=NO",
+        f"INSERT INTO {db}.kinds_small VALUES (1, 'one'), (2, NULL), (3, '')",
+        f"CREATE TABLE {db}.kinds_blob (id INT PRIMARY KEY, b LONGBLOB) ENCRYPTED=NO",
+        f"INSERT INTO {db}.kinds_blob VALUES (1, REPEAT('B', 40000))",
+        f"CREATE TABLE {db}.kinds_big (id INT PRIMARY KEY, pad CHAR(200)) ENCRYPTED=NO",
+        f"INSERT INTO {db}.kinds_big SELECT seq, CONCAT('big-', seq) FROM seq_1_to_20000",
+        f"CREATE TABLE {db}.kinds_pc (id INT PRIMARY KEY, note VARCHAR(200)) ENCRYPTED=NO PAGE_COMPRESSED=1",
+        f"INSERT INTO {db}.kinds_pc SELECT seq, CONCAT('compressed-marker ', seq, REPEAT('z', 100)) "
+        "FROM seq_1_to_3000",
+        f"FLUSH TABLES {db}.kinds_small, {db}.kinds_blob, {db}.kinds_big, {db}.kinds_pc FOR EXPORT",
+        "UNLOCK TABLES",
+    ):
+        cur.execute(stmt)
+    folder = lab.lab.dir / "data" / db
+    return {name: (folder / f"kinds_{name}.ibd").read_bytes() for name in ("small", "blob", "big", "pc")}
+
+
+def _page(files, name, pgno):
+    return files[name][pgno * PAGE:(pgno + 1) * PAGE]
+
+
+@pytest.mark.parametrize("name, pgno, page_type, check", [
+    ("small", 0, "FSP_HDR", lambda p: p.fields[0].children[1].value == "0"),
+    ("small", 1, "IBUF_BITMAP", lambda p: not p.records),
+    ("small", 2, "INODE", lambda p: not p.records),
+    # DB_TRX_ID and DB_ROLL_PTR vary: compare the columns we wrote (NULL and '' told apart)
+    ("small", 3, "INDEX", lambda p: p.cells == 3 and [(r[0], r[3]) for r in p.records] == [("1", "one"), ("2", None),
+                                                                                          ("3", "")]),
+    ("blob", 4, "BLOB", lambda p: not p.problems),
+    ("big", 3, "INDEX", lambda p: p.fields[1].children[10].value != "0"),  # the root of a two-level index
+    ("pc", 4, "PAGE_COMPRESSED", lambda p: "compressed-marker" in p.fields[1].children[0].value),
+])
+def test_the_decoder_on_real_pages_of_each_kind(page_files, lab, name, pgno, page_type, check):
+    from tdescope.plugins.mariadb.records import index_layouts
+
+    layouts = {i: lay for i, lay in index_layouts(lab.control).items()}
+    page = InnoDbPageDecoder(layouts).decode(_page(page_files, name, pgno), pgno)
+    assert page.page_type == page_type, (page.page_type, page.problems)
+    assert not page.problems, page.problems
+    assert check(page)
+    assert page.space_id == int.from_bytes(_page(page_files, name, pgno)[34:38], "big")
+
+
+def test_every_record_of_a_big_tables_leaves_is_walked_and_decoded(page_files, lab):
+    from tdescope.plugins.mariadb.records import index_layouts
+
+    decoder = InnoDbPageDecoder(index_layouts(lab.control))
+    data = page_files["big"]
+    ids = []
+    for pgno in range(len(data) // PAGE):
+        page = decoder.decode(data[pgno * PAGE:(pgno + 1) * PAGE], pgno)
+        if page.page_type == "INDEX" and int.from_bytes(data[pgno * PAGE + 64:pgno * PAGE + 66], "big") == 0:
+            assert not page.problems, page.problems
+            ids += [int(r[0]) for r in page.records]
+            assert all(r[3] == f"big-{r[0]}" for r in page.records)
+    assert sorted(ids) == list(range(1, 20001))
+
+
+def test_gdb_on_a_server_others_use_needs_allow_critical_and_ebpf_does_not(tmp_path):
+    """The whole server is one process: gdb, whose stops halt every connection, is refused on a server
+    that is not the lab's (the session's own lab is free); eBPF, which stops nothing, is not."""
+    import shutil as sh
+
+    # a server started the way a distribution starts one: not under tdescope-mariadb-*
+    from tdescope.plugins.mariadb.lab import MariaLab
+
+    lab = MariaLab()
+    try:
+        server_dir = tmp_path / "srv"
+        sh.copytree(lab.dir, server_dir, ignore=sh.ignore_patterns("*.sock", "*.pid"))
+    finally:
+        lab.close()
+    config = (server_dir / "my.cnf").read_text().replace(str(lab.dir), str(server_dir))
+    (server_dir / "my.cnf").write_text(config)
+    server = subprocess.Popen(["/usr/sbin/mariadbd", f"--defaults-file={server_dir / 'my.cnf'}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (server_dir / "mariadbd.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result = run_tdescope("capture", "--engine", "mariadb", "--backend", "gdb", "--pid", str(server.pid),
+                              "--count", "1", "--timeout", "2")
+        assert_one_line_error(result, f"pid {server.pid} is the whole MariaDB server (mariadbd")
+        assert "--backend ebpf probes it without stopping it" in result.stderr
+        assert tracer_pid(server.pid) == 0
+        result = run_tdescope("capture", "--engine", "mariadb", "--backend", "ebpf", "--pid", str(server.pid),
+                              "--count", "1", "--timeout", "2")
+        assert "no decrypt hit on encryption_scheme_decrypt within 2 s" in result.stderr  # armed, not refused
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def test_cold_warm_2x2_times_every_cell(lab):
+    result = lab.workloads()[2].run({"rows": 8000, "rounds": 3}, WorkloadControl())
+    cells = {(t.side, t.phase): t.elapsed_s for t in result.timings}
+    assert set(cells) == {("encrypted", "cold"), ("encrypted", "warm"), ("plain", "cold"), ("plain", "warm")}
+    assert all(v > 0 for v in cells.values())
+    assert set(result.counts) == {"encrypted cold", "encrypted warm", "plain cold", "plain warm"}
+    for side in ("encrypted", "plain"):  # cold reads from disk, warm finds every page cached
+        assert result.counts[f"{side} cold"]["pages read from disk (median)"] > 50
+        assert result.counts[f"{side} warm"]["pages read from disk (median)"] == 0
+
+
+def test_a_server_without_encryption_says_so_in_one_line(tmp_path):
+    """The inventory says "no encrypted tablespaces"; the decrypt recipe refuses before arming."""
+    from tdescope.plugins.mariadb.lab import find_server
+
+    server_bin, install = find_server()
+    root = tmp_path / "plain"
+    root.mkdir()
+    sock = root / "s.sock"
+    cnf = root / "my.cnf"
+    cnf.write_text(f"[mariadbd]\ndatadir={root}/data\nsocket={sock}\nskip-networking\npid-file={root}/p.pid\n"
+                   f"log-error={root}/err.log\nuser=root\nskip-log-bin\ninnodb_buffer_pool_size=6M\n")
+    subprocess.run([install, f"--defaults-file={cnf}", "--auth-root-authentication-method=normal",
+                    "--skip-test-db"], check=True, capture_output=True, timeout=120)
+    server = subprocess.Popen([server_bin, f"--defaults-file={cnf}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        session = ENGINE.connect(ConnectParams(dsn=f"socket={sock} user=root"))
+        try:
+            rows = {(s, n): v for s, n, v in session.inventory().rows}
+            assert rows[("Tablespaces", "encrypted")].startswith("0 of") or \
+                rows[("Tablespaces", "encrypted")] == "no encrypted tablespaces"
+            assert rows[("Key management", "plugin")] == "none: nothing can be encrypted"
+        finally:
+            session.close()
+        result = run_tdescope("capture", "--engine", "mariadb", "--dsn", f"socket={sock} user=root", "--sql",
+                              "SELECT 1", "--count", "1", "--allow-critical")
+        assert_one_line_error(result, "no encrypted tablespaces on this server: nothing is decrypted")
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def test_waits_and_top_on_the_lab_show_the_engines_view(tmp_path):
+    waits = run_tdescope("waits", "--lab", "mariadb", "--seconds", "3", timeout=120)
+    assert waits.returncode == 0, waits.stderr
+    assert "(mariadb)" in waits.stdout and "(os)" in waits.stdout
+    top = run_tdescope("top", "--lab", "mariadb", "--seconds", "3", "--limit", "10", timeout=120)
+    assert top.returncode == 0, top.stderr
+    assert "mariadbd" in top.stdout
