@@ -4,6 +4,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
+BPF_SRC := tdescope/app/probe/ebpf/capture.bpf.c
+BPF_OBJ := tdescope/app/probe/ebpf/capture.bpf.o
+
 .PHONY: setup system-tools run test lint bench bench-quick clean
 
 $(STAMP): pyproject.toml
@@ -14,7 +17,12 @@ $(STAMP): pyproject.toml
 system-tools:
 	@bash packaging/install-system-tools.sh
 
+# The eBPF capture program, compiled once (no kernel headers, no vmlinux.h); shipped as package data.
+$(BPF_OBJ): $(BPF_SRC)
+	@bash packaging/build-bpf.sh $(BPF_SRC) $(BPF_OBJ)
+
 setup: $(STAMP) system-tools
+	@$(MAKE) --no-print-directory $(BPF_OBJ)
 
 run: setup
 	$(VENV)/bin/tdescope gui --lab sqlcipher
@@ -33,4 +41,4 @@ bench-quick: setup
 	$(PY) -m bench --quick
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(BPF_OBJ)

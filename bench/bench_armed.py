@@ -45,9 +45,9 @@ goal("aes_decrypt_py_per_page_us", "same decrypt timed through the `cryptography
 class _Rounds:
     """The target process and the end times of its rounds, read on a thread."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, script: Path = TARGET) -> None:
         self.stop = folder / "stop"
-        self.proc = subprocess.Popen([sys.executable, str(TARGET), str(folder / "app.db"), str(self.stop)],
+        self.proc = subprocess.Popen([sys.executable, str(script), str(folder / "app.db"), str(self.stop)],
                                      stdout=subprocess.PIPE, text=True)
         self.pid = int(self.proc.stdout.readline())
         self.ends: list[float] = []

@@ -6,7 +6,7 @@ Hotspots, Timeline and captures views refreshing). A 5 ms QTimer records the
 gaps between its ticks; a gap well over 5 ms is the GUI thread busy (or
 starved): the stall.
 
-Two runs of the lab's A/B DML with a tiny page cache (20 pages), from the
+Runs of the lab's A/B DML with a tiny page cache (20 pages), from the
 Workload dock's Run button:
 
 1. unarmed, to measure the rate at which the target decrypts pages on its own
@@ -14,7 +14,9 @@ Workload dock's Run button:
 2. armed, the storm: N pages captured (every decrypt hit, until N). Decrypts per
    group = captures ÷ groups completed while armed, so offered decrypts/s =
    decrypts per group ÷ unarmed seconds per group. The stall figures are over
-   this run.
+   this run (gdb backend).
+3. the eBPF storm: every decrypt captured, flat out, for a few seconds (the
+   capture window runs in a worker process that sends the window a sample).
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ goal("gui_capture_storm_pairs", "pages captured while the GUI was measured")
 goal("gui_stall_p99_ms", "event-loop stall, 99th percentile of each storm, median over storms", "≤ 50", lambda v: v <= 50)
 goal("gui_stall_max_ms", "longest event-loop stall over all the storms", "≤ 100", lambda v: v <= 100)
 goal("gui_refresh_p99_ms", "observation views refresh (10 Hz timer), 99th percentile, during the storm")
+goal("gui_ebpf_storm_pages", "pages the eBPF probe captured during the eBPF storm (every decrypt, flat out)")
+goal("gui_ebpf_storm_pages_per_s", "same, per second")
+goal("gui_ebpf_shown", "of those, captures the window was sent (a sample, from the worker process)")
+goal("gui_ebpf_stall_p99_ms", "event-loop stall during the eBPF storm, 99th percentile of each, median", "≤ 50",
+     lambda v: v <= 50)
+goal("gui_ebpf_stall_max_ms", "longest event-loop stall over the eBPF storms")
 
 #: The storm's workload: small groups so several complete inside the armed window.
 PARAMS = {"groups": 400, "ids_per_group": 200, "cache_pages": 20}
@@ -51,7 +59,7 @@ def run(quick: bool) -> dict:
     from PySide6.QtWidgets import QApplication
 
     from tdescope.app.engines import ConnectParams, discover_engines
-    from tdescope.app.events import WorkloadProgress
+    from tdescope.app.events import CaptureWindowState, WorkloadProgress
     from tdescope.ui.window.main_window import MainWindow
 
     sys.setswitchinterval(0.001)  # as tdescope.ui.app.run_gui does
@@ -79,17 +87,23 @@ def run(quick: bool) -> dict:
     dock = window.workload_dock
     progress: list[WorkloadProgress] = []
     window.live.subscribe(lambda ev: progress.append(ev) if isinstance(ev, WorkloadProgress) else None)
+    closed: list[CaptureWindowState] = []
+    window.live.subscribe(lambda ev: closed.append(ev) if isinstance(ev, CaptureWindowState)
+                          and ev.state in ("disarmed", "failed") else None)
     for name, value in PARAMS.items():
         dock._spins[name].setValue(value)
 
-    def run_once(capture: bool, groups: int, n: int) -> None:
+    def run_once(capture: bool, groups: int, n: int, backend: str = "gdb") -> None:
         dock._spins["groups"].setValue(groups)
         dock.capture.setChecked(capture)
         dock.max_captures.setValue(n)
+        dock.backend.setCurrentIndex(dock.backend.findData(backend))
+        closed.clear()
         dock.run_button.click()
         spin(lambda: not dock.run_button.isEnabled(), 10)
         if capture:
-            spin(lambda: window.captures_dock.model.rowCount() >= n or dock.run_button.isEnabled(), 300)
+            # the window closes at n captures; the worker may have sent a sample of the last ones
+            spin(lambda: window.captures_dock.model.rowCount() >= n or closed or dock.run_button.isEnabled(), 300)
             window.cancel()
         spin(lambda: dock.run_button.isEnabled(), 120)
 
@@ -136,8 +150,10 @@ def run(quick: bool) -> dict:
         captured_all.append(captured)
         p99s.append(_percentile(gaps, 0.99))
         maxes.append(max(gaps))
+    ebpf = _ebpf_storms(window, dock, spin, clock, 2 if quick else 3, 4.0 if quick else 8.0)
     window.close()
     return {
+        **ebpf,
         "gui_offered_captures_per_s": round(statistics.median(offered)) if offered else None,
         "gui_delivered_captures_per_s": round(statistics.median(delivered)),
         "gui_capture_storm_pairs": min(captured_all),
@@ -148,6 +164,54 @@ def run(quick: bool) -> dict:
         "gui_unarmed_s_per_group": round(s_per_group, 4),
         "gui_groups_while_armed": groups_armed,
     }
+
+
+def _ebpf_storms(window, dock, spin, clock, storms: int, seconds: float) -> dict:
+    """Every decrypt of the flat-out lab captured by eBPF for ``seconds``, the GUI measured meanwhile."""
+    from PySide6.QtCore import QTimer
+
+    from tdescope.app.events import CaptureWindowState
+
+    states: list[CaptureWindowState] = []
+    window.live.subscribe(lambda ev: states.append(ev) if isinstance(ev, CaptureWindowState) else None)
+    p99s, maxes, pages, rates, shown = [], [], [], [], []
+    for _ in range(storms):
+        states.clear()
+        window.captures_dock.clear()
+        dock._spins["groups"].setValue(PARAMS["groups"])
+        dock.capture.setChecked(True)
+        dock.max_captures.setValue(100000)
+        dock.backend.setCurrentIndex(dock.backend.findData("ebpf"))
+        dock.run_button.click()
+        spin(lambda: any(s.state == "armed" for s in states), 30)
+        gaps: list[float] = []
+        last = [clock.nsecsElapsed()]
+
+        def tick():
+            now = clock.nsecsElapsed()
+            gaps.append((now - last[0]) / 1e6)
+            last[0] = now
+
+        timer = QTimer()
+        timer.setInterval(5)
+        timer.timeout.connect(tick)
+        first = max((s.captures for s in states), default=0)
+        t0 = time.monotonic()
+        timer.start()
+        spin(lambda: time.monotonic() - t0 >= seconds, seconds + 5)
+        timer.stop()
+        window.cancel()
+        spin(lambda: dock.run_button.isEnabled(), 120)
+        done = [s for s in states if s.state in ("disarmed", "failed")]
+        total = done[-1].captures if done else max(s.captures for s in states)
+        pages.append(total - first)
+        rates.append((total - first) / seconds)
+        shown.append(window.captures_dock.model.rowCount())
+        p99s.append(_percentile(gaps, 0.99))
+        maxes.append(max(gaps))
+    return {"gui_ebpf_storm_pages": min(pages), "gui_ebpf_storm_pages_per_s": round(statistics.median(rates)),
+            "gui_ebpf_shown": min(shown), "gui_ebpf_stall_p99_ms": round(statistics.median(p99s), 1),
+            "gui_ebpf_stall_max_ms": round(max(maxes), 1), "gui_ebpf_stall_p99_all_ms": [round(v, 1) for v in p99s]}
 
 
 if __name__ == "__main__":

@@ -10,6 +10,16 @@ command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
 command -v xdotool >/dev/null 2>&1 || need+=(xdotool)
 command -v pdftoppm >/dev/null 2>&1 || need+=(poppler-utils)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+# eBPF capture: clang and the headers to build the program once, libbpf1 to load it, bpftool to inspect.
+command -v clang >/dev/null 2>&1 || need+=(clang)
+command -v bpftool >/dev/null 2>&1 || need+=(bpftool)
+# Debian's SQLCipher 3.4 (libsqlcipher.so.0, 1 KiB pages): the second SQLCipher build the recipes are tested on.
+command -v sqlcipher >/dev/null 2>&1 || need+=(sqlcipher)
+# MariaDB's server, for the MariaDB engine's lab and tests (InnoDB encryption)
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+for pkg in libbpf1 libbpf-dev linux-libc-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 # Qt's xcb platform plugin needs these at run time (offscreen works without most of them).
 for lib in libegl1 libgl1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 \
            libxcb-shape0 libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 \

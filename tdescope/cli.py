@@ -30,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument("--dsn", default="", help="where the server is (a libpq DSN or an Oracle EZConnect string)")
     gui.add_argument("--encrypt", action="store_true",
                      help="encrypt this window's recordings (SQLCipher) from the first event; asks a passphrase")
+    gui.add_argument("--backend", choices=("auto", "ebpf", "gdb"), default="auto",
+                     help="what places probes: eBPF uprobes, gdb breakpoints (the teaching view), or auto (default)")
     gui.add_argument("file", nargs="?", help="a recorded session (.tds) to open")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
                            engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""),
-                           encrypt=getattr(args, "encrypt", False))
+                           encrypt=getattr(args, "encrypt", False), backend=getattr(args, "backend", "auto"))
         return importlib.import_module(COMMANDS[command]).run(args)
     except UserError as exc:
         print(f"tdescope: {exc}", file=sys.stderr)

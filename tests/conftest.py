@@ -61,6 +61,20 @@ def compile_client(src: str, out: Path, *flags: str) -> Path:
     return out
 
 
+def probe_backend(name: str):
+    """A probe backend by name for tests that run on both: ``gdb`` or ``ebpf`` (which must load here)."""
+    from tdescope.app.probe.gdb_backend import GdbBackend
+    from tdescope.app.probe.selection import ebpf_status
+
+    if name == "gdb":
+        return GdbBackend()
+    status = ebpf_status()
+    assert status.ok, f"eBPF capture cannot run on this machine: {status.reason}"
+    from tdescope.app.probe.ebpf.backend import EbpfBackend
+
+    return EbpfBackend()
+
+
 class AppProcess:
     """A running sqlcipher3 client (tests/clients/sqlcipher_app.py)."""
 

@@ -29,8 +29,8 @@ def test_doctor_json_names_every_check():
 def test_capture_on_a_pid_of_someone_elses_sqlcipher_app(sqlcipher_app, tmp_path):
     app = sqlcipher_app()
     dump = tmp_path / "dump"
-    proc = subprocess.Popen([*TDESCOPE, "capture", "--engine", "sqlcipher", "--pid", str(app.pid), "--count", "8",
-                             "--timeout", "60", "--json", "--dump", str(dump)],
+    proc = subprocess.Popen([*TDESCOPE, "capture", "--backend", "gdb", "--engine", "sqlcipher", "--pid", str(app.pid),
+                             "--count", "8", "--timeout", "60", "--json", "--dump", str(dump)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # the app starts reading once the probe is armed (TracerPid set)
     deadline = time.time() + 30
@@ -40,8 +40,9 @@ def test_capture_on_a_pid_of_someone_elses_sqlcipher_app(sqlcipher_app, tmp_path
     app.go()
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
-    records = [json.loads(line) for line in out.splitlines()]
+    *records, summary = [json.loads(line) for line in out.splitlines()]
     assert len(records) == 8
+    assert summary["summary"] and summary["backend"] == "gdb" and summary["captures"] == 8
     for r in records:
         for key in ("pgno", "symbol", "direction", "size", "before_entropy", "after_entropy", "page_type", "cells",
                     "before_sha256", "after_sha256"):
@@ -96,7 +97,7 @@ def test_no_hit_before_the_timeout(sqlcipher_app):
 
 def test_gdb_missing(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path)}  # a PATH with no gdb on it
-    result = run("capture", "--lab", "--count", "1", env=env)
+    result = run("capture", "--backend", "gdb", "--lab", "--count", "1", env=env)
     assert_one_line_error(result, "gdb not found")
 
 
@@ -141,3 +142,12 @@ def test_worker_crash_is_reported(tmp_path):
 def test_gui_without_a_display_says_so():
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     assert_one_line_error(run("gui", env=env), "no display")
+
+
+def test_gui_takes_the_probe_backend():
+    from tdescope.cli import build_parser
+
+    assert build_parser().parse_args(["gui", "--backend", "gdb"]).backend == "gdb"
+    assert build_parser().parse_args(["gui"]).backend == "auto"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["gui", "--backend", "dtrace"])

@@ -120,7 +120,10 @@ def test_heat_from_real_samples(hot):
     samples = []
     try:
         with HotspotSampler(target.pid, frequency=499, window_s=0.5, on_samples=samples.extend):
-            time.sleep(1.3)
+            # wait for samples in hot_loop, not for a time: a loaded machine delivers windows late
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and sum(s.leaf.symbol == "hot_loop" for s in list(samples)) < 50:
+                time.sleep(0.1)
     finally:
         target.kill()
         target.wait()

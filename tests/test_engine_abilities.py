@@ -19,6 +19,7 @@ from tdescope.app.engines.registry import check_engine, check_session, critical_
 from tdescope.app.errors import UserError
 from tdescope.plugins.oracle.session import OracleSession
 from tdescope.plugins.postgres.session import PostgresSession
+from tdescope.plugins.mariadb.session import MariaDbSession
 from tdescope.plugins.sqlcipher.lab import LabSession
 
 A = Ability
@@ -29,6 +30,8 @@ ENGINES, ERRORS = discover_engines()
     ("sqlcipher", {A.OWN_TARGET, A.SUMMARIZE_PAGES}, LabSession),
     ("postgres", {A.PANEL, A.CRITICAL_PROCESSES, A.CHOOSE_TARGET, A.RUN_SQL, A.REQUIRE_EXTENSIONS}, PostgresSession),
     ("oracle", {A.PANEL, A.CRITICAL_PROCESSES}, OracleSession),
+    ("mariadb", {A.RUN_SQL, A.SUMMARIZE_PAGES, A.CATALOG_DECODER, A.CRITICAL_PROCESSES, A.REQUIRE_EXTENSIONS},
+     MariaDbSession),
 ])
 def test_each_real_plugin_declares_what_it_has(name, declared, session_class):
     assert not [e for e in ERRORS if e.name == name]
@@ -40,7 +43,7 @@ def test_each_real_plugin_declares_what_it_has(name, declared, session_class):
 
 
 def test_critical_rules_come_from_the_engines_that_declare_them():
-    assert {r.engine for r in critical_rules(ENGINES.values())} == {"postgres", "oracle"}
+    assert {r.engine for r in critical_rules(ENGINES.values())} == {"postgres", "oracle", "mariadb"}
 
 
 class _Decoder:

@@ -184,6 +184,7 @@ def test_mi_reader_survives_garbage_and_reports_one_line(garbage_gdb):
 def test_cli_with_a_garbage_gdb_is_one_line(garbage_gdb, sqlcipher_app):
     app = sqlcipher_app()  # uses sqlcipher: the capture gets as far as starting gdb
     env = {**os.environ, "PATH": f"{Path(garbage_gdb).parent}:{os.environ['PATH']}"}
-    result = run_tdescope("capture", "--pid", str(app.pid), "--count", "1", "--timeout", "3", env=env)
+    result = run_tdescope("capture", "--backend", "gdb", "--pid", str(app.pid), "--count", "1", "--timeout", "3",
+                          env=env)
     assert_one_line_error(result, "gdb")
     assert tracer_pid(app.pid) == 0

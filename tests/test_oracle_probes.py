@@ -1,4 +1,4 @@
-"""The Oracle probe recipes, proven with real gdb on a C stand-in for an Oracle server process.
+"""The Oracle probe recipes, proven with real gdb and real eBPF on a C stand-in for an Oracle server process.
 
 tests/clients/oracle_like.c exports kcbzvb, kcbztek_trace_blk, kcbz_encdec_tbsblk, kgce_dec,
 kcbchk_ctx, _intel_fast_memcpy, kskthbwt and kskthewt, taking the arguments seed 003 shows in the
@@ -16,7 +16,7 @@ from tdescope.app.probe.capture_record import describe_capture
 from tdescope.plugins.oracle.blocks import OracleBlockDecoder, check_block, parse_cache_header
 from tdescope.plugins.oracle.recipes import oracle_recipes
 
-from conftest import CLIENTS
+from conftest import CLIENTS, probe_backend
 
 pytestmark = pytest.mark.gdb
 
@@ -45,18 +45,24 @@ def oracle_like(tmp_path_factory):
     proc.wait()
 
 
-def capture(pid, key, count=2):
+@pytest.fixture(params=["gdb", "ebpf"])
+def backend(request):
+    """Every recipe runs on both probe backends."""
+    return request.param
+
+
+def capture(pid, key, backend, count=2):
     got = []
     window = CaptureWindow(pid, RECIPES[key], CaptureLimits(max_captures=count, max_seconds=15, first_hit_timeout=10),
-                           "oracle", got.append)
+                           "oracle", got.append, backend=probe_backend(backend))
     summary = window.run()
     assert summary.error is None, summary.error
     assert len(got) == count
     return got, summary
 
 
-def test_kcbchk_ctx_captures_the_decrypted_block_which_decodes(oracle_like):
-    caps, summary = capture(oracle_like, "oracle.block_decrypted")
+def test_kcbchk_ctx_captures_the_decrypted_block_which_decodes(oracle_like, backend):
+    caps, summary = capture(oracle_like, "oracle.block_decrypted", backend)
     assert summary.armed_symbol == "kcbchk_ctx"
     block = caps[0].before
     assert len(block) == 8192 and caps[0].after == b""
@@ -72,8 +78,8 @@ def test_kcbchk_ctx_captures_the_decrypted_block_which_decodes(oracle_like):
     assert shown.page_type == "trans data"
 
 
-def test_kcbzvb_captures_the_same_block_still_encrypted(oracle_like):
-    caps, _ = capture(oracle_like, "oracle.block_encrypted")
+def test_kcbzvb_captures_the_same_block_still_encrypted(oracle_like, backend):
+    caps, _ = capture(oracle_like, "oracle.block_encrypted", backend)
     block = caps[0].before
     head = parse_cache_header(block)
     assert (head.rdba_block, head.flg) == (907, 0x16)
@@ -82,16 +88,16 @@ def test_kcbzvb_captures_the_same_block_still_encrypted(oracle_like):
     assert OracleBlockDecoder().decode(block).page_type == "encrypted"
 
 
-def test_memcpy_recipe_takes_only_8k_block_copies_with_both_sides(oracle_like):
-    caps, _ = capture(oracle_like, "oracle.block_copy")
+def test_memcpy_recipe_takes_only_8k_block_copies_with_both_sides(oracle_like, backend):
+    caps, _ = capture(oracle_like, "oracle.block_copy", backend)
     for c in caps:  # the 8168-byte copy after kgce_dec fails the size condition
         assert len(c.before) == len(c.after) == 8192
         assert c.before == c.after  # dest (rdi) at return holds what src (rsi) held at entry
         assert parse_cache_header(c.before).flg == 0x16
 
 
-def test_kgce_dec_out_buffer_holds_the_decrypted_body_at_return(oracle_like):
-    caps, _ = capture(oracle_like, "oracle.kgce_dec")
+def test_kgce_dec_out_buffer_holds_the_decrypted_body_at_return(oracle_like, backend):
+    caps, _ = capture(oracle_like, "oracle.kgce_dec", backend)
     c = caps[0]
     assert len(c.before) == len(c.after) == 8168
     assert bytes(a ^ b for a, b in zip(c.before, keystream(8168))) == c.after
@@ -100,8 +106,8 @@ def test_kgce_dec_out_buffer_holds_the_decrypted_body_at_return(oracle_like):
 
 @pytest.mark.parametrize("key,pgno", [("oracle.wait_begin", 524), ("oracle.wait_end", 524),
                                       ("oracle.tbsblk_decrypt_call", 907), ("oracle.encryption_check", -1)])
-def test_marker_recipes_carry_the_register_value(oracle_like, key, pgno):
-    caps, summary = capture(oracle_like, key)
+def test_marker_recipes_carry_the_register_value(oracle_like, backend, key, pgno):
+    caps, summary = capture(oracle_like, key, backend)
     assert [c.pgno for c in caps] == [pgno, pgno]
     assert all(c.before == b"" for c in caps)
     assert summary.armed_symbol == RECIPES[key].symbols[0]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import tracer_pid
+from conftest import probe_backend, tracer_pid
 from pgcluster import PASSWORD, PASSWORD_ROLE
 from tdescope.app.probe.window import CaptureLimits
 from tdescope.app.engines.api import ConnectParams, WorkloadControl
@@ -20,7 +20,7 @@ from tdescope.app.experiment import Experiment
 from tdescope.plugins.postgres import ENGINE
 from tdescope.plugins.postgres.pages import PgPageDecoder
 from tdescope.plugins.postgres.pgp import parse_pgp_message
-from tdescope.plugins.postgres.recipes import PAGE_READ, PGP_DECRYPT
+from tdescope.plugins.postgres.recipes import EVP_DECRYPT, PAGE_READ, PGP_DECRYPT
 from tdescope.plugins.postgres.waits import WaitSampler
 
 MARKER = "TDESCOPE-MARKER-4711"
@@ -47,12 +47,12 @@ def session(filled):
     s.close()
 
 
-def _capture(session, recipe, sql, count, repeat=1):
+def _capture(session, recipe, sql, count, repeat=1, backend="gdb"):
     captures: list[PageCapture] = []
     exp = Experiment(session, session.sql_workload(sql, repeat), {"sql": sql, "repeat": repeat}, recipe,
                      CaptureLimits(max_captures=count, max_seconds=30, first_hit_timeout=20), "postgres",
                      lambda e: captures.append(e) if isinstance(e, PageCapture) else None,
-                     repeat_until_captured=True)
+                     repeat_until_captured=True, backend=probe_backend(backend))
     exp.start()
     assert exp.wait(60)
     assert exp.error is None, exp.error
@@ -61,19 +61,34 @@ def _capture(session, recipe, sql, count, repeat=1):
 
 
 @pytest.mark.gdb
-def test_decrypt_capture_plaintext_holds_marker_ciphertext_does_not(session):
+@pytest.mark.parametrize("backend", ["gdb", "ebpf"])
+def test_decrypt_capture_plaintext_holds_marker_ciphertext_does_not(session, backend):
     # pgcrypto.so is not loaded in this fresh backend: the probe waits for the library to load
-    caps = _capture(session, PGP_DECRYPT, "SELECT pgp_sym_decrypt(s, 'k') FROM secrets WHERE id <= 3", 40)
+    caps = _capture(session, PGP_DECRYPT, "SELECT pgp_sym_decrypt(s, 'k') FROM secrets WHERE id <= 3", 40,
+                    backend=backend)
     assert caps
     assert any(MARKER.encode() in c.after for c in caps)
     assert not any(MARKER.encode() in c.before for c in caps)
 
 
 @pytest.mark.gdb
-def test_page_read_decodes_like_heap_page_items(session, filled):
+@pytest.mark.parametrize("backend", ["gdb", "ebpf"])
+def test_evp_decrypt_in_the_system_libcrypto(session, backend):
+    # decrypt() is pgcrypto's raw AES-CBC through OpenSSL (pgp_sym_decrypt's CFB only encrypts blocks)
+    # (OpenSSL holds the last block back for EVP_DecryptFinal: the marker goes first, padding after)
+    sql = f"SELECT decrypt(encrypt(('{MARKER} ' || repeat('x', 40))::bytea, 'key', 'aes'), 'key', 'aes')"
+    caps = _capture(session, EVP_DECRYPT, sql, 3, backend=backend)
+    assert len(caps) == 3 and all(c.symbol == "EVP_DecryptUpdate" for c in caps)
+    assert all(len(c.before) == 64 and MARKER.encode() in c.after for c in caps)
+    assert not any(MARKER.encode() in c.before for c in caps)
+
+
+@pytest.mark.gdb
+@pytest.mark.parametrize("backend", ["gdb", "ebpf"])
+def test_page_read_decodes_like_heap_page_items(session, filled, backend):
     cur = session.conn
     cur.execute("SELECT count(*) FROM big").fetchone()  # catalogs cached: the next scan reads big's blocks
-    caps = _capture(session, PAGE_READ, "SELECT count(*) FROM big", 6)
+    caps = _capture(session, PAGE_READ, "SELECT count(*) FROM big", 6, backend=backend)
     decoder = PgPageDecoder(session.columns("big"))
     ctl = session.control
     nblocks = ctl.execute("SELECT pg_relation_size('big') / 8192").fetchone()[0]
@@ -231,7 +246,7 @@ def test_cli_capture_json(filled):
     out = _cli("capture", "--engine", "postgres", "--dsn", filled.dsn(), "--sql",
                "SELECT pgp_sym_decrypt(s, 'k') FROM secrets", "--count", "2", "--json")
     assert out.returncode == 0, out.stderr
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{") and '"summary"' not in ln]
     assert len(lines) == 2 and '"symbol": "pgp_cfb_decrypt"' in lines[0]
 
 

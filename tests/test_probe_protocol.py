@@ -121,15 +121,15 @@ PENDING = ProbeRecipe("t.lib", "lib", ("EVP_DecryptUpdate",), before=ArgRef(regi
 
 @pytest.mark.parametrize("recipe, address, expected", [
     (DECRYPT, 0x7F00, {"symbols": ["sqlcipher_page_cipher"], "at_entry": True, "address": 0x7F00,
-                       "before": {"name": None, "register": "r9", "constant": None, "stack": None},
-                       "after": {"name": None, "register": None, "constant": None, "stack": 8},
-                       "condition": [{"name": None, "register": "rcx", "constant": None, "stack": None}, 0],
+                       "before": {"name": None, "register": "r9", "constant": None, "stack": None, "offset": 0},
+                       "after": {"name": None, "register": None, "constant": None, "stack": 8, "offset": 0},
+                       "condition": [{"name": None, "register": "rcx", "constant": None, "stack": None, "offset": 0}, 0],
                        "allow_pending": False}),
     (ENCRYPT, None, {"at_entry": True, "address": None,
-                     "condition": [{"name": None, "register": "rcx", "constant": None, "stack": None}, 1]}),
+                     "condition": [{"name": None, "register": "rcx", "constant": None, "stack": None, "offset": 0}, 1]}),
     (NAMED, None, {"symbols": ["f", "g"], "at_entry": False, "condition": None,
-                   "length": {"name": None, "register": None, "constant": 16, "stack": None},
-                   "pgno": {"name": "pgno", "register": "rdx", "constant": None, "stack": None}}),
+                   "length": {"name": None, "register": None, "constant": 16, "stack": None, "offset": 0},
+                   "pgno": {"name": "pgno", "register": "rdx", "constant": None, "stack": None, "offset": 0}}),
     (PENDING, None, {"at_entry": True, "allow_pending": True, "after": None, "pgno": None, "max_length": 8192}),
 ])
 def test_spec_json(recipe, address, expected, tmp_path):
@@ -142,6 +142,15 @@ def test_spec_json(recipe, address, expected, tmp_path):
         "max_captures": 5, "max_seconds": 9, "duty": 0.5, "burst_s": 0.5, "max_hits_per_s": 77, "spool": None}
     spec.write(str(tmp_path / "spec.json"))
     assert json.loads((tmp_path / "spec.json").read_text()) == data
+
+
+def test_spec_json_carries_a_base_adjustment():
+    """MariaDB's decrypt call gets src 26 bytes into the page: the helper reads $rdi-26."""
+    from tdescope.plugins.mariadb.recipes import recipes
+
+    data = ProbeSpec.of(recipes()[0], CaptureLimits()).to_json()
+    assert data["before"] == {"name": None, "register": "rdi", "constant": None, "stack": None, "offset": -26}
+    assert data["pgno"] == {"name": None, "register": None, "constant": None, "stack": 16, "offset": 0}
 
 
 # -- the exact console commands ---------------------------------------------------------

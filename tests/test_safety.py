@@ -41,7 +41,7 @@ def test_killing_the_cli_at_random_moments_releases_the_target(sqlcipher_app):
     rng = random.Random(1234)
     release_times = []
     for _ in range(TRIALS):
-        cli = subprocess.Popen([sys.executable, "-m", "tdescope", "capture", "--pid", str(app.pid),
+        cli = subprocess.Popen([sys.executable, "-m", "tdescope", "capture", "--backend", "gdb", "--pid", str(app.pid),
                                 "--count", "100000", "--timeout", "120", "--json"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # from "not attached yet" through "attached" to "armed, hits under way"
@@ -77,6 +77,7 @@ def test_killing_the_gui_stops_the_lab_cleanly(tmp_path):
         "w.show(); w.connect_engine(ConnectParams(options={'lab': True}))\n"
         "while w.session is None: app.processEvents(); time.sleep(0.01)\n"
         "w.workload_dock.max_captures.setValue(100000)\n"
+        "w.workload_dock.backend.setCurrentIndex(w.workload_dock.backend.findData('gdb'))\n"
         "w.workload_dock._spins['groups'].setValue(100000)\n"
         "w.workload_dock.run_button.click()\n"
         "print(w.session.server_pid(), flush=True)\n"

@@ -97,17 +97,24 @@ def _stopped_ms(text: str) -> float:
     return float(m.group(1)) if m else -1.0
 
 
+def _choose_backend(window, name: str) -> None:
+    combo = window.workload_dock.backend
+    combo.setCurrentIndex(combo.findData(name))
+
+
 def test_status_bar_shows_stopped_time_live_while_armed(qtbot, window):
     window.workload_dock.max_captures.setValue(100000)
     window.workload_dock._spins["groups"].setValue(100000)
+    _choose_backend(window, "gdb")
     armed: list[CaptureWindowState] = []
     window.pump.subscribe(CaptureWindowState, lambda batch: armed.extend(e for e in batch if e.state == "armed"))
     window.workload_dock.run_button.click()
-    qtbot.waitUntil(lambda: window.probe_status.armed_label.text().strip() == "ARMED", timeout=30000)
+    qtbot.waitUntil(lambda: window.probe_status.armed_label.text().strip() == "ARMED · gdb", timeout=30000)
     # progress arrives while armed: pages and stopped time, against the window's budget
     qtbot.waitUntil(lambda: window.probe_status.stopped_label.text().startswith("armed:")
                     and _stopped_ms(window.probe_status.stopped_label.text()) > 0, timeout=10000)
-    assert "of wall time" in window.probe_status.stopped_label.text() and window.probe_status.armed_label.text().strip() == "ARMED"
+    assert "of wall time" in window.probe_status.stopped_label.text()
+    assert window.probe_status.armed_label.text().strip() == "ARMED · gdb"
     window.statusBar().grab().save("/tmp/tdescope-armed-statusbar.png")
     window.cancel()
     qtbot.waitUntil(lambda: window.probe_status.stopped_label.text().startswith("probe window closed"), timeout=30000)
@@ -139,3 +146,18 @@ def test_capture_spin_box_clamps_absurd_values(window):
     for s in window.workload_dock._spins.values():
         s.setValue(-1)
         assert s.value() >= 1
+
+
+def test_status_bar_shows_the_ebpf_rate_and_losses_live(qtbot, window):
+    window.workload_dock.max_captures.setValue(100000)
+    window.workload_dock._spins["groups"].setValue(100000)
+    _choose_backend(window, "ebpf")
+    window.workload_dock.run_button.click()
+    qtbot.waitUntil(lambda: window.probe_status.armed_label.text().strip() == "ARMED · eBPF", timeout=30000)
+    pages = re.compile(r"armed: (\d+) pages( \(\d+ shown\))? of (\d+) hits, lost 0, probes added [\d.]+ ms")
+    qtbot.waitUntil(lambda: (m := pages.match(window.probe_status.stopped_label.text())) is not None
+                    and int(m.group(1)) > 0, timeout=15000)
+    window.statusBar().grab().save("/tmp/tdescope-ebpf-statusbar.png")
+    window.cancel()
+    qtbot.waitUntil(lambda: window.workload_dock.run_button.isEnabled(), timeout=30000)
+    assert "not armed" in window.probe_status.armed_label.text()

@@ -56,7 +56,7 @@ def test_password_is_in_no_process_argument_nor_child_environment(pg_cluster):
                     f"INSERT INTO pw_secrets SELECT pgp_sym_encrypt('v' || g, 'k') FROM generate_series(1, 3) g; "
                     f"GRANT SELECT ON pw_secrets TO {PASSWORD_ROLE}")
     env = {**os.environ, "PGPASSWORD": PASSWORD}
-    cli = subprocess.Popen([*TDESCOPE, "capture", "--engine", "postgres", "--dsn",
+    cli = subprocess.Popen([*TDESCOPE, "capture", "--backend", "gdb", "--engine", "postgres", "--dsn",
                             pg_cluster.dsn(user=PASSWORD_ROLE, host="127.0.0.1"), "--recipe", "page-read", "--sql",
                             "SELECT pg_sleep(0.1), count(*) FROM pw_secrets", "--count", "100000", "--timeout", "3"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL)

@@ -98,6 +98,26 @@ def _perf_check() -> list[Check]:
     return out
 
 
+def _ebpf_checks() -> list[Check]:
+    """eBPF capture: kernel, permission, libbpf, the built program and a real load through the verifier.
+
+    Its lines are information when eBPF cannot run (``ok`` None): capture then falls back to gdb."""
+    from tdescope.app.probe.selection import MIN_KERNEL, ebpf_status
+
+    st = ebpf_status()
+    soft = lambda good: True if good else None  # noqa: E731 - gdb remains: not a failure
+    kernel_ok = tuple(int(x) for x in st.kernel.split("-")[0].split(".")[:2] if x.isdigit()) >= MIN_KERNEL
+    return [
+        Check("eBPF kernel", soft(kernel_ok), st.kernel + ("" if kernel_ok else " (5.8 or later needed)")),
+        Check("eBPF permission", soft(st.permitted), "root or CAP_BPF+CAP_PERFMON" if st.permitted else "denied",
+              "" if st.permitted else "run as root, or grant CAP_BPF and CAP_PERFMON"),
+        Check("libbpf", soft(st.libbpf), "libbpf.so.1" if st.libbpf else "missing",
+              "" if st.libbpf else "apt-get install libbpf1"),
+        Check("eBPF capture", soft(st.ok), "program loads (verifier accepts it)" if st.ok
+              else f"off, gdb will be used: {st.reason}", "" if st.ok else "make setup builds the program"),
+    ]
+
+
 def run_checks() -> list[Check]:
     """Every check, in report order."""
     checks = [
@@ -115,6 +135,7 @@ def run_checks() -> list[Check]:
     checks.append(_gdb_check())
     problem = ptrace_problem()
     checks.append(Check("ptrace", problem is None, "permitted" if problem is None else "denied", problem or ""))
+    checks.extend(_ebpf_checks())
     checks.extend(_perf_check())
     flags = cpu_flags()
     checks.append(Check("AES-NI", "aes" in flags, "yes" if "aes" in flags else "no (software AES: slower)"))

@@ -229,13 +229,21 @@ class WorkloadResult(Event):
 class CaptureWindowState(Event):
     """The probe window changed state: ``armed``, ``disarmed`` or ``failed``.
 
-    ``stopped_s`` is the cumulative time the target spent stopped in probes.
+    ``stopped_s`` is the cumulative time the target spent stopped in probes (for
+    eBPF, which stops nothing: the time its probes added to the target's calls).
+    ``backend`` names what holds the probe (``"gdb"``, ``"ebpf"``); ``hits`` counts
+    probe hits, captured or not, and ``lost`` the records an eBPF ring had no room for;
+    ``unsent`` the captures a worker-process window did not send on (a storm arrives as a sample).
     """
 
     state: str
     captures: int = 0
     stopped_s: float = 0.0
     message: str = ""
+    backend: str = ""
+    hits: int = 0
+    lost: int = 0
+    unsent: int = 0
 
 
 @dataclass(frozen=True, slots=True)

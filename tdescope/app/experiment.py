@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tdescope.app.probe.backend import ProbeBackend
+from tdescope.app.probe.remote import RemoteWindow
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary, CaptureWindow
 from tdescope.app.engines.api import EngineSession, ProbeRecipe, Workload, WorkloadControl
 from tdescope.app.errors import UserError
@@ -44,6 +46,11 @@ class Experiment:
         Run the workload again until the capture window closes (headless capture).
     allow_critical : bool
         Let the capture window probe a process on an engine's deny-list (``--allow-critical``).
+    backend : ProbeBackend, optional
+        What places the probe (:func:`~tdescope.app.probe.selection.choose_backend`); gdb when omitted.
+    isolated : bool
+        Run the capture window in a worker process (:class:`~tdescope.app.probe.remote.RemoteWindow`):
+        the caller's process gets every capture while they are few, a sample in a storm. The GUI's choice.
     """
 
     def __init__(
@@ -58,8 +65,12 @@ class Experiment:
         pid: int | None = None,
         repeat_until_captured: bool = False,
         allow_critical: bool = False,
+        backend: ProbeBackend | None = None,
+        isolated: bool = False,
     ) -> None:
         self.session = session
+        self.backend = backend
+        self.isolated = isolated
         self.workload = workload
         self.params = dict(params)
         self.recipe = recipe
@@ -70,7 +81,7 @@ class Experiment:
         self.repeat = repeat_until_captured
         self.allow_critical = allow_critical
         self.control = WorkloadControl(sink)
-        self.window: CaptureWindow | None = None
+        self.window: CaptureWindow | RemoteWindow | None = None
         self.capture_summary: CaptureSummary | None = None
         self.results: list[WorkloadResult] = []
         self.error: str | None = None
@@ -117,8 +128,10 @@ class Experiment:
     def _run(self) -> None:
         try:
             if self.recipe is not None and self.pid is not None:
-                self.window = CaptureWindow(self.pid, self.recipe, self.limits, self.engine, on_capture=self.sink,
-                                            on_state=self.sink, allow_critical=self.allow_critical)
+                window_class = RemoteWindow if self.isolated else CaptureWindow
+                self.window = window_class(self.pid, self.recipe, self.limits, self.engine, on_capture=self.sink,
+                                            on_state=self.sink, allow_critical=self.allow_critical,
+                                            backend=self.backend)
                 self._window_thread = threading.Thread(target=self._run_window, name="capture-window", daemon=True)
                 self._window_thread.start()
                 # the workload starts once breakpoints sit in the target (or the window failed)

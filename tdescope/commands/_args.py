@@ -49,6 +49,35 @@ def add_stop_budget_argument(parser) -> None:
                              "50 for a lab the workbench started); over it the probe pauses, then re-arms")
 
 
+def add_probe_arguments(parser) -> None:
+    """``--backend`` and the eBPF window's bounds, shared by the commands that arm probes."""
+    parser.add_argument("--backend", choices=("auto", "ebpf", "gdb"), default="auto",
+                        help="what places the probe: eBPF uprobes (microseconds per page, nothing stops the target), "
+                             "gdb breakpoints, or auto (default: eBPF where it can load, else gdb, saying why)")
+    parser.add_argument("--sample", type=positive_int, default=1, metavar="N",
+                        help="eBPF: copy one matching call in N (default 1: every one)")
+    parser.add_argument("--max-mb-per-s", type=float, default=0.0, metavar="MB",
+                        help="eBPF: copy at most this many MB per second; calls over it are counted, not copied")
+    parser.add_argument("--ring-mb", type=float, metavar="MB",
+                        help="eBPF: ring buffer size (default 64, or half a second of --max-mb-per-s); records it "
+                             "has no room for are counted as lost")
+
+
+def probe_backend(args, recipe, own_target: bool = False):
+    """The backend ``args`` ask for (see :func:`add_probe_arguments`), and a line when auto fell back to gdb.
+
+    gdb's presence is checked only when gdb is the one chosen."""
+    from tdescope.app.probe.selection import ProbeOptions, choose_backend
+
+    options = ProbeOptions(args.backend, args.sample, args.max_mb_per_s, args.ring_mb)
+    backend, note = choose_backend(options, recipe)
+    if backend.name == "gdb":
+        from tdescope.app.gdb.mi import require_gdb
+
+        require_gdb()  # missing or too old: one line before anything connects
+    return backend, note
+
+
 def engine_named(name: str):
     """The loaded engine called ``name``, or UserError naming the loaded ones (or why it failed)."""
     from tdescope.app.engines import discover_engines

@@ -73,7 +73,7 @@ def _workload(engine: Engine, session: EngineSession, args) -> tuple[Workload, M
     raise UserError(f"{engine.name} has no workload {name!r} (has: {', '.join(w.name for w in workloads)})")
 
 
-def resolve_target(args, engine: Engine | None, probing: bool = False) -> CommandTarget:
+def resolve_target(args, engine: Engine | None, probing: bool = False, stops_target: bool = True) -> CommandTarget:
     """Open what ``args`` (``--lab``/``--dsn``/``--pid``, ``--sql``/``--workload``) name, on ``engine``.
 
     Parameters
@@ -82,8 +82,10 @@ def resolve_target(args, engine: Engine | None, probing: bool = False) -> Comman
     engine : Engine or None
         The command's engine; may be None only with ``--pid``.
     probing : bool
-        The command will stop the target in a probe: a ``--pid`` on any engine's
-        deny-list is refused (``--allow-critical`` overrides).
+        The command will probe the target: a ``--pid`` on any engine's deny-list is
+        refused (``--allow-critical`` overrides).
+    stops_target : bool
+        The probe stops the target (gdb): the rules that only matter then apply too.
 
     Raises
     ------
@@ -98,7 +100,7 @@ def resolve_target(args, engine: Engine | None, probing: bool = False) -> Comman
             # the capture window refuses it too; asking here first leaves no file or lab behind
             from tdescope.app.probe.window import refuse_critical_target
 
-            refuse_critical_target(pid, getattr(args, "allow_critical", False))
+            refuse_critical_target(pid, getattr(args, "allow_critical", False), stops_target)
         return CommandTarget(engine, None, pid)
     from tdescope.app.engines.registry import open_session
 

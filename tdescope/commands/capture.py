@@ -8,7 +8,9 @@ import threading
 from pathlib import Path
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import add_stop_budget_argument, engine_named, positive_int, recipe_named, seconds
+from tdescope.commands._args import (
+    add_probe_arguments, add_stop_budget_argument, engine_named, positive_int, probe_backend, recipe_named, seconds,
+)
 from tdescope.commands._dsn import add_dsn_arguments
 from tdescope.commands._target import resolve_target
 
@@ -26,6 +28,7 @@ def add_arguments(cap) -> None:
     cap.add_argument("--count", type=positive_int, default=10, help="page pairs to capture (default 10)")
     cap.add_argument("--timeout", type=seconds, default=30.0, help="give up after this many seconds (default 30)")
     add_stop_budget_argument(cap)
+    add_probe_arguments(cap)
     cap.add_argument("--dump", metavar="DIR", help="write NNNN-before-ROLE.bin / NNNN-after-ROLE.bin here "
                      "(ROLE: plaintext, ciphertext or plaintext-or-ciphertext)")
     cap.add_argument("--json", action="store_true", help="one JSON object per capture")
@@ -37,12 +40,12 @@ def run(args) -> int:
     from tdescope.app.engines.capabilities import Ability, has_ability
     from tdescope.app.events import CaptureWindowState, PageCapture, Problem
     from tdescope.app.experiment import Experiment
-    from tdescope.app.gdb.mi import require_gdb
-
-    require_gdb()  # missing or too old: one line before anything connects
     engine = engine_named(args.engine)
     recipe = recipe_named(engine, args.recipe)
-    decoder = engine.page_decoder()
+    backend, fell_back = probe_backend(args, recipe)  # before anything connects
+    if fell_back:
+        print(fell_back, file=sys.stderr, flush=True)
+    decoder = engine.page_decoder()  # the session's, which knows the tables, once connected (below)
     dump = Path(args.dump) if args.dump else None
     if dump is not None:
         try:
@@ -68,15 +71,17 @@ def run(args) -> int:
         elif isinstance(event, Problem) and not args.json:
             pass  # reported once, below
 
-    target = resolve_target(args, engine, probing=True)
+    target = resolve_target(args, engine, probing=True, stops_target=backend.stops_target)
+    if target.session is not None and has_ability(target.session, Ability.CATALOG_DECODER):
+        decoder = target.session.catalog_decoder()
     try:
-        if recipe.library == "pgcrypto" and has_ability(target.session, Ability.REQUIRE_EXTENSIONS):
-            target.session.require_extension("pgcrypto")  # before anything is armed
+        if recipe.requires and has_ability(target.session, Ability.REQUIRE_EXTENSIONS):
+            target.session.require_extension(recipe.requires)  # before anything is armed
         limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
                                **stop_budget(target.own_target, args.stop_budget))
         exp = Experiment(target.session, target.workload, target.params, recipe, limits, engine.name, sink,
                          pid=target.pid, repeat_until_captured=target.workload is not None,
-                         allow_critical=args.allow_critical)
+                         allow_critical=args.allow_critical, backend=backend)
         exp.start()
         try:
             while not exp.wait(0.2):
@@ -91,8 +96,32 @@ def run(args) -> int:
         raise UserError(exp.error)
     if written[0] == 0:
         raise UserError(f"no page captured within {args.timeout:g} s")
-    if not args.json:
-        s = exp.capture_summary
-        stopped = f", target stopped {s.stopped_s * 1000:.1f} ms in probes" if s else ""
-        print(f"{written[0]} page pairs captured{stopped}", file=sys.stderr)
+    s = exp.capture_summary
+    if args.json:
+        if s is not None:
+            print(json.dumps({"summary": True, **summary_json(s, written[0])}), flush=True)
+    else:
+        print(f"{written[0]} page pairs captured{summary_line(s)}", file=sys.stderr)
     return 0
+
+
+def summary_json(s, written: int) -> dict:
+    """The closing JSON line of ``capture --json``: backend, counts, losses, time in probes."""
+    counters = s.counters or {}
+    return {"backend": s.backend, "captures": written, "reason": s.reason, "symbol": s.armed_symbol,
+            "stopped_ms": round(s.stopped_s * 1000, 3), "arming_stop_ms": round(s.arming_stop_s * 1000, 3),
+            "hits": counters.get("hits"), "lost": counters.get("lost", 0 if s.backend == "ebpf" else None),
+            "sampled_out": counters.get("sampled_out"), "rate_capped": counters.get("rate_capped")}
+
+
+def summary_line(s) -> str:
+    """``capture``'s closing words after the count: what the probe cost the target."""
+    if s is None:
+        return ""
+    if s.backend == "ebpf":
+        c = s.counters or {}
+        extra = "".join(f", {c[k]} {label}" for k, label in (("sampled_out", "sampled out"),
+                                                              ("rate_capped", "over the byte-rate cap")) if c.get(k))
+        return (f" with eBPF: {c.get('hits', 0)} probe hits, probes added {s.stopped_s * 1000:.1f} ms to the "
+                f"target, lost {c.get('lost', 0)}{extra}")
+    return f", target stopped {s.stopped_s * 1000:.1f} ms in probes"

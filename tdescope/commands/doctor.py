@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-HELP = "check gdb, ptrace, perf, AES-NI and the engine plugins"
+HELP = "check gdb, eBPF, ptrace, perf, AES-NI and the engine plugins"
 
 
 def add_arguments(parser) -> None:

@@ -16,7 +16,9 @@ import threading
 import time
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import add_stop_budget_argument, engine_named, positive_int, recipe_named, seconds
+from tdescope.commands._args import (
+    add_probe_arguments, add_stop_budget_argument, engine_named, positive_int, probe_backend, recipe_named, seconds,
+)
 from tdescope.commands._target import resolve_target
 
 HELP = "record a session (workload, captures, hotspots, waits) to a .tds file, headless"
@@ -32,6 +34,7 @@ def add_arguments(parser) -> None:
                         help="page pairs to capture in the probe window (0: no probe; default 50)")
     parser.add_argument("--recipe", default="decrypt", help="probe recipe: decrypt (default), encrypt or a key")
     add_stop_budget_argument(parser)
+    add_probe_arguments(parser)
     parser.add_argument("--seconds", type=seconds, required=True, metavar="S", help="how long to record")
     parser.add_argument("--allow-critical", action="store_true",
                         help="allow probing a postmaster or background process with --pid (dangerous)")
@@ -85,10 +88,11 @@ def run(args) -> int:
         passphrase = ask_passphrase("Passphrase for the session file", confirm=True)
     engine = engine_named(args.lab or args.engine)
     recipe = recipe_named(engine, args.recipe) if args.captures else None
+    backend = None
     if recipe is not None:
-        from tdescope.app.gdb.mi import require_gdb
-
-        require_gdb()
+        backend, fell_back = probe_backend(args, recipe)
+        if fell_back:
+            print(fell_back, file=sys.stderr, flush=True)
     stop = threading.Event()
     # SIGTERM ends the recording cleanly, like Ctrl+C
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -105,7 +109,8 @@ def run(args) -> int:
 
     live.subscribe(count)
     try:
-        target = resolve_target(args, engine, probing=recipe is not None)
+        target = resolve_target(args, engine, probing=recipe is not None,
+                                stops_target=backend.stops_target if backend is not None else True)
         session, pid, workload = target.session, target.pid, target.workload
         inventory = session.inventory().rows if session is not None else ()
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
@@ -124,7 +129,7 @@ def run(args) -> int:
             want = recipe if captured[0] < args.captures and run_no == 1 else None
             label = live.run_started(workload.name if workload else None)
             exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
-                             live.publish, pid=pid, allow_critical=args.allow_critical)
+                             live.publish, pid=pid, allow_critical=args.allow_critical, backend=backend)
             exp.start()
             while not exp.wait(0.1):
                 if recorder.error:

@@ -47,10 +47,11 @@ def _run_replay(path: str) -> int:
 
 
 def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str | None = None,
-            dsn: str = "", encrypt: bool = False) -> int:
+            dsn: str = "", encrypt: bool = False, backend: str = "auto") -> int:
     """Open the workbench on the ``lab`` engine, or on ``engine`` at ``dsn``; returns the exit status.
 
     ``encrypt`` asks a passphrase before anything is recorded, so no plain autosave is ever written.
+    ``backend`` is the Workload dock's first probe backend choice (``auto``, ``ebpf``, ``gdb``).
     """
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
@@ -73,6 +74,7 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     app.setApplicationName("tdescope")
     app.setOrganizationName("tdescope")
     window = MainWindow(engines[lab])
+    window.workload_dock.backend.setCurrentIndex(max(0, window.workload_dock.backend.findData(backend)))
     window.show()
     if encrypt and not window.recording.encrypt_recording():
         window.shutdown()

@@ -59,11 +59,17 @@ class WorkloadDock(QDockWidget):
         self.max_captures.setRange(1, 100000)
         self.max_captures.setValue(200)
         self.max_captures.setToolTip("The probe disarms itself after this many page pairs")
+        self.backend = QComboBox()
+        for label, name in (("auto", "auto"), ("eBPF", "ebpf"), ("gdb", "gdb")):
+            self.backend.addItem(label, name)
+        self.backend.setToolTip("What places the probe: eBPF uprobes (microseconds per page, the target never "
+                                "stops), gdb breakpoints (the teaching view), or auto: eBPF where it can load")
         cap_row = QHBoxLayout()
         cap_row.addWidget(self.capture)
         cap_row.addWidget(self.recipe, 1)
         cap_row.addWidget(QLabel("max"))
         cap_row.addWidget(self.max_captures)
+        cap_row.addWidget(self.backend)
         self.run_button = QPushButton("Run")
         self.run_button.setToolTip("Run the workload on the encrypted database, then on its plain twin (Ctrl+R)")
         self.run_button.clicked.connect(self._on_run)

@@ -46,21 +46,25 @@ class ArgRef:
     ``stack`` an offset from ``rsp`` (arguments past the sixth), both read at
     the function's first instruction, for binaries without debug info (and to
     avoid loading it). ``name`` wins when the frame knows it. ``constant`` gives
-    a fixed value instead (e.g. a page size).
+    a fixed value instead (e.g. a page size). ``offset`` is added to what was
+    read: a base adjustment, e.g. -26 when the call gets a pointer 26 bytes
+    into the page (MariaDB's ``encryption_scheme_decrypt``).
     """
 
     name: str | None = None
     register: str | None = None
     constant: int | None = None
     stack: int | None = None
+    offset: int = 0
 
     def describe(self) -> str:
-        """Human text: ``in``, ``$rsi``, ``[$rsp+8]`` or ``8192``."""
+        """Human text: ``in``, ``$rsi``, ``[$rsp+8]``, ``$rdi-26`` or ``8192``."""
         if self.constant is not None:
             return str(self.constant)
         stack = f"[$rsp+{self.stack}]" if self.stack is not None else None
         parts = [p for p in (self.name, f"${self.register}" if self.register else None, stack) if p]
-        return " / ".join(parts)
+        adjust = f"{self.offset:+d}" if self.offset else ""
+        return " / ".join(p + adjust for p in parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +98,10 @@ class ProbeRecipe:
         A :class:`~tdescope.app.events.PlaintextSide` value: which buffer may
         hold decrypted bytes. Empty: :func:`~tdescope.app.events.default_plaintext_side`
         of the direction and whether the recipe is entry-only.
+    requires : str
+        What the database must have for the probed function to run at all (an extension
+        such as ``pgcrypto``, or encrypted tablespaces); checked through the session's
+        ``require_extension`` before anything is armed. Empty: nothing.
     """
 
     key: str
@@ -108,6 +116,7 @@ class ProbeRecipe:
     library: str | None = None
     max_length: int = 65536
     plaintext_side: str = ""
+    requires: str = ""
 
     @property
     def side(self) -> PlaintextSide:
@@ -154,6 +163,8 @@ class DecodedPage:
         Decoded row values, when the page holds table rows.
     problems : tuple of str
         What did not decode and why; empty for a clean page.
+    space_id : int or None
+        The tablespace the page belongs to, when the page says so (InnoDB's FIL header).
     """
 
     page_type: str
@@ -161,6 +172,7 @@ class DecodedPage:
     cells: int = 0
     records: tuple[tuple, ...] = ()
     problems: tuple[str, ...] = ()
+    space_id: int | None = None
 
     def field_at(self, offset: int) -> DecodedField | None:
         """The innermost field whose span holds ``offset``, or None."""

@@ -21,11 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from tdescope.app.engines.api import TargetChoice, Workload
+from tdescope.app.engines.api import PageDecoder, TargetChoice, Workload
 
 __all__ = [
     "Ability",
     "ChoosesTargets",
+    "DecodesWithCatalog",
     "HasPanel",
     "ListsCriticalProcesses",
     "OwnsTarget",
@@ -88,6 +89,15 @@ class RunsSql(Protocol):
 
 
 @runtime_checkable
+class DecodesWithCatalog(Protocol):
+    """A session whose page decoder knows this database's tables (column definitions from its catalog)."""
+
+    def catalog_decoder(self) -> PageDecoder:
+        """A decoder that turns records into column values for this database's tables."""
+        ...
+
+
+@runtime_checkable
 class SummarizesPages(Protocol):
     """A page decoder that reads a page's type and cell count without a full decode."""
 
@@ -119,6 +129,7 @@ class Ability(enum.Enum):
     OWN_TARGET = "own_target"
     REQUIRE_EXTENSIONS = "require_extensions"
     RUN_SQL = "run_sql"
+    CATALOG_DECODER = "catalog_decoder"
     SUMMARIZE_PAGES = "summarize_pages"
     PANEL = "panel"
     CRITICAL_PROCESSES = "critical_processes"
@@ -146,6 +157,7 @@ _SPECS: dict[Ability, _Spec] = {
     Ability.OWN_TARGET: _Spec(OwnsTarget, Role.SESSION, ("own_target",)),
     Ability.REQUIRE_EXTENSIONS: _Spec(RequiresExtensions, Role.SESSION, ("require_extension",)),
     Ability.RUN_SQL: _Spec(RunsSql, Role.SESSION, ("sql_workload",)),
+    Ability.CATALOG_DECODER: _Spec(DecodesWithCatalog, Role.SESSION, ("catalog_decoder",)),
     Ability.SUMMARIZE_PAGES: _Spec(SummarizesPages, Role.DECODER, ("summarize",)),
     Ability.PANEL: _Spec(HasPanel, Role.ENGINE, ("panel",)),
     Ability.CRITICAL_PROCESSES: _Spec(ListsCriticalProcesses, Role.ENGINE, ("critical_processes",)),

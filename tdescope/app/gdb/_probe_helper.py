@@ -80,9 +80,14 @@ def _notice(notice, **fields):
 
 
 def _value(frame, ref):
-    """Read an ArgRef ({"name", "register", "constant"}) as an int, or None."""
+    """Read an ArgRef ({"name", "register", "constant", "stack", "offset"}) as an int, or None."""
     if ref is None:
         return None
+    value, offset = _read(frame, ref), int(ref.get("offset") or 0)
+    return (value + offset) & 0xFFFFFFFFFFFFFFFF if offset else value
+
+
+def _read(frame, ref):
     if ref.get("constant") is not None:
         return int(ref["constant"])
     if ref.get("name"):

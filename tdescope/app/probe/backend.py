@@ -97,6 +97,8 @@ class ProbeBackend(Protocol):
 
     #: Short name for messages and ``doctor`` (``"gdb"``, ``"ebpf"``).
     name: str
+    #: True when a hit stops the target (gdb's breakpoints); False when the probe runs beside it (eBPF).
+    stops_target: bool
 
     def attach(self, pid: int, spec: ProbeSpec) -> ProbeHandle:
         """Attach to ``pid`` and arm ``spec``; the target stays stopped (or unprobed) until

@@ -32,10 +32,13 @@ class CaptureRecord:
     stop_us: float
     plaintext_side: str = "after"
     problems: tuple[str, ...] = ()
+    space_id: int | None = None
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["problems"] = list(self.problems)
+        if self.space_id is None:
+            del out["space_id"]  # only engines whose pages name their tablespace (InnoDB) have one
         return out
 
     def line(self) -> str:
@@ -91,5 +94,6 @@ def describe_capture(
         stop_us=round(capture.stop_us, 1),
         plaintext_side=capture.side.value,
         problems=decoded.problems if decoded else (),
+        space_id=decoded.space_id if decoded else None,
     )
     return record, decoded

@@ -79,6 +79,7 @@ class GdbBackend:
     """
 
     name = "gdb"
+    stops_target = True
 
     def __init__(self, gdb_path: str | None = None, watchdog_s: float = 0.25) -> None:
         self._gdb_path = gdb_path

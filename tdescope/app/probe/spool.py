@@ -57,6 +57,8 @@ class FramePairs:
         self.paused_for: float | None = None
         #: The probe's running total of stopped time, uncaptured hits included.
         self.helper_busy_s = 0.0
+        #: The probe's own counters from its last ``busy`` notice (eBPF: ``hits``, ``lost``, ...).
+        self.counters: dict[str, int] = {}
 
     @property
     def stopped_total_s(self) -> float:
@@ -90,3 +92,5 @@ class FramePairs:
             self.paused_for = float(fields.get("resume_in") or 0.0)
         if "busy_s" in fields:
             self.helper_busy_s = max(self.helper_busy_s, float(fields["busy_s"] or 0.0))
+        self.counters.update({k: int(v) for k, v in fields.items() if k not in ("event", "busy_s")
+                              and isinstance(v, int)})

@@ -118,6 +118,8 @@ class CaptureSummary:
     error: str | None = None
     arming_stop_s: float = 0.0
     guard: dict | None = None
+    backend: str = "gdb"
+    counters: dict | None = None
 
 
 def stop_budget(own_target: bool, fraction: float | None = None) -> dict:
@@ -156,10 +158,11 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
 }
 
 
-def refuse_critical_target(pid: int, allow: bool = False) -> None:
-    """UserError when ``pid`` is on any loaded engine's deny-list (postmaster, checkpointer, ora_pmon...)."""
+def refuse_critical_target(pid: int, allow: bool = False, stopping: bool = True) -> None:
+    """UserError when ``pid`` is on any loaded engine's deny-list (postmaster, checkpointer, ora_pmon...);
+    ``stopping``: the probe stops its target (gdb), so the rules that only matter then apply too."""
     engines, _ = discover_engines()
-    refuse_critical(pid, critical_rules(engines.values()), allow)
+    refuse_critical(pid, critical_rules(engines.values()), allow, stopping)
 
 
 class CaptureWindow:
@@ -247,8 +250,10 @@ class CaptureWindow:
             self._publish(phase.published, message)
 
     def _publish(self, state: str, message: str) -> None:
-        self._on_state(CaptureWindowState(time.time(), state, self._pairs.captures, self._pairs.stopped_total_s,
-                                          message))
+        pairs = self._pairs
+        self._on_state(CaptureWindowState(time.time(), state, pairs.captures, pairs.stopped_total_s, message,
+                                          self._backend.name, pairs.counters.get("hits", 0),
+                                          pairs.counters.get("lost", 0)))
 
     # -- run -------------------------------------------------------------------
     def run(self) -> CaptureSummary:
@@ -267,14 +272,16 @@ class CaptureWindow:
         return CaptureSummary(
             self._pairs.captures, self._reason, handle.armed.symbol if handle else None,
             handle.armed.locations if handle else (), self._pairs.stopped_total_s, time.monotonic() - t_start,
-            self._error, handle.arming_stop_s if handle else 0.0, guard,
+            self._error, handle.arming_stop_s if handle else 0.0, guard, self._backend.name,
+            dict(self._pairs.counters) or None,
         )
 
     def _attach(self) -> None:
         """ATTACHING -> ARMED: refuse a critical process, resolve, attach, arm, let the target run."""
         if not os.path.exists(f"/proc/{self.pid}"):
             raise UserError(f"pid {self.pid} is gone (no such process)")
-        refuse_critical_target(self.pid, self._allow_critical)  # before anything can stop it
+        # before anything can stop it
+        refuse_critical_target(self.pid, self._allow_critical, getattr(self._backend, "stops_target", True))
         address = None
         if at_entry(self.recipe):
             # find the address before attaching: the backend then loads no library symbols while
@@ -347,8 +354,6 @@ class CaptureWindow:
             self._reason = news.message
         else:
             self._reason = news.happened.value
-            if news.happened is Happened.TARGET_EXITED:
-                self._error = f"pid {self.pid} exited while armed ({pairs.captures} pages captured)"
 
     def _finish(self) -> dict | None:
         """-> DISARMING -> DONE or FAILED: take the probe out, release the target, collect the last frames."""
@@ -364,6 +369,8 @@ class CaptureWindow:
             # frames written between the last read and the disarm
             for capture in self._pairs.drain(self.handle.frames(), self.limits.max_captures):
                 self._on_capture(capture)
+        if self._reason == Happened.TARGET_EXITED.value:
+            self._error = f"pid {self.pid} exited while armed ({self._pairs.captures} pages captured)"
         self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)
         return guard
 

@@ -42,6 +42,9 @@ class CriticalProcess:
         processes there too).
     ignore_case : bool
         Match without regard to case.
+    stopping_only : bool
+        The rule matters only to a probe that stops its target (gdb): an eBPF probe runs
+        beside the process without stopping it (MariaDB's one server process).
     """
 
     engine: str
@@ -49,6 +52,7 @@ class CriticalProcess:
     what: str
     comm: bool = False
     ignore_case: bool = False
+    stopping_only: bool = False
 
     def match(self, title: "ProcessTitle") -> str | None:
         """What the process is when this rule applies to ``title``, else None."""
@@ -83,21 +87,30 @@ def process_title(pid: int) -> ProcessTitle | None:
     return ProcessTitle(int(pid), cmdline, comm)
 
 
-def critical_role(pid: int, rules: Iterable[CriticalProcess]) -> str | None:
-    """What critical process ``pid`` is (``"the PostgreSQL checkpointer"``), or None."""
+def _matching(pid: int, rules: Iterable[CriticalProcess]) -> tuple[str, CriticalProcess] | None:
     title = process_title(pid)
     if title is None:
         return None
     for rule in rules:
         what = rule.match(title)
         if what is not None:
-            return what
+            return what, rule
     return None
 
 
-def refuse_critical(pid: int, rules: Iterable[CriticalProcess], allow: bool = False) -> None:
-    """Raise UserError when ``pid`` is a critical process and ``allow`` is not set."""
-    what = critical_role(pid, rules)
-    if what is not None and not allow:
+def critical_role(pid: int, rules: Iterable[CriticalProcess]) -> str | None:
+    """What critical process ``pid`` is (``"the PostgreSQL checkpointer"``), or None."""
+    found = _matching(pid, rules)
+    return found[0] if found else None
+
+
+def refuse_critical(pid: int, rules: Iterable[CriticalProcess], allow: bool = False, stopping: bool = True) -> None:
+    """Raise UserError when ``pid`` is a critical process and ``allow`` is not set.
+
+    ``stopping``: the probe stops its target (gdb); rules that only matter then are skipped otherwise."""
+    found = None if allow else _matching(pid, [r for r in rules if stopping or not r.stopping_only])
+    if found is not None:
+        what, rule = found
+        hint = "; --backend ebpf probes it without stopping it" if rule.stopping_only else ""
         raise UserError(f"pid {pid} is {what}: stopping it in a debugger stalls the whole server "
-                        "(--allow-critical overrides)")
+                        f"(--allow-critical overrides{hint})")

@@ -22,6 +22,7 @@ PGP_DECRYPT = ProbeRecipe(
     after=ArgRef(register="rcx"),
     direction="decrypt",
     library="pgcrypto",
+    requires="pgcrypto",
 )
 
 #: decrypt()/decrypt_iv() go to OpenSSL: EVP_DecryptUpdate(ctx, out, outl, in, inl).

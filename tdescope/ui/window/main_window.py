@@ -40,7 +40,7 @@ from tdescope.ui.window.menus import Menu, MenuRegistry
 from tdescope.ui.window.messages import Captured, Connected, ExperimentFinished
 from tdescope.ui.window.notes import NotesController
 from tdescope.ui.window.observation import ObservationController
-from tdescope.ui.window.probe_status import ProbeStatus
+from tdescope.ui.window.probe_status import ProbeStatus, probe_backend_for
 from tdescope.ui.window.recording import RecordingController
 from tdescope.ui.window.replay import ReplayController, engine_for
 from tdescope.ui.workload_dock import WorkloadDock
@@ -82,7 +82,8 @@ class MainWindow(QMainWindow):
 
         self.observation = ObservationController(engine, self.live.publish, self.pump, self.tasks, self)
         self.notes = NotesController(self.captures_dock, self.page_view, self.observation.timeline_dock,
-                                     self._note_store, self._play_head, self._seek_to, self)
+                                     self._note_store, lambda: self.replay.play_head(),
+                                     lambda ts: self.replay.seek_to(ts), self)
         recent = RecentFiles(self.settings)
         self.recording = RecordingController(engine, lambda: self.session, self.live, self.pump,
                                              self.notes.dock, recent.add, self)
@@ -183,7 +184,8 @@ class MainWindow(QMainWindow):
             if state.cancelled:  # the window closed while connecting: nobody will close it later
                 session.close()
                 return None
-            return Connected(session, session.inventory())
+            catalog = has_ability(session, Ability.CATALOG_DECODER)
+            return Connected(session, session.inventory(), session.catalog_decoder() if catalog else None)
 
         self.tasks.run(connect, name="connect", on_done=self._on_connected, on_exception=self._on_connect_failed)
 
@@ -194,7 +196,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(message, 10000)
 
     def _on_connected(self, ev: Connected) -> None:
-        self.session = ev.session
+        self.session, self.decoder = ev.session, ev.decoder or self.decoder
         self.recording.set_inventory(ev.inventory)  # kept in the recording's metadata
         pid = self.session.server_pid()
         self.engine_dock.show_inventory(self.engine.label, ev.inventory, pid)
@@ -246,11 +248,15 @@ class MainWindow(QMainWindow):
         workload = next((w for w in self.session.workloads() if w.name == name), None)
         if workload is None:
             return
+        backend = probe_backend_for(self.workload_dock.backend.currentData(), recipe,
+                                    lambda line: self.statusBar().showMessage(line, 15000)) if recipe else None
+        if recipe is not None and backend is None:
+            return
         self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
                                **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish,
-                         allow_critical=self.allow_critical)
+                         allow_critical=self.allow_critical, backend=backend, isolated=True)
         self.experiment = exp
         label = self.live.run_started(workload.name)
         exp.start()
@@ -324,12 +330,6 @@ class MainWindow(QMainWindow):
 
     def _note_store(self):
         return self.replay.note_store() if self.replay.replaying else self.recording.note_store()
-
-    def _play_head(self) -> float | None:
-        return self.replay.play_head()
-
-    def _seek_to(self, ts: float) -> None:
-        self.replay.seek_to(ts)
 
     def _on_replay_entered(self, path: str, meta: SessionMeta) -> None:
         self.recording.mode = "idle"  # a replay records nothing

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tdescope.app.engines.api import EngineSession, Inventory
+from tdescope.app.engines.api import EngineSession, Inventory, PageDecoder
 from tdescope.app.events import PageCapture
 from tdescope.app.probe.capture_record import CaptureRecord
 
@@ -27,6 +27,7 @@ class Connected:
 
     session: EngineSession
     inventory: Inventory
+    decoder: PageDecoder | None = None  # the session's own, when it knows the database's tables
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,28 @@
-"""The probe's state in the status bar: ARMED / PAUSED / not armed, and how long the target was stopped."""
+"""The probe's state in the status bar: ARMED · backend / PAUSED / not armed, and what it cost the target."""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
+from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState
+from tdescope.app.probe.selection import ProbeOptions, choose_backend
 from tdescope.app.probe.window import CaptureLimits
 
-__all__ = ["ProbeStatus"]
+__all__ = ["ProbeStatus", "probe_backend_for"]
+
+
+def probe_backend_for(choice: str, recipe, show) -> object | None:
+    """The backend the workload dock's choice gives for ``recipe``; ``show(line)`` tells the user when
+    auto fell back to gdb, or why the choice cannot run (then None: nothing is started)."""
+    try:
+        backend, note = choose_backend(ProbeOptions(choice), recipe)
+    except UserError as exc:
+        show(str(exc))
+        return None
+    if note:
+        show(note)
+    return backend
 
 
 class ProbeStatus:
@@ -22,9 +37,20 @@ class ProbeStatus:
 
     def show_state(self, ev: CaptureWindowState, limits: CaptureLimits | None) -> None:
         """Show what the capture window reports; ``limits`` of the running experiment, if any."""
-        self.set_armed(ev.state == "armed", ev.message, paused=ev.state == "paused")
+        self.set_armed(ev.state == "armed", ev.message, paused=ev.state == "paused", backend=ev.backend)
         budget = f" (budget {limits.max_busy_fraction:.0%} of wall time)" if limits else ""
-        if ev.state == "armed":
+        self.stopped_label.setStyleSheet("")
+        if ev.backend == "ebpf":
+            # nothing stops: a rate, the ring's losses, and what the probes added to the target's calls
+            live = "armed" if ev.state == "armed" else f"probe window closed ({ev.message})"
+            shown = f" ({ev.captures - ev.unsent} shown)" if ev.unsent else ""
+            self.stopped_label.setText(f"{live}: {ev.captures} pages{shown} of {ev.hits} hits, lost {ev.lost}, "
+                                       f"probes added {ev.stopped_s * 1000:.1f} ms")
+            self.stopped_label.setToolTip("A storm is shown as a sample: the probe copies every page, the window "
+                                          "is sent a few hundred a second" if ev.unsent else "")
+            if ev.lost:
+                self.stopped_label.setStyleSheet("color: #c0392b; font-weight: bold;")
+        elif ev.state == "armed":
             # live while armed: the window sends its stopped time every half second
             self.stopped_label.setText(
                 f"armed: {ev.captures} pages, target stopped {ev.stopped_s * 1000:.1f} ms{budget}"
@@ -41,15 +67,17 @@ class ProbeStatus:
                 f"target stopped {ev.stopped_s * 1000:.1f} ms in total"
             )
 
-    def set_armed(self, armed: bool, message: str = "", paused: bool = False) -> None:
-        """The badge: PAUSED (orange), ARMED (red) or not armed (gray)."""
+    def set_armed(self, armed: bool, message: str = "", paused: bool = False, backend: str = "") -> None:
+        """The badge: PAUSED (orange), ARMED · backend (red) or not armed (gray)."""
         if paused:
             self.armed_label.setText("  PAUSED  ")
             self.armed_label.setToolTip(f"The probe spent its stop budget and is out of the target: {message}")
             self.armed_label.setStyleSheet("background: #e67e22; color: white; font-weight: bold; border-radius: 3px;")
         elif armed:
-            self.armed_label.setText("  ARMED  ")
-            self.armed_label.setToolTip(f"Breakpoints sit in the target: {message}")
+            name = {"ebpf": "eBPF", "gdb": "gdb"}.get(backend, backend)
+            self.armed_label.setText(f"  ARMED · {name}  " if name else "  ARMED  ")
+            self.armed_label.setToolTip(f"eBPF uprobes sit in the target (it never stops): {message}"
+                                        if backend == "ebpf" else f"Breakpoints sit in the target: {message}")
             self.armed_label.setStyleSheet("background: #c0392b; color: white; font-weight: bold; border-radius: 3px;")
         else:
             self.armed_label.setText("  not armed  ")
