@@ -55,8 +55,11 @@ def test_observation_of_the_lab_sees_crypto_and_classifies_waits(lab):
     try:
         # perf script lags behind on a loaded 2-core box: wait for windows, not for a clock
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and (
-                len(sink.of(HotspotWindow)) < 5 or len({e.side for e in sink.of(WorkloadProgress)}) < 2):
+        def plain_window_seen() -> bool:  # a hotspot window that began after the plain side started
+            plain = [e.ts for e in sink.of(WorkloadProgress) if e.side == "plain"]
+            return bool(plain) and any(w.start > plain[0] for w in sink.of(HotspotWindow))
+
+        while time.monotonic() < deadline and (len(sink.of(HotspotWindow)) < 5 or not plain_window_seen()):
             time.sleep(0.1)
     finally:
         obs.stop()

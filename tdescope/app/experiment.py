@@ -8,17 +8,19 @@ events, never as exceptions across threads.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tdescope.app.ab.runner import ABRunner
 from tdescope.app.probe.backend import ProbeBackend
 from tdescope.app.probe.remote import RemoteWindow
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary, CaptureWindow
 from tdescope.app.engines.api import EngineSession, ProbeRecipe, Workload, WorkloadControl
 from tdescope.app.errors import UserError
-from tdescope.app.events import Event, Problem, WorkloadResult
+from tdescope.app.events import ABResult, Event, Problem, WorkloadResult
 
 __all__ = ["Experiment"]
 
@@ -51,6 +53,13 @@ class Experiment:
     isolated : bool
         Run the capture window in a worker process (:class:`~tdescope.app.probe.remote.RemoteWindow`):
         the caller's process gets every capture while they are few, a sample in a storm. The GUI's choice.
+    rounds : int
+        0: one run (captures, if any, during it). N > 0 with an A/B workload: a capture round first
+        when ``recipe`` is given (untimed, its result's params say ``round: capture``), the probe
+        disarmed, then ``warmup`` + N interleaved timed rounds (:class:`~tdescope.app.ab.runner.ABRunner`)
+        ending in one :class:`~tdescope.app.events.ABResult`.
+    warmup : int
+        Untimed rounds before the timed ones.
     """
 
     def __init__(
@@ -67,6 +76,8 @@ class Experiment:
         allow_critical: bool = False,
         backend: ProbeBackend | None = None,
         isolated: bool = False,
+        rounds: int = 0,
+        warmup: int = 1,
     ) -> None:
         self.session = session
         self.backend = backend
@@ -84,6 +95,10 @@ class Experiment:
         self.window: CaptureWindow | RemoteWindow | None = None
         self.capture_summary: CaptureSummary | None = None
         self.results: list[WorkloadResult] = []
+        self.ab_result: ABResult | None = None
+        self.runner = (ABRunner(workload, params, self.pid, rounds, warmup,
+                                capture="separate round" if recipe is not None else "off")
+                       if rounds > 0 and workload is not None else None)
         self.error: str | None = None
         self._thread: threading.Thread | None = None
         self._window_thread: threading.Thread | None = None
@@ -138,13 +153,16 @@ class Experiment:
                 while not self.window.armed.wait(0.05):
                     if not self._window_thread.is_alive() or self.control.cancelled:
                         break
-            if self.workload is not None and not self.control.cancelled:
+            capture_round = self.runner is None or self.window is not None
+            if self.workload is not None and capture_round and not self.control.cancelled:
                 while True:
                     try:
                         result = self.workload.run(self.params, self.control)
                     except UserError as exc:
                         self._fail("workload", str(exc))
                         break
+                    if self.runner is not None:
+                        result = dataclasses.replace(result, params={**result.params, "round": "capture"})
                     self.results.append(result)
                     self.sink(result)
                     if result.cancelled or not self.repeat:
@@ -155,6 +173,13 @@ class Experiment:
                     self.window.cancel()  # the workload is over: nothing left to catch
             if self._window_thread is not None:
                 self._window_thread.join()
+            if self.runner is not None and not self.control.cancelled:
+                try:
+                    self.ab_result = self.runner.run(self.control)
+                except UserError as exc:
+                    self._fail("workload", str(exc))
+                else:
+                    self.sink(self.ab_result)
         except Exception as exc:  # noqa: BLE001 - never let a worker thread die silently
             self._fail("experiment", f"{type(exc).__name__}: {exc}")
             if self.window is not None:

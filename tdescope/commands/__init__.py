@@ -8,6 +8,7 @@ anything the user can fix. :data:`COMMANDS` lists them in ``--help`` order.
 COMMANDS = {
     "doctor": "tdescope.commands.doctor",
     "capture": "tdescope.commands.capture",
+    "ab": "tdescope.commands.ab",
     "top": "tdescope.commands.top",
     "waits": "tdescope.commands.waits",
     "record": "tdescope.commands.record",

@@ -9,7 +9,7 @@ with no session at all.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,8 +54,9 @@ class CommandTarget:
             self.session.close()
 
 
-def _workload(engine: Engine, session: EngineSession, args) -> tuple[Workload, Mapping[str, Any]]:
-    """``--sql``, ``--workload NAME``, or (lab only) the first workload, with its parameters."""
+def _workload(engine: Engine, session: EngineSession, args,
+              default: Callable[[list[Workload]], Workload | None] | None = None) -> tuple[Workload, Mapping[str, Any]]:
+    """``--sql``, ``--workload NAME``, ``default(workloads)`` or (lab only) the first workload, with its parameters."""
     sql, name = getattr(args, "sql", None), getattr(args, "workload", None)
     if sql:
         if not has_ability(session, Ability.RUN_SQL):
@@ -63,6 +64,9 @@ def _workload(engine: Engine, session: EngineSession, args) -> tuple[Workload, M
         w = session.sql_workload(sql)
         return w, w.params
     workloads = session.workloads()
+    chosen = default(workloads) if default is not None and not name else None
+    if chosen is not None:
+        return chosen, chosen.params
     if not name:
         if getattr(args, "dsn", None):
             raise UserError("--dsn needs --sql SQL or --workload NAME to drive the backend")
@@ -73,7 +77,8 @@ def _workload(engine: Engine, session: EngineSession, args) -> tuple[Workload, M
     raise UserError(f"{engine.name} has no workload {name!r} (has: {', '.join(w.name for w in workloads)})")
 
 
-def resolve_target(args, engine: Engine | None, probing: bool = False, stops_target: bool = True) -> CommandTarget:
+def resolve_target(args, engine: Engine | None, probing: bool = False, stops_target: bool = True,
+                   default_workload: Callable[[list[Workload]], Workload | None] | None = None) -> CommandTarget:
     """Open what ``args`` (``--lab``/``--dsn``/``--pid``, ``--sql``/``--workload``) name, on ``engine``.
 
     Parameters
@@ -86,6 +91,8 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
         refused (``--allow-critical`` overrides).
     stops_target : bool
         The probe stops the target (gdb): the rules that only matter then apply too.
+    default_workload : callable, optional
+        Picks the workload among the session's when no ``--workload``/``--sql`` names one.
 
     Raises
     ------
@@ -109,7 +116,7 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
     else:
         session = open_session(engine, ConnectParams(options={"lab": True}))
     try:
-        workload, params = _workload(engine, session, args)
+        workload, params = _workload(engine, session, args, default_workload)
         return CommandTarget(engine, session, session.server_pid(), workload, params,
                              has_ability(session, Ability.OWN_TARGET))
     except BaseException:

@@ -32,6 +32,7 @@ __all__ = [
     "WaitSource",
     "Workload",
     "WorkloadControl",
+    "wanted_sides",
 ]
 
 #: x86-64 SysV argument registers, in order.
@@ -255,6 +256,28 @@ class Workload:
     description: str
     params: Mapping[str, Any]
     run: Callable[[Mapping[str, Any], WorkloadControl], Any]
+    sides: tuple[str, ...] = ()
+    """The sides it compares (``("encrypted", "plain")``) when it is an A/B workload: then
+    ``params["sides"]`` (comma-separated, see :func:`wanted_sides`) chooses which run, in
+    that order, so the A/B runner can time each side of each round on its own."""
+
+
+def wanted_sides(params: Mapping[str, Any], default: tuple[str, ...] = ("encrypted", "plain")) -> tuple[str, ...]:
+    """The sides ``params["sides"]`` asks for, in its order (``"plain,encrypted"``); ``default`` when absent.
+
+    Raises
+    ------
+    ValueError
+        When it names a side outside ``default``.
+    """
+    raw = params.get("sides")
+    if not raw:
+        return tuple(default)
+    chosen = tuple(s.strip() for s in (raw.split(",") if isinstance(raw, str) else raw) if s.strip())
+    unknown = [s for s in chosen if s not in default]
+    if unknown or not chosen:
+        raise ValueError(f"unknown side(s) {', '.join(unknown) or '(none)'}: choose from {', '.join(default)}")
+    return chosen
 
 
 class WaitSource(Protocol):

@@ -93,7 +93,8 @@ class MariaDbSession:
         return [
             Workload("ab_dml", "A/B DML (encrypted table vs plain twin)",
                      "Seed 000's insert/delete/update/select groups on an ENCRYPTED=YES InnoDB table, then on "
-                     "its ENCRYPTED=NO twin.", wl.DEFAULTS["ab_dml"], run(wl.ab_dml, self.conn, db)),
+                     "its ENCRYPTED=NO twin.", wl.DEFAULTS["ab_dml"], run(wl.ab_dml, self.conn, db),
+                     sides=("encrypted", "plain")),
             Workload("io_path", "Decryption happens in the I/O path (cold then warm scan)",
                      "Seed 003's finding: a first scan reads pages from disk and decrypts them; a second scan of "
                      "the same table finds them in the buffer pool and decrypts none.", wl.DEFAULTS["io_path"],

@@ -13,9 +13,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from tdescope.app.engines.api import WorkloadControl
+from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.system.procstat import thread_cpu_seconds
 
 __all__ = ["DEFAULTS", "MARKER", "ab_dml", "create_lab_tables", "io_path", "run_sql"]
 
@@ -71,7 +72,9 @@ def ab_dml(conn, db: str, params: Mapping[str, Any], control: WorkloadControl) -
     timings: list[PhaseTiming] = []
     counts: dict[str, dict[str, int]] = {}
     cancelled = False
-    for side, table in (("encrypted", "test_tab_tde"), ("plain", "test_tab_non")):
+    tables = {"encrypted": "test_tab_tde", "plain": "test_tab_non"}
+    for side in wanted_sides(params):
+        table = tables[side]
         _exec(conn, f"TRUNCATE TABLE {db}.{table}")
         phase = dict.fromkeys(("insert", "delete", "update", "select", "commit"), 0.0)
         n = {"Insert": 0, "Delete": 0, "Update": 0, "Select": 0}
@@ -176,17 +179,7 @@ def io_path(conn, db: str, params: Mapping[str, Any], control: WorkloadControl) 
 
 
 def _server_cpu_s(pid: int) -> float:
-    """CPU seconds the server's threads have run so far (nanoseconds from each thread's schedstat)."""
-    import os
-
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
-                total += int(fh.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass  # a thread that ended meanwhile
-    return total / 1e9
+    return thread_cpu_seconds(pid) or 0.0
 
 
 def cold_warm(conn, db: str, pid: int, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:

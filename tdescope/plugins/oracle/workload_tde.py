@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tdescope.app.engines.api import Workload, WorkloadControl
+from tdescope.app.engines.api import Workload, WorkloadControl, wanted_sides
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
 
@@ -154,7 +154,7 @@ def run_tde_compare(conn, params: Mapping[str, Any], control: WorkloadControl) -
     groups, ids = int(params.get("groups", 1000)), int(params.get("ids", 100))
     cur = conn.cursor()
     timings, counts = [], {}
-    sides = list(SIDES)
+    sides = list(wanted_sides(params, tuple(SIDES)))
     steps = len(sides) * (2 if params.get("create") else 1)
     done = 0
     if params.get("create"):
@@ -196,4 +196,5 @@ def tde_compare_workload(conn) -> Workload:
                     "elapsed from DBMS_OUTPUT and their ratio",
         params={"groups": 1000, "ids": 100, "create": False, "datafile_dir": ""},
         run=lambda params, control: run_tde_compare(conn, params, control),
+        sides=tuple(SIDES),
     )

@@ -72,7 +72,8 @@ class PostgresSession:
         return [
             Workload("ab_dml", "A/B DML (pgcrypto column vs plain)",
                      "Seed 000's insert/delete/update/select groups on a table with a pgp_sym_encrypt'ed "
-                     "column, then on the same table plain.", wl.DEFAULTS["ab_dml"], run(wl.ab_dml, self.conn)),
+                     "column, then on the same table plain.", wl.DEFAULTS["ab_dml"], run(wl.ab_dml, self.conn),
+                     sides=("encrypted", "plain")),
             Workload("matrix", "Column-crypto matrix (pgcrypto)",
                      "Seed 003 on pgcrypto: avg(length(pgp_sym_decrypt(col))) over N rows for plain, AES-128/"
                      "192/256 and 3DES, each with and without the MDC integrity check.",

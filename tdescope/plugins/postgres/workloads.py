@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tdescope.app.engines.api import WorkloadControl
+from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
 
@@ -64,7 +64,9 @@ def ab_dml(conn, params: Mapping[str, Any], control: WorkloadControl) -> Workloa
     timings: list[PhaseTiming] = []
     counts: dict[str, dict[str, int]] = {}
     cancelled = False
-    for side, (put, coltype, get) in (("encrypted", enc), ("plain", plain)):
+    forms = {"encrypted": enc, "plain": plain}
+    for side in wanted_sides(params):
+        put, coltype, get = forms[side]
         table = f"tdescope_ab_{side}"
         key = (LAB_KEY,) if side == "encrypted" else ()
         conn.execute(f"DROP TABLE IF EXISTS {table}")

@@ -113,6 +113,7 @@ class LabSession:
                 "on the encrypted database, then on its plain twin, with the same parameters.",
                 dict(DEFAULTS["ab_dml"]),
                 lambda params, control: self._run("ab_dml", params, control),
+                sides=("encrypted", "plain"),
             ),
             Workload(
                 "cold_warm",
@@ -121,6 +122,7 @@ class LabSession:
                 "encryption costs when pages move from disk into memory.",
                 dict(DEFAULTS["cold_warm"]),
                 lambda params, control: self._run("cold_warm", params, control),
+                sides=("encrypted", "plain"),
             ),
         ]
 

@@ -24,6 +24,7 @@ import time
 
 import sqlcipher3
 
+from tdescope.app.engines.api import wanted_sides
 from tdescope.plugins.sqlcipher import workloads
 
 _out_lock = threading.Lock()
@@ -102,10 +103,11 @@ class Lab:
         """Run workload ``name``; returns the result event."""
         merged = {**workloads.DEFAULTS[name], **(params or {})}
         emit = _send
+        conns = {side: self.conns[side] for side in wanted_sides(merged, tuple(self.conns))}
         if name == "ab_dml":
-            out = workloads.ab_dml(self.conns, merged, emit, cancel.is_set)
+            out = workloads.ab_dml(conns, merged, emit, cancel.is_set)
         elif name == "cold_warm":
-            out = workloads.cold_warm_read(self.conns, self.paths, merged, emit, cancel.is_set, self.reopen)
+            out = workloads.cold_warm_read(conns, self.paths, merged, emit, cancel.is_set, self.reopen)
         else:
             raise ValueError(f"unknown workload {name!r}")
         return {"ev": "result", "workload": name, "params": merged, **out}

@@ -1,0 +1,142 @@
+"""``tdescope ab``: what encryption costs, as a median over interleaved rounds with its interval."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from tdescope.app.errors import UserError
+from tdescope.commands._args import engine_named, positive_int
+from tdescope.commands._dsn import add_dsn_arguments
+from tdescope.commands._target import resolve_target
+
+HELP = "time a workload encrypted vs plain over interleaved rounds: median ratio and its 95 % interval"
+
+
+def add_arguments(ab) -> None:
+    where = ab.add_mutually_exclusive_group(required=True)
+    where.add_argument("--lab", metavar="ENGINE", help="start ENGINE's lab (sqlcipher, postgres, mariadb) and time it")
+    where.add_argument("--dsn", help="connect to this server (with --engine) and time a workload there")
+    ab.add_argument("--engine", default="sqlcipher", help="the engine behind --dsn (default sqlcipher)")
+    add_dsn_arguments(ab)
+    ab.add_argument("--rounds", type=positive_int, default=5, help="timed rounds, ABBA order (default 5)")
+    ab.add_argument("--warmup", type=int, default=1, choices=range(0, 11), metavar="N",
+                    help="untimed warm-up rounds first (default 1)")
+    ab.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a workload parameter, e.g. --set groups=10 (repeatable)")
+    ab.add_argument("--json", action="store_true", help="one JSON object: per phase and total ratio_median, "
+                    "ratio_ci_low, ratio_ci_high, rounds, and the raw per-round times")
+
+
+def _params(defaults: dict, settings: list[str]) -> dict:
+    params = dict(defaults)
+    for item in settings:
+        name, sep, value = item.partition("=")
+        if not sep or name not in params:
+            raise UserError(f"--set {item}: parameters are {', '.join(params) or '(none)'}, as NAME=VALUE")
+        try:
+            params[name] = type(params[name])(value) if not isinstance(params[name], bool) else value == "1"
+        except ValueError:
+            kind = type(params[name]).__name__
+            raise UserError(f"--set {item}: {name} takes {'an' if kind[0] in 'aeiou' else 'a'} {kind}") from None
+    return params
+
+
+def run(args) -> int:
+    from tdescope.app.ab.runner import ROUNDS_SIDE
+    from tdescope.app.events import ABResult, Problem, WorkloadProgress
+    from tdescope.app.experiment import Experiment
+    from tdescope.app.probe.window import CaptureLimits
+
+    engine = engine_named(args.lab or args.engine)
+    progress_line = [""]
+
+    def sink(event) -> None:
+        if isinstance(event, WorkloadProgress) and event.side == ROUNDS_SIDE and sys.stderr.isatty():
+            line = f"{event.done / 10:5.1f} %  {event.message}"[:100]
+            print("\r" + line.ljust(len(progress_line[0])), end="", file=sys.stderr, flush=True)
+            progress_line[0] = line
+        elif isinstance(event, Problem):
+            pass  # raised once, below
+
+    def first_ab(workloads):
+        return next((w for w in workloads if {"encrypted", "plain"} <= set(w.sides)), None)
+
+    target = resolve_target(args, engine, default_workload=first_ab)
+    try:
+        params = _params(dict(target.params), args.set)
+        exp = Experiment(target.session, target.workload, params, None, CaptureLimits(), engine.name, sink,
+                         rounds=args.rounds, warmup=args.warmup)
+        exp.start()
+        try:
+            while not exp.wait(0.2):
+                pass
+        except KeyboardInterrupt:
+            exp.cancel()
+            exp.wait(60)
+            raise
+    finally:
+        if progress_line[0]:
+            print("\r" + " " * len(progress_line[0]) + "\r", end="", file=sys.stderr, flush=True)
+        target.close()
+    if exp.error:
+        raise UserError(exp.error)
+    result: ABResult | None = exp.ab_result
+    if result is None or result.total() is None:
+        raise UserError("no round completed: nothing to compare")
+    where = f"{engine.name} lab" if args.lab else f"{engine.name} at {args.dsn}"
+    if args.json:
+        print(json.dumps(to_json(result, engine.name)), flush=True)
+    else:
+        print(text_report(result, where))
+    return 0
+
+
+def _num(value: float | None, digits: int = 4):
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def to_json(result, engine: str) -> dict:
+    """The ``ab --json`` object (also what tests and scripts read)."""
+    total = result.total()
+    return {
+        "engine": engine, "workload": result.workload, "params": result.params,
+        "rounds": result.completed_rounds(), "rounds_asked": result.rounds, "warmup": result.warmup,
+        "ratio_median": _num(total.ratio_median), "ratio_ci_low": _num(total.ratio_ci_low),
+        "ratio_ci_high": _num(total.ratio_ci_high), "interval": result.interval, "capture": result.capture,
+        "phases": [{"phase": p.phase, "encrypted_median_s": _num(p.encrypted_median_s, 6),
+                    "plain_median_s": _num(p.plain_median_s, 6), "ratio_median": _num(p.ratio_median),
+                    "ratio_ci_low": _num(p.ratio_ci_low), "ratio_ci_high": _num(p.ratio_ci_high),
+                    "ratios": list(p.ratios)} for p in result.phases],
+        "raw": [{"round": t.round, "side": t.side, "warmup": t.round == 0,
+                 "phases": {k: _num(v, 6) for k, v in t.phases.items()}, "server_cpu_s": _num(t.server_cpu_s, 6)}
+                for t in result.times],
+        "machine_busy": _num(result.machine_busy, 3), "other_busy": _num(result.other_busy, 3),
+        "load1": _num(result.load1, 2), "cancelled": result.cancelled, "warnings": result.warnings(),
+    }
+
+
+def text_report(result, where: str) -> str:
+    """The human form: a phase table, the server's CPU, the machine's load, warnings."""
+    lines = [f"{result.label} · {where} · {result.completed_rounds()} timed rounds (ABBA…, "
+             f"{result.warmup} warm-up) · captures {result.capture}",
+             f"{'phase':<10} {'encrypted s':>11} {'plain s':>9} {'ratio':>7}  {'95 % interval':<15} per-round ratios"]
+    for p in result.phases:
+        lines.append(f"{p.phase:<10} {p.encrypted_median_s:>11.3f} {p.plain_median_s:>9.3f} {p.ratio_median:>6.2f}×"
+                     f"  {p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}×{'':<4} "
+                     + " ".join(f"{r:.2f}" for r in p.ratios))
+    cpu = {side: [t.server_cpu_s for t in result.times if t.round > 0 and t.side == side and t.server_cpu_s]
+           for side in ("encrypted", "plain")}
+    if cpu["encrypted"] and cpu["plain"]:
+        enc, plain = sorted(cpu["encrypted"]), sorted(cpu["plain"])
+        lines.append(f"server CPU per round (median): encrypted {enc[len(enc) // 2]:.3f} s, "
+                     f"plain {plain[len(plain) // 2]:.3f} s")
+    if result.machine_busy is not None:
+        lines.append(f"machine during the timed rounds: {result.machine_busy * 100:.0f} % of the CPUs busy, "
+                     f"{(result.other_busy or 0) * 100:.0f} % by other processes; load {result.load1:.2f}")
+    lines.append(f"interval: {result.interval}")
+    lines.extend(f"warning: {w}" for w in result.warnings())
+    if result.cancelled:
+        lines.append("cancelled: the figures cover the rounds that completed")
+    return "\n".join(lines)
