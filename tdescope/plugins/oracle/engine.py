@@ -52,6 +52,8 @@ class OracleEngine:
         The password comes from ``params.password``, else the OS keyring, else
         a prompt on a terminal. It is used for the two logons and dropped.
         """
+        if params.options.get("lab"):
+            raise UserError("Oracle has no lab of its own here: connect to a server with --dsn user@host:port/service")
         from tdescope.plugins.oracle.connection import open_connection, resolve_password
         from tdescope.plugins.oracle.session import OracleSession
 

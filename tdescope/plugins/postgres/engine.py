@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 
+from tdescope.app.errors import UserError
 from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe
 from tdescope.app.engines.capabilities import Ability
 from tdescope.plugins.postgres.target import CRITICAL_PROCESSES
@@ -31,6 +32,9 @@ class PostgresEngine:
         the target, ``options["allow_critical"]`` allows background processes,
         ``options["prompt"]`` is asked for a password when the server wants one.
         """
+        if params.options.get("lab"):
+            raise UserError("PostgreSQL has no lab of its own here: connect to a server with --dsn 'host=… port=… "
+                            "dbname=…' (--lab sqlcipher and --lab mariadb start a lab)")
         from tdescope.plugins.postgres.connection import spec_from_params
         from tdescope.plugins.postgres.session import PostgresSession
 
