@@ -95,6 +95,7 @@ def run(quick: bool) -> dict:
 
     def run_once(capture: bool, groups: int, n: int, backend: str = "gdb") -> None:
         dock._spins["groups"].setValue(groups)
+        dock.rounds.setValue(0)  # one run: the figure is the capture rate, not the ratio
         dock.capture.setChecked(capture)
         dock.max_captures.setValue(n)
         dock.backend.setCurrentIndex(dock.backend.findData(backend))
@@ -179,6 +180,7 @@ def _ebpf_storms(window, dock, spin, clock, storms: int, seconds: float) -> dict
         states.clear()
         window.captures_dock.clear()
         dock._spins["groups"].setValue(PARAMS["groups"])
+        dock.rounds.setValue(0)
         dock.capture.setChecked(True)
         dock.max_captures.setValue(100000)
         dock.backend.setCurrentIndex(dock.backend.findData("ebpf"))

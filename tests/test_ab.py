@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tdescope.app.ab.runner import ABRunner, ROUNDS_SIDE, round_order, summarize
+from tdescope.app.ab.runner import ABRunner, round_order, summarize
 from tdescope.app.ab.stats import median_interval, spread
 from tdescope.app.engines.api import Workload, WorkloadControl, wanted_sides
 from tdescope.app.errors import UserError
@@ -90,9 +90,10 @@ def test_runner_runs_each_side_alone_in_abba_order_and_reports_progress():
     assert result.completed_rounds() == 3 and result.total().ratio_median == 2.0
     assert result.machine_busy is not None and 0 <= result.other_busy <= 1
     progress = [e for e in events if isinstance(e, WorkloadProgress)]
-    assert progress and all(e.side == ROUNDS_SIDE and e.total == 1000 for e in progress)
-    assert [e.done for e in progress] == sorted(e.done for e in progress)  # never goes back
-    assert progress[-1].message.startswith("round 3/3")
+    assert [e.side for e in progress] == [s for (s,) in seen]  # each side's own events, for the timeline
+    fractions = [e.run_fraction for e in progress]
+    assert fractions == sorted(fractions) and 0 < fractions[0] < fractions[-1] < 1  # never goes back
+    assert progress[0].message == "warm-up · half" and progress[-1].message == "round 3/3 · half"
 
 
 def test_runner_stops_on_cancel_and_keeps_what_completed():

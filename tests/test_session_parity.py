@@ -33,6 +33,7 @@ def test_window_and_headless_recordings_hold_the_same_event_kinds(qtbot, lab_win
     dock._spins["cache_pages"].setValue(30)
     dock.capture.setChecked(True)
     dock.max_captures.setValue(5)
+    dock.rounds.setValue(0)  # one run, as the headless recording makes
     dock.run_button.click()
     qtbot.waitUntil(lambda: not dock.run_button.isEnabled(), timeout=10000)
     qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=120000)

@@ -1,5 +1,7 @@
 """The main window with pytest-qt: run the workload from the dock, see progress, results and captures."""
 
+import re
+
 import pytest
 from PySide6.QtCore import Qt
 
@@ -24,6 +26,7 @@ def test_run_from_the_dock_shows_progress_and_the_ratio(qtbot, window):
     dock.capture.setChecked(False)
     dock._spins["groups"].setValue(6)
     dock._spins["ids_per_group"].setValue(300)
+    dock.rounds.setValue(0)  # a single run first
     seen = []
     dock.progress.valueChanged.connect(seen.append)
     qtbot.mouseClick(dock.run_button, Qt.MouseButton.LeftButton)
@@ -31,11 +34,26 @@ def test_run_from_the_dock_shows_progress_and_the_ratio(qtbot, window):
     qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=60000)
     assert dock.progress.value() == 100
     assert any(0 < v < 100 for v in seen), seen  # it moved on the way
-    assert dock.status.text().startswith("Done: encrypted / plain = ")
-    phases = [dock.results.item(r, 0).text() for r in range(dock.results.rowCount())]
+    assert dock.status.text().startswith("Done: encrypted / plain = ") and "(one run)" in dock.status.text()
+    table = dock.results.table
+    phases = [table.item(r, 0).text() for r in range(table.rowCount())]
     assert phases == ["insert", "delete", "update", "select", "commit", "total"]
-    assert "Insert = 1800" in dock.counts.text()
+    assert "Insert = 1800" in dock.results.note.text()
     assert window.captures_dock.model.rowCount() == 0
+    # then three interleaved rounds: a median with its interval, and both runs kept
+    dock.rounds.setValue(3)
+    seen.clear()
+    qtbot.mouseClick(dock.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=60000)
+    assert seen == sorted(seen) and seen[-1] == 100, seen  # one bar over all rounds, never going back
+    assert re.match(r"Done: encrypted / plain = \d+\.\d\d× \(95 %: \d+\.\d\d–\d+\.\d\d, 3 rounds\)",
+                    dock.status.text()), dock.status.text()
+    assert [table.item(r, 0).text() for r in range(table.rowCount())][0] == "total"
+    assert table.horizontalHeaderItem(4).text() == "95 % interval"
+    assert dock.results.history.count() == 2 and "3 rounds" in dock.results.history.currentText()
+    assert "3 timed rounds, ABBA order, 1 warm-up; captures off" in dock.results.note.text()
+    dock.results.history.setCurrentIndex(0)  # the earlier single run comes back
+    assert table.rowCount() == 6 and table.item(5, 0).text() == "total"
 
 
 def test_run_with_capture_fills_the_page_view(qtbot, window):
@@ -43,6 +61,7 @@ def test_run_with_capture_fills_the_page_view(qtbot, window):
     dock._spins["groups"].setValue(8)
     dock._spins["cache_pages"].setValue(30)
     dock.max_captures.setValue(25)
+    dock.rounds.setValue(2)
     armed = []
     window.pump.subscribe(CaptureWindowState,
                           lambda b: armed.extend(e.state for e in b))
@@ -54,6 +73,10 @@ def test_run_with_capture_fills_the_page_view(qtbot, window):
     # the first capture is shown: hex on both sides and a decoded tree
     assert window.page_view.after_view.data() and window.page_view.before_view.data()
     assert window.page_view.model.rowCount() > 0
+    # the capture round is kept apart from the timed rounds, which ran with the probe disarmed
+    titles = [dock.results.history.itemText(i) for i in range(dock.results.history.count())]
+    assert len(titles) == 2 and "capture round (untimed)" in titles[0] and "2 rounds" in titles[1], titles
+    assert "captures separate round" in dock.results.note.text()
 
 
 def test_cancel_from_the_keyboard(qtbot, window):

@@ -205,6 +205,7 @@ def test_main_window_observes_a_real_run(qtbot, qsettings):
         dock = win.workload_dock
         dock.capture.setChecked(False)
         dock._spins["groups"].setValue(24)
+        dock.rounds.setValue(0)
         qtbot.mouseClick(dock.run_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=60000)
         qtbot.waitUntil(lambda: len(obs.run.windows) >= 3 and obs.hotspots_dock.model.rowCount() > 5,

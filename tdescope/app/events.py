@@ -176,13 +176,18 @@ class PhaseTiming:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadProgress(Event):
-    """A workload moved on: ``done`` of ``total`` steps on ``side``."""
+    """A workload moved on: ``done`` of ``total`` steps on ``side``.
+
+    ``run_fraction`` is the share of a whole A/B run done (rounds of both sides), when
+    the workload runs inside one; None for a single run.
+    """
 
     workload: str
     side: str
     done: int
     total: int
     message: str = ""
+    run_fraction: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,6 @@ def _params(defaults: dict, settings: list[str]) -> dict:
 
 
 def run(args) -> int:
-    from tdescope.app.ab.runner import ROUNDS_SIDE
     from tdescope.app.events import ABResult, Problem, WorkloadProgress
     from tdescope.app.experiment import Experiment
     from tdescope.app.probe.window import CaptureLimits
@@ -53,8 +52,8 @@ def run(args) -> int:
     progress_line = [""]
 
     def sink(event) -> None:
-        if isinstance(event, WorkloadProgress) and event.side == ROUNDS_SIDE and sys.stderr.isatty():
-            line = f"{event.done / 10:5.1f} %  {event.message}"[:100]
+        if isinstance(event, WorkloadProgress) and event.run_fraction is not None and sys.stderr.isatty():
+            line = f"{event.run_fraction * 100:5.1f} %  {event.message}"[:100]
             print("\r" + line.ljust(len(progress_line[0])), end="", file=sys.stderr, flush=True)
             progress_line[0] = line
         elif isinstance(event, Problem):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -10,31 +9,26 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QFormLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QProgressBar,
     QPushButton,
     QSpinBox,
-    QTabWidget,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from tdescope.app.engines.api import ProbeRecipe, Workload
-from tdescope.app.events import WorkloadProgress, WorkloadResult
+from tdescope.app.events import ABResult, WorkloadProgress, WorkloadResult
+from tdescope.ui.ab_results import ABResultsView
 
 __all__ = ["WorkloadDock"]
-
-_SIDE_COLORS = {"encrypted": (214, 96, 77), "plain": (67, 147, 195)}
 
 
 class WorkloadDock(QDockWidget):
     """Parameters, Run/Cancel, progress, and results with the encrypted/plain ratio."""
 
-    runRequested = Signal(str, dict, object, int)
-    """(workload name, params, ProbeRecipe or None, max captures) when the user presses Run."""
+    runRequested = Signal(str, dict, object, int, int)
+    """(workload name, params, ProbeRecipe or None, max captures, timed rounds: 0 for one run) on Run."""
     cancelRequested = Signal()
     """When the user presses Cancel."""
 
@@ -70,6 +64,13 @@ class WorkloadDock(QDockWidget):
         cap_row.addWidget(QLabel("max"))
         cap_row.addWidget(self.max_captures)
         cap_row.addWidget(self.backend)
+        self.rounds = QSpinBox()
+        self.rounds.setRange(0, 50)
+        self.rounds.setValue(5)
+        self.rounds.setPrefix("rounds ")
+        self.rounds.setSpecialValueText("single run")
+        self.rounds.setToolTip("Timed rounds, encrypted and plain interleaved (ABBA…) after a warm-up: the ratio is "
+                               "their median with a 95 % interval. Captures happen in a separate, untimed round.")
         self.run_button = QPushButton("Run")
         self.run_button.setToolTip("Run the workload on the encrypted database, then on its plain twin (Ctrl+R)")
         self.run_button.clicked.connect(self._on_run)
@@ -78,26 +79,13 @@ class WorkloadDock(QDockWidget):
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self.cancelRequested)
         buttons = QHBoxLayout()
+        buttons.addWidget(self.rounds)
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
         self.progress = QProgressBar()
         self.progress.setFormat("%p%")
         self.status = QLabel("Ready.")
-        self.results = QTableWidget(0, 4)
-        self.results.setHorizontalHeaderLabels(["Phase", "Encrypted (s)", "Plain (s)", "Ratio"])
-        self.results.verticalHeader().setVisible(False)
-        self.results.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.results.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.counts = QLabel()
-        self.counts.setWordWrap(True)
-        self.counts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.chart = pg.PlotWidget(background=None)
-        self.chart.setMinimumHeight(120)
-        self.chart.setMenuEnabled(False)
-        self.chart.setMouseEnabled(x=False, y=False)
-        self.chart.setLabel("left", "elapsed", units="s")
-        self.chart.addLegend(offset=(-5, 5))
-
+        self.results = ABResultsView()
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.addWidget(self.combo)
@@ -107,12 +95,7 @@ class WorkloadDock(QDockWidget):
         lay.addLayout(buttons)
         lay.addWidget(self.progress)
         lay.addWidget(self.status)
-        # table and chart share one place: both readable in a narrow dock
-        self.result_tabs = QTabWidget()
-        self.result_tabs.addTab(self.results, "Table")
-        self.result_tabs.addTab(self.chart, "Chart")
-        lay.addWidget(self.result_tabs, 1)
-        lay.addWidget(self.counts)
+        lay.addWidget(self.results, 1)
         self.setWidget(body)
         self.set_running(False)
         self.run_button.setEnabled(False)
@@ -144,6 +127,7 @@ class WorkloadDock(QDockWidget):
         if w is None:
             return
         self.description.setText(w.description)
+        self.rounds.setEnabled(self._is_ab(w))
         for name, default in w.params.items():
             spin = QSpinBox()
             spin.setRange(1, 10_000_000)
@@ -161,13 +145,21 @@ class WorkloadDock(QDockWidget):
         recipe = None
         if self.capture.isChecked() and self._recipes:
             recipe = self._recipes[max(0, self.recipe.currentIndex())]
-        self.runRequested.emit(self.combo.currentData(), self.params(), recipe, self.max_captures.value())
+        w = self._workloads.get(self.combo.currentData())
+        rounds = self.rounds.value() if w is not None and self._is_ab(w) else 0
+        self.runRequested.emit(self.combo.currentData(), self.params(), recipe, self.max_captures.value(), rounds)
+
+    @staticmethod
+    def _is_ab(workload: Workload) -> bool:
+        return {"encrypted", "plain"} <= set(workload.sides)
 
     def set_running(self, running: bool) -> None:
         """Enable Run or Cancel."""
         self.run_button.setEnabled(not running and bool(self._workloads))
         self.cancel_button.setEnabled(running)
         self.combo.setEnabled(not running)
+        self.rounds.setEnabled(not running and self._is_ab(self._workloads[self.combo.currentData()])
+                               if self._workloads and self.combo.currentData() in self._workloads else False)
         for spin in self._spins.values():
             spin.setEnabled(not running)
         if running:
@@ -175,64 +167,38 @@ class WorkloadDock(QDockWidget):
             self.status.setText("Running…")
 
     def show_progress(self, batch: list[WorkloadProgress]) -> None:
-        """Advance the bar: the encrypted side is the first half, plain the second."""
+        """Advance the bar: over all rounds for an A/B run; else encrypted is the first half, plain the second."""
         ev = batch[-1]
-        sides = 2
-        index = 0 if ev.side == "encrypted" else 1
-        frac = (index + ev.done / max(ev.total, 1)) / sides
+        if ev.run_fraction is not None:
+            frac = ev.run_fraction
+        else:
+            index = 0 if ev.side == "encrypted" else 1
+            frac = (index + ev.done / max(ev.total, 1)) / 2
         self.progress.setValue(int(frac * 100))
         self.status.setText(ev.message or f"{ev.side}: {ev.done}/{ev.total}")
 
     def show_result(self, result: WorkloadResult) -> None:
-        """Fill the table and chart from ``result``."""
-        self.progress.setValue(100 if not result.cancelled else self.progress.value())
+        """A single run (or an A/B run's capture round): kept in the history and shown."""
         ratio = result.ratio()
-        head = "Cancelled — partial results" if result.cancelled else "Done"
-        self.status.setText(f"{head}: encrypted / plain = {ratio:.2f}" if ratio else head)
-        if result.table:
-            header, *rows = result.table
-            self._fill(header, rows)
+        if result.params.get("round") == "capture":
+            self.status.setText("Capture round done; timed rounds follow with the probe disarmed…")
         else:
-            phases = [t.phase for t in result.timings if t.side == "encrypted"]
-            rows = []
-            for ph in phases:
-                enc = next((t.elapsed_s for t in result.timings if t.side == "encrypted" and t.phase == ph), None)
-                pl = next((t.elapsed_s for t in result.timings if t.side == "plain" and t.phase == ph), None)
-                r = f"{enc / pl:.2f}" if enc is not None and pl else ""
-                rows.append((ph, f"{enc:.3f}" if enc is not None else "", f"{pl:.3f}" if pl is not None else "", r))
-            self._fill(("Phase", "Encrypted (s)", "Plain (s)", "Ratio"), rows)
-        self.counts.setText(
-            "  ".join(f"<b>{side}</b>: " + ", ".join(f"{k} = {v}" for k, v in c.items())
-                      for side, c in result.counts.items())
-        )
-        self._plot(result)
+            self.progress.setValue(100 if not result.cancelled else self.progress.value())
+            head = "Cancelled — partial results" if result.cancelled else "Done"
+            self.status.setText(f"{head}: encrypted / plain = {ratio:.2f}× (one run)" if ratio else head)
+        self.results.add(result)
 
-    def _fill(self, header, rows) -> None:
-        self.results.clear()
-        self.results.setColumnCount(len(header))
-        self.results.setHorizontalHeaderLabels([str(h) for h in header])
-        self.results.setRowCount(len(rows))
-        for r, row in enumerate(rows):
-            for c, value in enumerate(row):
-                item = QTableWidgetItem(str(value))
-                if c:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if str(row[0]) == "total" or (c == len(row) - 1 and header[-1] == "Ratio"):
-                    f = item.font()
-                    f.setBold(True)
-                    item.setFont(f)
-                self.results.setItem(r, c, item)
-
-    def _plot(self, result: WorkloadResult) -> None:
-        self.chart.clear()
-        phases = [t.phase for t in result.timings if t.side == "encrypted" and t.phase != "total"]
-        if not phases:
-            return
-        width = 0.38
-        for k, side in enumerate(("encrypted", "plain")):
-            values = [next((t.elapsed_s for t in result.timings if t.side == side and t.phase == ph), 0.0)
-                      for ph in phases]
-            xs = [i + (k - 0.5) * width for i in range(len(phases))]
-            bars = pg.BarGraphItem(x=xs, height=values, width=width, brush=pg.mkBrush(*_SIDE_COLORS[side]), name=side)
-            self.chart.addItem(bars)
-        self.chart.getAxis("bottom").setTicks([list(enumerate(phases))])
+    def show_ab_result(self, result: ABResult) -> None:
+        """An A/B run: the median ratio with its interval in the status line, the run in the history."""
+        if not result.cancelled:
+            self.progress.setValue(100)
+        total = result.total()
+        head = "Cancelled — rounds that completed" if result.cancelled else "Done"
+        if total is None:
+            self.status.setText(f"{head}: no round completed")
+        else:
+            warn = result.warnings()
+            self.status.setText(f"{head}: encrypted / plain = {total.ratio_median:.2f}× (95 %: "
+                                f"{total.ratio_ci_low:.2f}–{total.ratio_ci_high:.2f}, "
+                                f"{result.completed_rounds()} rounds)" + (f" ⚠ {warn[0]}" if warn else ""))
+        self.results.add(result)

@@ -15,6 +15,7 @@ The runner never arms a probe: captures happen in a separate round
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -29,8 +30,6 @@ from tdescope.app.system.procstat import cpu_seconds, machine_cpu_seconds
 __all__ = ["ABRunner", "round_order", "summarize"]
 
 SIDES = ("encrypted", "plain")
-#: ``WorkloadProgress.side`` of the runner's own progress (the whole run, not one side).
-ROUNDS_SIDE = "rounds"
 
 
 def round_order(n: int) -> tuple[str, str]:
@@ -138,11 +137,10 @@ class ABRunner:
             label = "warm-up" if n == 0 else f"round {n}/{self.rounds}"
 
             def report(ev: WorkloadProgress, index=index, label=label) -> None:
-                frac = (index + ev.done / max(ev.total, 1)) / len(steps)
-                control.emit(WorkloadProgress(ev.ts, self.workload.name, ROUNDS_SIDE, int(frac * 1000), 1000,
-                                              f"{label} · {ev.message or ev.side}"))
+                frac = (index + min(ev.done / max(ev.total, 1), 1.0)) / len(steps)
+                control.emit(dataclasses.replace(ev, message=f"{label} · {ev.message or ev.side}",
+                                                 run_fraction=round(frac, 4)))
 
-            report(WorkloadProgress(time.time(), self.workload.name, side, 0, 1, f"{side}: starting"))
             cpu0 = self._server_cpu()
             result = self.workload.run({**self.params, "sides": side}, _RoundControl(control, report))
             cpu1 = self._server_cpu()

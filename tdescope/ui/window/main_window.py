@@ -21,7 +21,7 @@ from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inven
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session
 from tdescope.app.errors import UserError
-from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
+from tdescope.app.events import ABResult, CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
 from tdescope.app.experiment import Experiment
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture, side_label
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask
@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
         self.pump.subscribe(CaptureWindowState, self._on_window_state)
         self.pump.subscribe(WorkloadProgress, self.workload_dock.show_progress)
         self.pump.subscribe(WorkloadResult, self._on_results)
+        self.pump.subscribe(ABResult, lambda batch: [self.workload_dock.show_ab_result(r) for r in batch])
         self.pump.subscribe(Problem, self._on_problems)
         self.pump.subscribe(ExperimentFinished, self._on_experiment_finished)
         for dock in self.engine_docks:
@@ -241,8 +242,10 @@ class MainWindow(QMainWindow):
         self.observation.observe(session)  # observe the new process from now on
 
     # -- running ---------------------------------------------------------------
-    def run_workload(self, name: str, params: dict, recipe: ProbeRecipe | None, max_captures: int) -> None:
-        """Start ``name`` with ``params``, capturing with ``recipe`` when given."""
+    def run_workload(self, name: str, params: dict, recipe: ProbeRecipe | None, max_captures: int,
+                     rounds: int = 0) -> None:
+        """Start ``name`` with ``params``, capturing with ``recipe`` when given; ``rounds`` > 0 times an
+        A/B workload over interleaved rounds after an untimed capture round."""
         if self.session is None or (self.experiment is not None and not self.experiment.done.is_set()):
             return
         workload = next((w for w in self.session.workloads() if w.name == name), None)
@@ -256,7 +259,8 @@ class MainWindow(QMainWindow):
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
                                **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish,
-                         allow_critical=self.allow_critical, backend=backend, isolated=True)
+                         allow_critical=self.allow_critical, backend=backend, isolated=True,
+                         rounds=rounds if {"encrypted", "plain"} <= set(workload.sides) else 0)
         self.experiment = exp
         label = self.live.run_started(workload.name)
         exp.start()
@@ -299,7 +303,8 @@ class MainWindow(QMainWindow):
             self.probe_status.show_state(ev, limits)
 
     def _on_results(self, batch: list[WorkloadResult]) -> None:
-        self.workload_dock.show_result(batch[-1])
+        for result in batch:
+            self.workload_dock.show_result(result)
 
     def _on_problems(self, batch: list[Problem]) -> None:
         text = batch[-1].message

@@ -1,0 +1,203 @@
+"""The A/B results of a session: every run kept, the chosen one as a table and a ratio chart.
+
+A run of interleaved rounds (:class:`~tdescope.app.events.ABResult`) shows per phase
+the median encrypted and plain time, the median ratio and its 95 % interval; the
+chart puts each round's ratio as a dot, the median as a bar and the interval as a
+whisker, with the "no cost" line at 1×. Single runs (:class:`WorkloadResult`, such
+as the capture round) stay in the history too, marked as what they are.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget,
+)
+
+from tdescope.app.events import ABResult, WorkloadResult
+
+__all__ = ["ABResultsView", "ab_rows", "run_title"]
+
+_SIDE_COLORS = {"encrypted": (214, 96, 77), "plain": (67, 147, 195)}
+_RATIO_COLOR = (214, 96, 77)
+AB_HEADER = ("Phase", "Encrypted (s)", "Plain (s)", "Ratio", "95 % interval")
+
+
+def run_title(result: ABResult | WorkloadResult) -> str:
+    """One line naming a run in the history: time, workload, its ratio (and interval)."""
+    when = time.strftime("%H:%M:%S", time.localtime(result.ts))
+    if isinstance(result, ABResult):
+        total = result.total()
+        if total is None:
+            return f"{when} · {result.label} · no round completed"
+        return (f"{when} · {result.label} · {total.ratio_median:.2f}× ({total.ratio_ci_low:.2f}–"
+                f"{total.ratio_ci_high:.2f}, {result.completed_rounds()} rounds)")
+    kind = "capture round (untimed)" if result.params.get("round") == "capture" else "single run"
+    ratio = result.ratio()
+    return f"{when} · {result.workload} · {kind}" + (f" · {ratio:.2f}×" if ratio else "")
+
+
+def ab_rows(result: ABResult) -> list[tuple[str, ...]]:
+    """The table rows of an A/B result (after :data:`AB_HEADER`)."""
+    return [(p.phase, f"{p.encrypted_median_s:.3f}", f"{p.plain_median_s:.3f}", f"{p.ratio_median:.2f}×",
+              f"{p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}") for p in result.phases]
+
+
+class ABResultsView(QWidget):
+    """History of runs, and the chosen one as a table and a chart."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._runs: list[ABResult | WorkloadResult] = []
+        self.history = QComboBox()
+        self.history.setToolTip("Every run of this session stays here: pick one to compare")
+        self.history.setPlaceholderText("No run yet: press Run (Ctrl+R)")
+        self.history.currentIndexChanged.connect(self._on_pick)
+        self.table = QTableWidget(0, len(AB_HEADER))
+        self.table.setHorizontalHeaderLabels(list(AB_HEADER))
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.chart = pg.PlotWidget(background=None)
+        self.chart.setMinimumHeight(160)
+        self.chart.setMenuEnabled(False)
+        self.chart.setMouseEnabled(x=False, y=False)
+        self.chart.hideButtons()
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.table, "Table")
+        self.tabs.addTab(self.chart, "Chart")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.history)
+        lay.addWidget(self.tabs, 1)
+        lay.addWidget(self.note)
+
+    # -- history ---------------------------------------------------------------
+    def add(self, result: ABResult | WorkloadResult) -> None:
+        """Keep ``result`` and show it."""
+        self._runs.append(result)
+        self.history.addItem(run_title(result))
+        self.history.setCurrentIndex(len(self._runs) - 1)
+
+    def clear(self) -> None:
+        """Forget every run (a replay restarting from its beginning)."""
+        self._runs.clear()
+        self.history.clear()
+        self.table.setRowCount(0)
+        self.chart.clear()
+        self.note.clear()
+
+    def runs(self) -> list[ABResult | WorkloadResult]:
+        """Every run shown, oldest first."""
+        return list(self._runs)
+
+    def _on_pick(self, index: int) -> None:
+        if 0 <= index < len(self._runs):
+            run = self._runs[index]
+            self.show_ab(run) if isinstance(run, ABResult) else self.show_single(run)
+
+    # -- one run ---------------------------------------------------------------
+    def show_ab(self, result: ABResult) -> None:
+        """Table, ratio chart and the run's circumstances."""
+        self._fill(AB_HEADER, ab_rows(result))
+        self._plot_ratios(result)
+        facts = [f"{result.completed_rounds()} timed rounds, ABBA order, {result.warmup} warm-up; "
+                 f"captures {result.capture}; {result.interval}"]
+        if result.machine_busy is not None:
+            facts.append(f"machine {result.machine_busy * 100:.0f} % busy, "
+                         f"{(result.other_busy or 0) * 100:.0f} % by other processes")
+        warnings = result.warnings()
+        text = " · ".join(facts)
+        if warnings:
+            text += "<br><b style='color:#b35900'>⚠ " + "; ".join(warnings) + "</b>"
+        self.note.setText(text)
+
+    def show_single(self, result: WorkloadResult) -> None:
+        """A single run: its own table, or phases with encrypted/plain bars."""
+        if result.table:
+            header, *rows = result.table
+            self._fill(header, rows)
+        else:
+            phases = [t.phase for t in result.timings if t.side == "encrypted"]
+            rows = []
+            for ph in phases:
+                enc = next((t.elapsed_s for t in result.timings if t.side == "encrypted" and t.phase == ph), None)
+                pl = next((t.elapsed_s for t in result.timings if t.side == "plain" and t.phase == ph), None)
+                r = f"{enc / pl:.2f}×" if enc is not None and pl else ""
+                rows.append((ph, f"{enc:.3f}" if enc is not None else "", f"{pl:.3f}" if pl is not None else "", r))
+            self._fill(("Phase", "Encrypted (s)", "Plain (s)", "Ratio"), rows)
+        self._plot_bars(result)
+        counts = "  ".join(f"<b>{side}</b>: " + ", ".join(f"{k} = {v}" for k, v in c.items())
+                           for side, c in result.counts.items())
+        kind = ("Capture round: probes were armed, so these times are not the measurement."
+                if result.params.get("round") == "capture" else "One run: no interval; use rounds for a figure.")
+        legend = " ".join(f"<span style='color:#{r:02x}{g:02x}{b:02x}'>■</span> {side}"
+                          for side, (r, g, b) in _SIDE_COLORS.items())  # under the chart, never over the bars
+        self.note.setText(f"{kind} Chart: {legend}" + (f"<br>{counts}" if counts else ""))
+
+    def _fill(self, header, rows) -> None:
+        self.table.clear()
+        self.table.setColumnCount(len(header))
+        self.table.setHorizontalHeaderLabels([str(h) for h in header])
+        self.table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                item = QTableWidgetItem(str(value))
+                if c:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if str(row[0]) == "total" or str(header[c]).startswith("Ratio"):
+                    f = item.font()
+                    f.setBold(True)
+                    item.setFont(f)
+                self.table.setItem(r, c, item)
+
+    def _axis(self, labels: list[str], left: str, units: str | None = None) -> None:
+        self.chart.clear()
+        self.chart.setLabel("left", left, units=units)
+        self.chart.getAxis("bottom").setTicks([list(enumerate(labels))])
+        self.chart.setXRange(-0.6, len(labels) - 0.4, padding=0)
+
+    def _plot_ratios(self, result: ABResult) -> None:
+        phases = list(result.phases)
+        self._axis([p.phase for p in phases], "encrypted / plain")
+        if not phases:
+            return
+        xs = list(range(len(phases)))
+        self.chart.addItem(pg.BarGraphItem(x=xs, height=[p.ratio_median for p in phases], width=0.5,
+                                           brush=pg.mkBrush(*_RATIO_COLOR, 90), pen=pg.mkPen(*_RATIO_COLOR)))
+        mid = [(p.ratio_ci_low + p.ratio_ci_high) / 2 for p in phases]
+        self.chart.addItem(pg.ErrorBarItem(x=np.array(xs, float), y=np.array(mid),
+                                           height=np.array([p.ratio_ci_high - p.ratio_ci_low for p in phases]),
+                                           beam=0.2, pen=pg.mkPen(60, 60, 60, width=2)))
+        dots_x, dots_y = [], []
+        for i, p in enumerate(phases):
+            n = len(p.ratios)
+            for k, r in enumerate(p.ratios):
+                dots_x.append(i + (k - (n - 1) / 2) * 0.06)
+                dots_y.append(r)
+        self.chart.addItem(pg.ScatterPlotItem(dots_x, dots_y, size=7, brush=pg.mkBrush(40, 40, 40, 200),
+                                              pen=None))
+        self.chart.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=pg.mkPen(120, 120, 120, style=Qt.PenStyle.DashLine),
+                                           label="1× = no cost", labelOpts={"position": 0.95, "color": (90, 90, 90)}))
+        top = max([1.0] + [p.ratio_ci_high for p in phases] + list(dots_y))
+        self.chart.setYRange(0, top * 1.1, padding=0)
+
+    def _plot_bars(self, result: WorkloadResult) -> None:
+        phases = [t.phase for t in result.timings if t.side == "encrypted" and t.phase != "total"]
+        self._axis(phases, "elapsed", "s")
+        width = 0.38
+        for k, side in enumerate(("encrypted", "plain")):
+            values = [next((t.elapsed_s for t in result.timings if t.side == side and t.phase == ph), 0.0)
+                      for ph in phases]
+            xs = [i + (k - 0.5) * width for i in range(len(phases))]
+            self.chart.addItem(pg.BarGraphItem(x=xs, height=values, width=width, brush=pg.mkBrush(*_SIDE_COLORS[side])))
