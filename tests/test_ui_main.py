@@ -51,7 +51,7 @@ def test_run_from_the_dock_shows_progress_and_the_ratio(qtbot, window):
     assert [table.item(r, 0).text() for r in range(table.rowCount())][0] == "total"
     assert table.horizontalHeaderItem(4).text() == "95 % interval"
     assert dock.results.history.count() == 2 and "3 rounds" in dock.results.history.currentText()
-    assert "3 timed rounds, ABBA order, 1 warm-up; captures off" in dock.results.note.text()
+    assert "3 rounds (ABBA) + 1 warm-up · captures: off" in dock.results.note.text()
     dock.results.history.setCurrentIndex(0)  # the earlier single run comes back
     assert table.rowCount() == 6 and table.item(5, 0).text() == "total"
 
@@ -76,7 +76,7 @@ def test_run_with_capture_fills_the_page_view(qtbot, window):
     # the capture round is kept apart from the timed rounds, which ran with the probe disarmed
     titles = [dock.results.history.itemText(i) for i in range(dock.results.history.count())]
     assert len(titles) == 2 and "capture round (untimed)" in titles[0] and "2 rounds" in titles[1], titles
-    assert "captures separate round" in dock.results.note.text()
+    assert "captures: separate round" in dock.results.note.text()
 
 
 def test_cancel_from_the_keyboard(qtbot, window):
@@ -84,7 +84,7 @@ def test_cancel_from_the_keyboard(qtbot, window):
     dock.capture.setChecked(False)
     dock._spins["groups"].setValue(5000)
     qtbot.mouseClick(dock.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dock.progress.value() > 0, timeout=30000)
+    qtbot.waitUntil(lambda: "group" in dock.status.text(), timeout=30000)  # the warm-up round is under way
     qtbot.keyClick(window, Qt.Key.Key_Escape)
     qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=30000)
     assert dock.status.text().startswith("Cancelled")

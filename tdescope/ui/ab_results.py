@@ -57,6 +57,8 @@ class ABResultsView(QWidget):
         self.history.setToolTip("Every run of this session stays here: pick one to compare")
         self.history.setPlaceholderText("No run yet: press Run (Ctrl+R)")
         self.history.currentIndexChanged.connect(self._on_pick)
+        self.history.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.history.setMinimumContentsLength(24)  # long titles elide; the dock never widens for them
         self.table = QTableWidget(0, len(AB_HEADER))
         self.table.setHorizontalHeaderLabels(list(AB_HEADER))
         self.table.verticalHeader().setVisible(False)
@@ -65,8 +67,9 @@ class ABResultsView(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setMinimumHeight(self.table.verticalHeader().defaultSectionSize() * 3)
         self.chart = pg.PlotWidget(background=None)
-        self.chart.setMinimumHeight(160)
+        self.chart.setMinimumHeight(90)
         self.chart.setMenuEnabled(False)
         self.chart.setMouseEnabled(x=False, y=False)
         self.chart.hideButtons()
@@ -111,16 +114,16 @@ class ABResultsView(QWidget):
         """Table, ratio chart and the run's circumstances."""
         self._fill(AB_HEADER, ab_rows(result))
         self._plot_ratios(result)
-        facts = [f"{result.completed_rounds()} timed rounds, ABBA order, {result.warmup} warm-up; "
-                 f"captures {result.capture}; {result.interval}"]
+        facts = [f"{result.completed_rounds()} rounds (ABBA) + {result.warmup} warm-up", f"captures: {result.capture}"]
         if result.machine_busy is not None:
-            facts.append(f"machine {result.machine_busy * 100:.0f} % busy, "
-                         f"{(result.other_busy or 0) * 100:.0f} % by other processes")
+            facts.append(f"machine {result.machine_busy * 100:.0f} % busy ({(result.other_busy or 0) * 100:.0f} % others)")
         warnings = result.warnings()
         text = " · ".join(facts)
         if warnings:
             text += "<br><b style='color:#b35900'>⚠ " + "; ".join(warnings) + "</b>"
         self.note.setText(text)
+        self.note.setToolTip(f"Interval: {result.interval}. Each round runs the encrypted and the plain side on "
+                             "their own, alternating which goes first; the ratio is paired within a round.")
 
     def show_single(self, result: WorkloadResult) -> None:
         """A single run: its own table, or phases with encrypted/plain bars."""

@@ -89,6 +89,7 @@ class HexView(QAbstractScrollArea):
         self._linked: list[HexView] = []
         font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         font.setStyleHint(QFont.StyleHint.Monospace)
+        self._full_size = font.pointSizeF()
         self.setFont(font)
         self._metrics()
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
@@ -377,8 +378,25 @@ class HexView(QAbstractScrollArea):
     # ---- events -----------------------------------------------------------------------------
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
+        self._fit_font(event.size().width())
         self._update_scrollbars()
         self.visibleRangeChanged.emit(*self.visible_range())
+
+    def _fit_font(self, width: int) -> None:
+        """The largest font, from the full size down to 75 % of it, that shows 16 columns and the
+        ASCII column in ``width`` without scrolling (column widths from the font's own metrics)."""
+        spare = 2 * self.frameWidth() + self.verticalScrollBar().sizeHint().width() + 2
+        chars = self._content_w / self._cw  # the row's width in characters, whatever the font
+        font = QFont(self.font())
+        size = self._full_size
+        while size > self._full_size * 0.75:
+            font.setPointSizeF(size)
+            if chars * QFontMetricsF(font).horizontalAdvance("0" * 64) / 64 + spare <= width:
+                break
+            size -= 0.5
+        if abs(size - self.font().pointSizeF()) > 0.01:
+            font.setPointSizeF(size)
+            self.setFont(font)
 
     def changeEvent(self, event) -> None:  # noqa: N802 - Qt override
         if event.type() == QEvent.Type.FontChange:

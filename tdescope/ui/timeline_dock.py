@@ -41,6 +41,8 @@ class TimelineDock(QDockWidget):
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.hideButtons()
         self.plot.showGrid(x=True, alpha=0.2)
+        self.plot.getViewBox().sigXRangeChanged.connect(self._fit_labels)
+        self.plot.getViewBox().sigResized.connect(self._fit_labels)
         axis = self.plot.getAxis("left")
         axis.setTicks([[(y + 0.4, name) for name, y in _LANES.items()]])
         axis.setWidth(70)
@@ -165,6 +167,16 @@ class TimelineDock(QDockWidget):
         for label, s in zip(self._labels, spans):
             label.setText(f"{s.side}")
             label.setPos(s.start - t0, y + 0.4)
+        self._fit_labels()
+
+    def _fit_labels(self, *_args) -> None:
+        """Show a side's label only where its span is wide enough on screen: labels never overlap."""
+        vb = self.plot.getViewBox()
+        (x0, x1), px = vb.viewRange()[0], max(vb.width(), 1.0)
+        per_px = (x1 - x0) / px
+        for label, s in zip(self._labels, self.run.spans):
+            need = label.boundingRect().width() + 6  # text width in pixels (the item ignores zoom)
+            label.setVisible((s.end - s.start) / per_px >= need if per_px > 0 else False)
 
     def _draw_windows(self, t0: float) -> None:
         wins = self.run.windows

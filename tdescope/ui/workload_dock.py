@@ -85,6 +85,7 @@ class WorkloadDock(QDockWidget):
         self.progress = QProgressBar()
         self.progress.setFormat("%p%")
         self.status = QLabel("Ready.")
+        self.status.setWordWrap(True)  # a long result line wraps; it never widens the dock
         self.results = ABResultsView()
         body = QWidget()
         lay = QVBoxLayout(body)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMessageBox
 
@@ -36,6 +36,7 @@ from tdescope.ui.event_pump import EventPump
 from tdescope.ui.pageview import PageView
 from tdescope.ui.tasks import TaskRunner, describe
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
+from tdescope.ui.window.layout import arrange, arrangement_for
 from tdescope.ui.window.menus import Menu, MenuRegistry
 from tdescope.ui.window.messages import Captured, Connected, ExperimentFinished
 from tdescope.ui.window.notes import NotesController
@@ -48,7 +49,7 @@ from tdescope.ui.workload_dock import WorkloadDock
 __all__ = ["MainWindow", "open_replay_window"]
 
 #: Bumped when docks are added or renamed, so an old saved layout is not restored.
-_LAYOUT_VERSION = 3
+_LAYOUT_VERSION = 4
 
 
 class MainWindow(QMainWindow):
@@ -63,10 +64,6 @@ class MainWindow(QMainWindow):
         self.decoder = engine.page_decoder()
         self.settings = settings or QSettings("tdescope", "tdescope")
         self.setWindowTitle(f"tdescope — {engine.label}")
-        screen = self.screen().availableGeometry() if self.screen() else None
-        # first start: most of the screen (a saved layout restores its own size below)
-        self.resize(max(1280, int(screen.width() * 0.95)) if screen else 1500,
-                    max(800, int(screen.height() * 0.95)) if screen else 900)
 
         self.live = LiveSession()  # producers publish here; the recorder and the pump take it from here
         self.pump = EventPump(parent=self)
@@ -124,26 +121,15 @@ class MainWindow(QMainWindow):
 
     # -- docks and menus -----------------------------------------------------------
     def _place_docks(self) -> None:
-        left, right, bottom = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea,
-                               Qt.DockWidgetArea.BottomDockWidgetArea)
         obs = self.observation
-        self.addDockWidget(left, self.engine_dock)
-        self.addDockWidget(left, self.workload_dock)
-        self.addDockWidget(bottom, self.captures_dock)
-        self.resizeDocks([self.engine_dock, self.workload_dock], [430, 430], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.engine_dock, self.workload_dock], [300, 560], Qt.Orientation.Vertical)
-        self.resizeDocks([self.captures_dock], [230], Qt.Orientation.Vertical)
-        for dock in self.engine_docks:
-            self.addDockWidget(right, dock)
-        self.addDockWidget(right, obs.hotspots_dock)
-        self.addDockWidget(right, obs.waits_dock)
-        self.tabifyDockWidget(obs.hotspots_dock, obs.waits_dock)
-        obs.hotspots_dock.raise_()
-        self.splitDockWidget(self.captures_dock, obs.timeline_dock, Qt.Orientation.Horizontal)
-        self.resizeDocks([obs.hotspots_dock], [620], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.captures_dock, obs.timeline_dock], [560, 700], Qt.Orientation.Horizontal)
-        self.addDockWidget(right, self.notes.dock)
+        for dock in (self.engine_dock, self.workload_dock, self.captures_dock, obs.timeline_dock,
+                     *self._side_docks()):
+            self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay.replay_bar)
+
+    def _side_docks(self) -> list:
+        obs = self.observation
+        return [obs.hotspots_dock, obs.waits_dock, self.notes.dock, *self.engine_docks]
 
     def _fill_menus(self) -> None:
         file_menu = self.menus[Menu.FILE]
@@ -346,17 +332,16 @@ class MainWindow(QMainWindow):
                                         Inventory(meta.engine, meta.inventory), meta.params.get("target_pid"))
 
     # -- layout ----------------------------------------------------------------
-    def _default_layout(self) -> None:
-        """One tab group on the right (Hotspots, Waits, Notes, the engine's own docks), so
-        the page view keeps its width; Hotspots in front."""
-        right = [self.observation.hotspots_dock, self.observation.waits_dock, self.notes.dock, *self.engine_docks]
-        for dock in right[1:]:
-            self.tabifyDockWidget(right[0], dock)
-        right[0].raise_()
-        # the page view gets the middle half: two hex panes with their ASCII columns
-        self.resizeDocks([right[0], self.workload_dock], [max(380, self.width() * 26 // 100),
-                                                          max(330, self.width() * 22 // 100)],
-                         Qt.Orientation.Horizontal)
+    def _default_layout(self, size: QSize | None = None) -> None:
+        """Arrange the docks for ``size`` (the screen's available size when None): see
+        :mod:`tdescope.ui.window.layout`."""
+        if size is None:
+            screen = self.screen().availableGeometry() if self.screen() is not None else None
+            size = QSize(min(screen.width(), 1920), min(screen.height(), 1080)) if screen else QSize(1280, 720)
+        self.resize(size)
+        self.layout_kind = arrangement_for(size)
+        arrange(self, self.layout_kind, self.engine_dock, self.workload_dock, self.captures_dock,
+                self.observation.timeline_dock, self._side_docks())
 
     def _restore_layout(self) -> None:
         if self.settings.value("layout/version", 0, type=int) != _LAYOUT_VERSION:
@@ -367,12 +352,11 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         if isinstance(state, QByteArray):
             self.restoreState(state, _LAYOUT_VERSION)
+        self.replay.replay_bar.setVisible(self.replay.player is not None)  # a live window never shows it
 
     def _reset_layout(self) -> None:
         self.settings.remove("layout")
-        for dock in (self.engine_dock, self.workload_dock, self.captures_dock, *self.observation.docks):
-            dock.setFloating(False)
-            dock.show()
+        self._default_layout(self.size())
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
         self.settings.setValue("layout/version", _LAYOUT_VERSION)

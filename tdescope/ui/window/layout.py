@@ -1,0 +1,77 @@
+"""Where the docks go, chosen for the screen the window opens on.
+
+Three arrangements, by the window's available size:
+
+- **compact** (a classroom projector, 1280×720 and anything under 1500×850): one tab
+  group on the left (Workload in front, then Engine, Hotspots, Waits, Notes and the
+  engine's own docks), Captures and Timeline along the bottom, the page view in the
+  middle with all the width that is left: Run, results, captures, page view and the
+  status bar (the ARMED badge) all on screen.
+- **medium** (up to 1800 wide): Engine above Workload on the left; Hotspots, Waits
+  and Notes as tabs beside Captures and Timeline at the bottom, so the page view
+  keeps both hex panes at 16 columns with their ASCII.
+- **wide** (1920×1080): Engine and Workload on the left, Hotspots/Waits/Notes tabbed
+  on the right, Captures and Timeline at the bottom.
+
+A saved layout (``layout/state``) replaces this on the next start; View → Reset
+layout comes back to it. The replay toolbar is never part of a saved layout.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtWidgets import QDockWidget, QMainWindow
+
+__all__ = ["arrangement_for", "arrange"]
+
+LEFT, RIGHT, BOTTOM = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea,
+                       Qt.DockWidgetArea.BottomDockWidgetArea)
+
+
+def arrangement_for(size: QSize) -> str:
+    """``"compact"``, ``"medium"`` or ``"wide"`` for a window of ``size``."""
+    if size.width() < 1500 or size.height() < 850:
+        return "compact"
+    return "medium" if size.width() < 1800 else "wide"
+
+
+def _tabs(win: QMainWindow, docks: list[QDockWidget]) -> None:
+    for dock in docks[1:]:
+        win.tabifyDockWidget(docks[0], dock)
+    docks[0].raise_()
+
+
+def arrange(win: QMainWindow, kind: str, engine: QDockWidget, workload: QDockWidget, captures: QDockWidget,
+            timeline: QDockWidget, side: list[QDockWidget]) -> None:
+    """Place every dock for ``kind``; ``side`` lists Hotspots, Waits, Notes and the engine's docks
+    (the first is raised in its tab group)."""
+    w, h = win.width(), win.height()
+    for dock in (engine, workload, captures, timeline, *side):
+        win.removeDockWidget(dock)
+        dock.setFloating(False)
+        dock.show()
+    win.addDockWidget(BOTTOM, captures)
+    win.splitDockWidget(captures, timeline, Qt.Orientation.Horizontal)
+    if kind == "compact":
+        win.addDockWidget(LEFT, workload)
+        _tabs(win, [workload, engine, *side])
+        win.resizeDocks([workload], [max(360, w * 31 // 100)], Qt.Orientation.Horizontal)
+        win.resizeDocks([captures], [max(150, h * 24 // 100)], Qt.Orientation.Vertical)
+        win.resizeDocks([captures, timeline], [w * 45 // 100, w * 55 // 100], Qt.Orientation.Horizontal)
+        return
+    win.addDockWidget(LEFT, engine)
+    win.splitDockWidget(engine, workload, Qt.Orientation.Vertical)
+    win.resizeDocks([engine, workload], [h * 26 // 100, h * 60 // 100], Qt.Orientation.Vertical)
+    win.resizeDocks([workload], [max(380, w * 22 // 100)], Qt.Orientation.Horizontal)
+    if kind == "medium":
+        win.splitDockWidget(timeline, side[0], Qt.Orientation.Horizontal)
+        _tabs(win, side)
+        win.resizeDocks([captures, timeline, side[0]], [w * 28 // 100, w * 32 // 100, w * 40 // 100],
+                        Qt.Orientation.Horizontal)
+        win.resizeDocks([captures], [h * 30 // 100], Qt.Orientation.Vertical)
+        return
+    win.addDockWidget(RIGHT, side[0])
+    _tabs(win, side)
+    win.resizeDocks([side[0]], [max(420, w * 24 // 100)], Qt.Orientation.Horizontal)
+    win.resizeDocks([captures], [h * 24 // 100], Qt.Orientation.Vertical)
+    win.resizeDocks([captures, timeline], [w * 45 // 100, w * 55 // 100], Qt.Orientation.Horizontal)
