@@ -96,7 +96,7 @@ class HotspotModel(_RowsModel):
             if col == 4:
                 return str(r.self_samples)
             if col == 5:
-                return "🔒 crypto" if _crypto(r.symbol) else ""
+                return "◆ crypto" if _crypto(r.symbol) else ""
             return self._describe(r.symbol)
         if role == SORT_ROLE:
             if col == 5:
@@ -126,7 +126,7 @@ class DiffModel(_RowsModel):
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             return (r.symbol, f"{r.enc_pct:.1f}", f"{r.plain_pct:.1f}", f"{r.delta_pct:+.1f}",
-                    f"{r.added_pct:+.1f}", "🔒 crypto" if r.crypto else "", self._describe(r.symbol))[col]
+                    f"{r.added_pct:+.1f}", "◆ crypto" if r.crypto else "", self._describe(r.symbol))[col]
         if role == SORT_ROLE:
             if col == 6:
                 return self._describe(r.symbol)
