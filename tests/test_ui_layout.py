@@ -1,0 +1,76 @@
+"""The window's layout: it fits a 1280×720 projector, reflows on bigger screens, and a replay's
+toolbar never comes back in a live window."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QSize
+
+from tdescope.app.engines import discover_engines
+from tdescope.app.events import ABResult, PhaseTiming, RoundTime, WorkloadResult
+from tdescope.app.ab.runner import summarize
+from tdescope.app.session.file import SessionRecorder
+from tdescope.app.session.meta import SessionMeta
+from tdescope.ui.window.layout import arrangement_for
+from tdescope.ui.window.main_window import MainWindow, open_replay_window
+
+
+@pytest.mark.parametrize("size, kind", [((1280, 720), "compact"), ((1366, 768), "compact"),
+                                        ((1600, 1000), "medium"), ((1920, 1080), "wide")])
+def test_arrangement_by_size(size, kind):
+    assert arrangement_for(QSize(*size)) == kind
+
+
+def _window(qtbot, qsettings, size):
+    win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    win._default_layout(QSize(*size))
+    win.show()
+    qtbot.wait(50)
+    return win
+
+
+def test_compact_layout_fits_a_projector_with_everything_essential_on_screen(qtbot, qsettings):
+    win = _window(qtbot, qsettings, (1280, 720))
+    assert win.layout_kind == "compact"
+    assert win.minimumSizeHint().width() <= 1280 and win.minimumSizeHint().height() <= 720
+    assert win.width() <= 1280 and win.height() <= 720
+    frame = win.rect()
+    for widget in (win.statusBar(), win.workload_dock.run_button, win.workload_dock.results,
+                   win.captures_dock, win.page_view):
+        assert widget.isVisible(), widget
+        top_left = widget.mapTo(win, widget.rect().topLeft())
+        bottom_right = widget.mapTo(win, widget.rect().bottomRight())
+        assert frame.contains(top_left) and frame.contains(bottom_right), (widget, top_left, bottom_right)
+    assert win.captures_dock.height() >= 140  # several capture rows, not one
+    assert not win.replay.replay_bar.isVisible()
+
+
+def test_wide_layout_shows_both_hex_panes_whole(qtbot, qsettings):
+    win = _window(qtbot, qsettings, (1920, 1080))
+    assert win.layout_kind == "wide"
+    for pane in (win.page_view.before_view, win.page_view.after_view):
+        assert pane.content_width() <= pane.width() + 1, (pane.content_width(), pane.width())
+    assert not win.observation.hotspots_dock.visibleRegion().isEmpty()
+
+
+def test_a_live_window_after_a_replay_shows_no_replay_toolbar(qtbot, qsettings, tmp_path):
+    path = tmp_path / "r.tds"
+    times = (RoundTime(1, "encrypted", {"total": 1.5}), RoundTime(1, "plain", {"total": 1.0}))
+    with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
+        rec.record(WorkloadResult(1.0, "ab_dml", {}, (PhaseTiming("encrypted", "total", 3.0),
+                                                      PhaseTiming("plain", "total", 2.0)), {}))
+        rec.record(ABResult(2.0, "ab_dml", "A/B DML", {}, 1, 1, times, summarize(times)))
+    replay = open_replay_window(str(path), qsettings)
+    qtbot.addWidget(replay)
+    replay.show()
+    assert replay.replay.replay_bar.isVisible()
+    replay.replay.player.seek(10.0)
+    replay.pump.drain()
+    qtbot.wait(20)
+    assert replay.workload_dock.results.history.count() == 2  # the recorded A/B run is replayed too
+    replay.close()  # saves its layout, the replay toolbar among it
+    live = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
+    qtbot.addWidget(live)
+    live.show()
+    assert not live.replay.replay_bar.isVisible() and "REPLAY" not in live.windowTitle()
