@@ -1,8 +1,11 @@
 """The ``tdescope`` command: the GUI by default, headless subcommands for servers without a screen.
 
-Every subcommand prints human text, or JSON with ``--json``; exits 0 only on
-success; and reports failures as one line on stderr, never a traceback (set
-``TDESCOPE_DEBUG=1`` to see one). Subcommands live in :mod:`tdescope.commands`.
+Every subcommand prints human text, or JSON with ``--json``, and reports
+failures as one line on stderr, never a traceback (set ``TDESCOPE_DEBUG=1`` to
+see one). Exit status: 0 success (also when a reader such as ``head`` closed
+standard output early), 1 ran but found nothing to show (an idle target, a
+failed doctor check), 2 a user error, 3 an internal error, 130 interrupted.
+Subcommands live in :mod:`tdescope.commands`.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import os
 import sys
 
 from tdescope import __version__
-from tdescope.app.errors import UserError
+from tdescope.app.errors import NothingObserved, UserError
 from tdescope.commands import COMMANDS
+from tdescope.commands._stdout import ReaderGone, silence_stdout, stdout_reader_gone
 
 __all__ = ["build_parser", "main"]
 
@@ -57,15 +61,33 @@ def main(argv: list[str] | None = None) -> int:
                            engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""),
                            encrypt=getattr(args, "encrypt", False), backend=getattr(args, "backend", "auto"))
         return importlib.import_module(COMMANDS[command]).run(args)
+    except ReaderGone:
+        return 0  # `| head`: the reader has seen enough (see commands/_stdout.py)
     except UserError as exc:
-        print(f"tdescope: {exc}", file=sys.stderr)
-        return 2
+        _say(f"tdescope: {exc}")
+        return 1 if isinstance(exc, NothingObserved) else 2
     except KeyboardInterrupt:
-        print("tdescope: interrupted", file=sys.stderr)
+        _say("tdescope: interrupted")
         return 130
+    except BrokenPipeError:
+        if not stdout_reader_gone():
+            return _internal_error(sys.exc_info()[1])
+        silence_stdout()
+        return 0
     except Exception as exc:  # noqa: BLE001 - one line for users, the traceback on request
-        if os.environ.get("TDESCOPE_DEBUG"):
-            raise
-        print(f"tdescope: internal error: {type(exc).__name__}: {exc} (TDESCOPE_DEBUG=1 shows details)",
-              file=sys.stderr)
-        return 3
+        return _internal_error(exc)
+
+
+def _internal_error(exc) -> int:
+    if os.environ.get("TDESCOPE_DEBUG"):
+        raise exc
+    _say(f"tdescope: internal error: {type(exc).__name__}: {exc} (TDESCOPE_DEBUG=1 shows details)")
+    return 3
+
+
+def _say(line: str) -> None:
+    """One line on stderr, which may itself be a closed pipe (``2>&1 | head``)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass

@@ -86,6 +86,24 @@ def test_pid_that_does_not_use_sqlcipher():
 
 
 @pytest.mark.gdb
+def test_record_a_pid_that_does_not_use_sqlcipher(tmp_path):
+    """``record --pid`` refuses a process without the probed function as ``capture`` does: one line, exit 2,
+    no session file, the process never stopped; without a probe (``--captures 0``) it records as asked."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    out = tmp_path / "s.tds"
+    try:
+        result = run("record", "--backend", "gdb", "--pid", str(sleeper.pid), "--seconds", "1", "-o", str(out))
+        assert_one_line_error(result, f"pid {sleeper.pid} does not use sqlcipher: symbol sqlcipher_page_cipher")
+        assert result.returncode == 2 and not out.exists()
+        assert tracer_pid(sleeper.pid) == 0 and proc_state(sleeper.pid) == "S"
+        watched = run("record", "--pid", str(sleeper.pid), "--captures", "0", "--no-hotspots", "--seconds", "1",
+                      "-o", str(out))
+        assert watched.returncode == 0 and out.exists(), watched.stderr
+    finally:
+        sleeper.kill()
+
+
+@pytest.mark.gdb
 def test_no_hit_before_the_timeout(sqlcipher_app):
     app = sqlcipher_app(rounds=1)  # waits on stdin: armed, but never decrypts
     result = run("capture", "--pid", str(app.pid), "--count", "1", "--timeout", "1.5")

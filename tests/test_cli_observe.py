@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -80,8 +81,13 @@ def test_top_on_a_pid_ranks_the_hot_function_first(tmp_path):
         proc.kill()
         proc.wait()
     assert result.returncode == 0, result.stderr
-    first = result.stdout.splitlines()[0].split()
+    header, first_row = result.stdout.splitlines()[:2]
+    assert header.split()[:5] == ["self", "total", "samples", "function", "[library]"], header
+    first = first_row.split()
     assert first[3] == "hot_loop" and float(first[0].rstrip("%")) > 50, result.stdout
+    # the header's columns stand over the row's: each header word ends where its number does
+    ends = lambda line: [m.end() for m in re.finditer(r"\S+", line)][:3]  # noqa: E731
+    assert ends(header) == ends(first_row), (header, first_row)
     assert "samples in" in result.stderr
 
 
@@ -111,3 +117,27 @@ def test_top_without_perf_is_one_line(tmp_path, preader):
 def test_bad_arguments(args, fragment):
     result = run(*args)
     assert result.returncode != 0 and fragment in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def sleeper():
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("command, line", [
+    ("top", "no CPU samples in 1.5 s: pid {pid} was idle"),
+    ("waits", "no samples but Idle in 1.5 s: pid {pid} was idle (--idle lists them)"),
+])
+def test_an_idle_process_is_one_line_and_exit_1_for_both(sleeper, command, line):
+    """``top`` and ``waits`` agree: an idle target is not an error (2) but nothing to show (1), said in one line."""
+    if command == "top" and check_perf() is not None:
+        pytest.skip(check_perf())
+    for extra in ((), ("--json",)):
+        result = run(command, "--pid", str(sleeper.pid), "--seconds", "1.5", *extra)
+        assert_one_line_error(result, line.format(pid=sleeper.pid))
+        assert result.returncode == 1
+    listed = run("waits", "--pid", str(sleeper.pid), "--seconds", "1", "--idle")
+    assert listed.returncode == 0 and "Idle" in listed.stdout.splitlines()[1]

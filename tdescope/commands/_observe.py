@@ -9,13 +9,39 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 from tdescope.app.errors import UserError
 from tdescope.commands._args import engine_named, positive_int, seconds
 from tdescope.commands._dsn import add_dsn_arguments
 from tdescope.commands._target import resolve_target
 
-__all__ = ["add_target_arguments", "observe"]
+__all__ = ["Observed", "add_target_arguments", "observe"]
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What :func:`observe` saw.
+
+    Attributes
+    ----------
+    events : list of Event
+        Every event the samplers sent.
+    problems : list of str
+        The messages of the Problem events among them.
+    engine : Engine or None
+        The engine of ``--lab`` or ``--dsn``.
+    pid : int
+        The process observed.
+    seconds : float
+        How long it was observed.
+    """
+
+    events: list
+    problems: list
+    engine: object
+    pid: int
+    seconds: float
 
 
 def add_target_arguments(parser) -> None:
@@ -55,15 +81,8 @@ def _await_window_after(events: list, lock, epoch: float, grace_s: float) -> Non
         time.sleep(0.05)
 
 
-def observe(args, hotspots: bool, waits: bool):
-    """Observe the target of ``args`` for ``args.seconds``.
-
-    Returns
-    -------
-    (events, problems, engine) : list of Event, list of str, Engine or None
-        Every event the samplers sent, the Problem messages among them, and
-        the engine of ``--lab`` or ``--dsn``.
-    """
+def observe(args, hotspots: bool, waits: bool) -> Observed:
+    """Observe the target of ``args`` for ``args.seconds``."""
     from tdescope.app.engines.api import WorkloadControl
     from tdescope.app.events import Problem
     from tdescope.app.observe.sampling import Observation
@@ -107,4 +126,4 @@ def observe(args, hotspots: bool, waits: bool):
     finally:
         target.close()
     problems = [e.message for e in events if isinstance(e, Problem)]
-    return events, problems, engine
+    return Observed(events, problems, engine, target.pid, args.seconds)

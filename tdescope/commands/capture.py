@@ -12,6 +12,7 @@ from tdescope.commands._args import (
     add_probe_arguments, add_stop_budget_argument, engine_named, positive_int, probe_backend, recipe_named, seconds,
 )
 from tdescope.commands._dsn import add_dsn_arguments
+from tdescope.commands._stdout import ReaderGone, emit
 from tdescope.commands._target import resolve_target
 
 HELP = "capture pages before and after decryption, headless"
@@ -54,9 +55,13 @@ def run(args) -> int:
             raise UserError(f"cannot create dump folder {dump}: {exc.strerror}") from None
     lock = threading.Lock()
     written = [0]
+    reader_gone = threading.Event()  # `| head -1` has seen enough: disarm and end quietly
+    running: list = []  # the experiment, once started (the sink cancels it when the reader leaves)
 
     def sink(event) -> None:
         if isinstance(event, PageCapture):
+            if reader_gone.is_set():
+                return
             record, _ = describe_capture(event, decoder)
             with lock:
                 if dump is not None:
@@ -64,7 +69,13 @@ def run(args) -> int:
                         if data:
                             role = side_label(event, side).replace(" ", "-")
                             (dump / f"{event.seq:04d}-{side}-{role}.bin").write_bytes(data)
-                print(json.dumps(record.to_json()) if args.json else record.line(), flush=True)
+                try:
+                    emit(json.dumps(record.to_json()) if args.json else record.line())
+                except ReaderGone:
+                    reader_gone.set()
+                    for exp in running:
+                        exp.cancel()  # on the window's own thread: it disarms at its next step
+                    return
                 written[0] += 1
         elif isinstance(event, CaptureWindowState) and event.state == "paused" and not args.json:
             print(f"probe paused: {event.message}", file=sys.stderr, flush=True)
@@ -82,6 +93,7 @@ def run(args) -> int:
         exp = Experiment(target.session, target.workload, target.params, recipe, limits, engine.name, sink,
                          pid=target.pid, repeat_until_captured=target.workload is not None,
                          allow_critical=args.allow_critical, backend=backend)
+        running.append(exp)
         exp.start()
         try:
             while not exp.wait(0.2):
@@ -92,6 +104,8 @@ def run(args) -> int:
             raise
     finally:
         target.close()
+    if reader_gone.is_set() and not exp.error:
+        return 0  # the window disarmed and detached as on any cancel; say nothing more
     if exp.error:
         raise UserError(exp.error)
     if written[0] == 0:
@@ -99,7 +113,7 @@ def run(args) -> int:
     s = exp.capture_summary
     if args.json:
         if s is not None:
-            print(json.dumps({"summary": True, **summary_json(s, written[0])}), flush=True)
+            emit(json.dumps({"summary": True, **summary_json(s, written[0])}))
     else:
         print(f"{written[0]} page pairs captured{summary_line(s)}", file=sys.stderr)
     return 0

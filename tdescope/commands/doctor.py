@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from tdescope.commands._stdout import emit
+
 HELP = "check gdb, eBPF, ptrace, perf, AES-NI and the engine plugins"
 
 
@@ -16,9 +18,9 @@ def run(args) -> int:
 
     checks = run_checks()
     if args.json:
-        print(json.dumps([c.to_json() for c in checks], indent=2))
+        emit(json.dumps([c.to_json() for c in checks], indent=2))
     else:
         for c in checks:
             mark = {True: "ok  ", False: "FAIL", None: "    "}[c.ok]
-            print(f"{mark} {c.name:<20} {c.value}" + (f"  -> {c.fix}" if c.fix else ""))
+            emit(f"{mark} {c.name:<20} {c.value}" + (f"  -> {c.fix}" if c.fix else ""))
     return 0 if all(c.ok is not False for c in checks if not c.name.startswith("engine ")) else 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+from tdescope.commands._stdout import emit
+
 HELP = "summarise a recorded session file (.tds): duration, events per kind, notes"
 
 
@@ -22,7 +24,7 @@ def run(args) -> int:
         notes = reader.notes()
     meta = s.meta
     if args.json:
-        print(json.dumps({
+        emit(json.dumps({
             "file": s.path,
             "schema_version": s.schema_version,
             "engine": meta.engine,
@@ -37,11 +39,11 @@ def run(args) -> int:
         }, indent=1))
         return 0
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.start)) if s.start else "no events"
-    print(f"{s.path}: {meta.engine_label or meta.engine or 'unknown engine'} on {meta.host or '?'}, {when}, "
-          f"{s.duration_s:.1f} s (session format {s.schema_version})")
+    emit(f"{s.path}: {meta.engine_label or meta.engine or 'unknown engine'} on {meta.host or '?'}, {when}, "
+         f"{s.duration_s:.1f} s (session format {s.schema_version})")
     for kind, n in s.counts.items():
-        print(f"  {kind:<22} {n:>9}")
-    print(f"  {'notes':<22} {len(notes):>9}")
+        emit(f"  {kind:<22} {n:>9}")
+    emit(f"  {'notes':<22} {len(notes):>9}")
     for n in notes:
-        print(f"  - {time.strftime('%H:%M:%S', time.localtime(n.when))} {n.target.describe()}: {n.text}")
+        emit(f"  - {time.strftime('%H:%M:%S', time.localtime(n.when))} {n.target.describe()}: {n.text}")
     return 0

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from tdescope.app.errors import UserError
+from tdescope.commands._stdout import emit
 
 HELP = "read Oracle 10046 SQL traces and block dumps (no database needed)"
 
@@ -53,9 +54,9 @@ def _parse_trace(args) -> int:
     if not summary.statements and not summary.waits:
         raise UserError(f"{args.file}: no 10046 trace records (PARSING IN CURSOR, EXEC, WAIT...) found")
     if args.json:
-        print(json.dumps(summary.to_json(), indent=1))
+        emit(json.dumps(summary.to_json(), indent=1))
     else:
-        print(format_tkprof(summary))
+        emit(format_tkprof(summary))
     return 0
 
 
@@ -68,9 +69,9 @@ def _parse_blockdump(args) -> int:
     if not blocks:
         raise UserError(f"{args.file}: no block dump found (no 'buffer tsn:' header)")
     if args.json:
-        print(json.dumps({"blocks": [b.to_json() for b in blocks]}, indent=1))
+        emit(json.dumps({"blocks": [b.to_json() for b in blocks]}, indent=1))
     else:
-        print(format_blockdump(blocks))
+        emit(format_blockdump(blocks))
     return 0
 
 

@@ -101,6 +101,7 @@ def run(args) -> int:
     stops: list = []
     notes: list[str] = []
     captured = [0]
+    failure: str | None = None  # the first probe window or workload that failed: the recording fails
     live = LiveSession()
 
     def count(event) -> None:
@@ -112,6 +113,11 @@ def run(args) -> int:
         target = resolve_target(args, engine, probing=recipe is not None,
                                 stops_target=backend.stops_target if backend is not None else True)
         session, pid, workload = target.session, target.pid, target.workload
+        if recipe is not None and session is None:
+            # as capture does, before any file exists: a process without the probed function is one line
+            from tdescope.app.probe.window import refuse_unused_target
+
+            refuse_unused_target(pid, recipe, engine.name)
         inventory = session.inventory().rows if session is not None else ()
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
@@ -139,6 +145,9 @@ def run(args) -> int:
                     exp.wait(15)
                     break
             live.run_ended(label)
+            failure = failure or exp.error
+            if failure:
+                break
             if workload is None:
                 # watching only: the probe window ended, keep the samplers running to the deadline
                 while not stop.is_set() and time.monotonic() < deadline and not recorder.error:
@@ -157,6 +166,8 @@ def run(args) -> int:
         return 1
     if recorder.error:
         raise UserError(recorder.error)
+    if failure:
+        raise UserError(f"{failure} ({recorder.written} events recorded to {args.output})")
     if captured[0] and recorder.meta.plaintext_withheld:
         notes.append(PLAINTEXT_WITHHELD)
     for n in notes:

@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import sys
 
-from tdescope.app.errors import UserError
+from tdescope.app.errors import NothingObserved, UserError
 from tdescope.commands._observe import add_target_arguments, observe
+from tdescope.commands._stdout import emit
 
 HELP = "the hottest functions of a process (perf), with crypto marked and explained"
+
+#: The table's header and row layout: self and total share of the samples, self samples, the crypto
+#: mark, then the function, its library and what it does.
+HEADER = f"{'self':>7} {'total':>7} {'samples':>7}  {'':6} function  [library]  what it does"
 
 
 def add_arguments(parser) -> None:
@@ -34,13 +39,17 @@ def run(args) -> int:
     from tdescope.app.hotspots.crypto import is_crypto
     from tdescope.app.hotspots.profile import Profile, crypto_pct
 
-    events, problems, engine = observe(args, hotspots=True, waits=False)
-    windows = [e for e in events if isinstance(e, HotspotWindow)]
+    seen = observe(args, hotspots=True, waits=False)
+    windows = [e for e in seen.events if isinstance(e, HotspotWindow)]
     prof = Profile.from_windows(windows)
     if prof.samples == 0:
-        raise UserError(problems[0] if problems else f"no samples in {args.seconds:g} s (is the process idle?)")
-    glossary = _glossary(args, engine)
+        if seen.problems:
+            raise UserError(seen.problems[0])
+        raise NothingObserved(f"no CPU samples in {seen.seconds:g} s: pid {seen.pid} was idle")
+    glossary = _glossary(args, seen.engine)
     rows = prof.top(args.limit)
+    if not args.json:
+        emit(HEADER)
     for r in rows:
         record = {
             "symbol": r.symbol, "dso": r.dso, "samples": r.self_samples, "self_pct": round(r.self_pct, 2),
@@ -48,13 +57,13 @@ def run(args) -> int:
             "glossary": describe(r.symbol, glossary),
         }
         if args.json:
-            print(json.dumps(record))
+            emit(json.dumps(record))
         else:
             mark = "crypto" if record["crypto"] else ""
             about = f"  {record['glossary']}" if record["glossary"] else ""
-            print(f"{r.self_pct:6.1f}% {r.total_pct:6.1f}% {r.self_samples:6d}  {mark:6s} "
-                  f"{r.symbol}  [{r.dso.rsplit('/', 1)[-1]}]{about}")
-    for p in problems:
+            emit(f"{r.self_pct:6.1f}% {r.total_pct:6.1f}% {r.self_samples:7d}  {mark:6s} "
+                 f"{r.symbol}  [{r.dso.rsplit('/', 1)[-1]}]{about}")
+    for p in seen.problems:
         print(f"tdescope: note: {p}", file=sys.stderr)
     if not args.json:
         print(f"{prof.samples} samples in {len(windows)} windows; time in crypto {crypto_pct(prof):.1f}%",

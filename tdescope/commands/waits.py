@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import sys
 
-from tdescope.app.errors import UserError
+from tdescope.app.errors import NothingObserved, UserError
 from tdescope.commands._observe import add_target_arguments, observe
+from tdescope.commands._stdout import emit
 
 HELP = "what a process waits on: OS wait classes from /proc (and the engine's own waits)"
+
+#: The table's header, in the layout of its rows.
+HEADER = f"{'share':>7} {'samples':>7}  {'class':17} event  (source)"
 
 
 def add_arguments(parser) -> None:
@@ -21,20 +25,25 @@ def run(args) -> int:
     from tdescope.app.events import WaitSample
     from tdescope.app.waits.counter import WaitCounter
 
-    events, problems, _ = observe(args, hotspots=False, waits=True)
+    seen = observe(args, hotspots=False, waits=True)
     waits = WaitCounter()
-    waits.add(e for e in events if isinstance(e, WaitSample))
+    waits.add(e for e in seen.events if isinstance(e, WaitSample))
     if waits.samples == 0:
-        raise UserError(problems[0] if problems else f"no wait samples in {args.seconds:g} s")
+        raise UserError(seen.problems[0] if seen.problems else f"no wait samples in {seen.seconds:g} s")
     rows = waits.top(args.limit, exclude=() if args.idle else ("Idle",))
+    if not rows:
+        raise NothingObserved(f"no samples but Idle in {seen.seconds:g} s: pid {seen.pid} was idle "
+                              "(--idle lists them)")
+    if not args.json:
+        emit(HEADER)
     for r in rows:
         record = {"class": r.wait_class, "event": r.event, "samples": r.samples, "pct": round(r.pct, 2),
                   "source": r.source}
         if args.json:
-            print(json.dumps(record))
+            emit(json.dumps(record))
         else:
-            print(f"{r.pct:6.1f}% {r.samples:6d}  {r.wait_class:17s} {r.event}  ({r.source})")
-    for p in problems:
+            emit(f"{r.pct:6.1f}% {r.samples:7d}  {r.wait_class:17s} {r.event}  ({r.source})")
+    for p in seen.problems:
         print(f"tdescope: note: {p}", file=sys.stderr)
     if not args.json:
         shown = "" if args.idle else " (Idle left out; --idle keeps it)"

@@ -35,7 +35,7 @@ from tdescope.app.system.critical import refuse_critical
 from tdescope.app.system.elf import resolve_in_process
 
 __all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
-           "refuse_critical_target", "stop_budget"]
+           "refuse_critical_target", "refuse_unused_target", "stop_budget"]
 
 #: Seconds between the "armed" progress states that carry the live stopped time.
 PROGRESS_S = 0.5
@@ -165,6 +165,19 @@ def refuse_critical_target(pid: int, allow: bool = False, stopping: bool = True)
     refuse_critical(pid, critical_rules(engines.values()), allow, stopping)
 
 
+def refuse_unused_target(pid: int, recipe: ProbeRecipe, engine: str) -> int | None:
+    """The runtime address of ``recipe``'s function in ``pid``, read from the ELF files it maps
+    (nothing is stopped), or UserError when the process does not have it.
+
+    None when only attaching can tell: a DWARF-name recipe, or a library not loaded yet (armed pending)."""
+    if not at_entry(recipe):
+        return None
+    resolved = _resolve(pid, recipe)
+    if resolved is None and recipe.library is None:
+        raise _not_used(pid, recipe, engine)
+    return resolved.address if resolved is not None else None
+
+
 class CaptureWindow:
     """One bounded capture window on one process.
 
@@ -282,26 +295,17 @@ class CaptureWindow:
             raise UserError(f"pid {self.pid} is gone (no such process)")
         # before anything can stop it
         refuse_critical_target(self.pid, self._allow_critical, getattr(self._backend, "stops_target", True))
-        address = None
-        if at_entry(self.recipe):
-            # find the address before attaching: the backend then loads no library symbols while
-            # the target is stopped, and a process without the function is never stopped
-            resolved = _resolve(self.pid, self.recipe)
-            if resolved is None and self.recipe.library is None:
-                raise self._not_used()
-            address = resolved.address if resolved is not None else None
+        # find the address before attaching: the backend then loads no library symbols while
+        # the target is stopped, and a process without the function is never stopped
+        address = refuse_unused_target(self.pid, self.recipe, self.engine)
         self.handle = self._backend.attach(self.pid, ProbeSpec.of(self.recipe, self.limits, address))
         if self.handle.armed.symbol is None:
-            raise self._not_used()
+            raise _not_used(self.pid, self.recipe, self.engine)
         self._symbol = self.handle.armed.symbol
         self.handle.start()
         self._reason = ""
         self._armed_at = time.monotonic()
         self._enter(Phase.ARMED, self._armed_line())
-
-    def _not_used(self) -> UserError:
-        names = " or ".join(self.recipe.symbols)
-        return UserError(f"pid {self.pid} does not use {self.engine}: symbol {names} not found")
 
     def _armed_line(self) -> str:
         return f"{self._symbol} in pid {self.pid}"
@@ -373,6 +377,11 @@ class CaptureWindow:
             self._error = f"pid {self.pid} exited while armed ({self._pairs.captures} pages captured)"
         self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)
         return guard
+
+
+def _not_used(pid: int, recipe: ProbeRecipe, engine: str) -> UserError:
+    names = " or ".join(recipe.symbols)
+    return UserError(f"pid {pid} does not use {engine}: symbol {names} not found")
 
 
 def _resolve(pid: int, recipe: ProbeRecipe):
