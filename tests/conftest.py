@@ -166,6 +166,10 @@ def pg_cluster():
 
     if not Path("/usr/lib/postgresql/15/bin/initdb").exists() and shutil.which("initdb") is None:
         pytest.skip("PostgreSQL server binaries (initdb) are not installed")
+    shared = os.environ.get(PgCluster.SHARED_ENV)
+    if shared:  # one cluster for many short pytest runs (bench/bench_mutation.py): theirs to stop
+        yield PgCluster.attach(shared)
+        return
     cluster = PgCluster().start()
     yield cluster
     cluster.stop()
