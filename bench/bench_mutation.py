@@ -22,6 +22,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,7 +65,8 @@ TARGETS = (
            ("tests/test_hotspots.py", "-m", "not perf")),
     Target("entropy", ("tdescope/app/probe/entropy.py",), ("tests/test_entropy.py",)),
     Target("sqlite pages", ("tdescope/plugins/sqlcipher/pages.py", "tdescope/plugins/sqlcipher/_records.py",
-                            "tdescope/plugins/sqlcipher/_page_walk.py"), ("tests/test_sqlite_pages.py",)),
+                            "tdescope/plugins/sqlcipher/_page_walk.py"),
+           ("tests/test_sqlite_pages.py", "tests/test_sqlite_dbstat.py")),
     Target("postgres pages", ("tdescope/plugins/postgres/pages.py", "tdescope/plugins/postgres/_tuples.py",
                               "tdescope/plugins/postgres/_btree.py"), ("tests/test_pg_pages.py",), ("postgres",)),
     Target("innodb pages", ("tdescope/plugins/mariadb/pages.py", "tdescope/plugins/mariadb/records.py"),
@@ -246,6 +248,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="target names (e.g. entropy 'postgres pages')")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the cluster and remove the copies on kill
     outcomes = mutate(None if args.full else args.sample, args.only, args.jobs)
     for o in outcomes:
         rate = "n/a" if o.rate is None else f"{o.rate:5.1f} %"
