@@ -20,6 +20,7 @@ import pytest
 
 from tdescope.app.engines.api import ConnectParams
 from tdescope.plugins.postgres import ENGINE
+from tdescope.plugins.postgres._tuples import PgColumn, decode_tuple, format_value
 from tdescope.plugins.postgres.pages import PgPageDecoder
 
 # Written from src/include/access/htup_details.h and storage/itemid.h, not from the decoder.
@@ -97,6 +98,11 @@ INSERT INTO pp_idx SELECT g, CASE WHEN g % 7 = 0 THEN NULL ELSE 'key ' || g END,
 CREATE INDEX pp_idx_t ON pp_idx (t);
 CREATE INDEX pp_idx_k ON pp_idx (k);
 CREATE INDEX pp_idx_kt ON pp_idx (k, t);
+CREATE INDEX pp_idx_h ON pp_idx USING hash (k);
+CREATE TABLE pp_wide (t text);
+INSERT INTO pp_wide SELECT (SELECT string_agg(md5(g || '-' || i), '') FROM generate_series(1, 20) i)
+    FROM generate_series(1, 400) g;  -- 640 bytes of hex each: too big to share an interior page with many
+CREATE INDEX pp_wide_t ON pp_wide (t);
 """
 
 HEAP_CASES = [  # id: (relation, block)
@@ -113,6 +119,7 @@ INDEX_CASES = [  # id: (index, which page)
     pytest.param("pp_idx_t", "leaf", id="b-tree leaf, text keys and NULL keys"),
     pytest.param("pp_idx_k", "leaf", id="b-tree leaf, posting lists (deduplicated)"),
     pytest.param("pp_idx_kt", "last leaf", id="b-tree rightmost leaf, two columns with NULLs"),
+    pytest.param("pp_wide_t", "interior", id="b-tree interior page below the root (wide keys, 3 levels)"),
 ]
 
 
@@ -226,6 +233,15 @@ def test_heap_page_against_pageinspect(pg, relation, block):
         assert [f.name for f in shown] == [f"{col.name} ({col.typname})" for col, _ in present]
         assert [raw[f.start:f.end] for f in shown] == [bytes(a) for _, a in present], f"lp {lp}"
         _check_values(pg, relation, block, lp, columns, values, shown, raw)
+        assert tup.value == ", ".join(format_value(v) for v in values)
+    # without the relation's columns: the same headers, each tuple shown by its length, no records
+    bare = PgPageDecoder().decode(raw, block)
+    assert bare.records == () and bare.problems == ()
+    for lp, off, flags, length, *_ in items:
+        if flags == 1 and length:
+            tup = _top(bare, f"tuple {lp}")
+            assert tup.value == f"{length} bytes" and [c.name for c in tup.children] == ["tuple header"]
+            assert tup.children[0] == _top(page, f"tuple {lp}").children[0]
 
 
 def _check_values(pg, relation, block, lp, columns, values, shown, raw) -> None:
@@ -285,6 +301,9 @@ def _index_block(pg, index: str, which: str) -> int:
     if which == "root":
         return ctl.execute("SELECT root FROM bt_metap(%s)", (index,)).fetchone()[0]
     nblocks = ctl.execute("SELECT pg_relation_size(%s::regclass) / 8192", (index,)).fetchone()[0]
+    if which == "interior":
+        return next(b for b in range(1, nblocks)
+                    if ctl.execute("SELECT type FROM bt_page_stats(%s, %s)", (index, b)).fetchone()[0] == "i")
     leaves = [b for b in range(1, nblocks)
               if ctl.execute("SELECT type FROM bt_page_stats(%s, %s)", (index, b)).fetchone()[0] == "l"]
     if which == "last leaf":
@@ -410,3 +429,107 @@ def test_tuples_outside_the_tuple_area_are_problems(pg):
                                  "lp 2: tuple at 8136+60 lies outside the tuple area")
     assert not any(f.name in ("tuple 1", "tuple 2") for f in page.fields)
     assert len(page.records) == 4
+
+
+def test_hash_index_page_is_a_generic_index_page(pg):
+    """Special space ending in a page id (0xFF80: hash) is not taken for a b-tree."""
+    nblocks, = pg.control.execute("SELECT pg_relation_size('pp_idx_h') / 8192").fetchone()
+    block = next(b for b in range(1, nblocks) if pg.control.execute(
+        "SELECT count(*) FROM heap_page_items(get_raw_page('pp_idx_h', %s))", (b,)).fetchone()[0] >= 2)
+    raw = _raw(pg, "pp_idx_h", block)
+    page = PgPageDecoder().decode(raw, block)
+    assert page.page_type == "index (special space 16 bytes)" and page.problems == ()
+    _check_header(pg, raw, page)
+    assert [(f.name, f.start, f.end, f.value) for f in page.fields if f.name == "special space"] == [
+        ("special space", 8176, 8192, "16 bytes")]
+    lps = pg.control.execute("SELECT lp, lp_off, lp_flags, lp_len FROM heap_page_items(%s) ORDER BY lp",
+                             (raw,)).fetchall()
+    _check_line_pointers(page, lps)
+    assert [(f.name, f.start, f.end, f.value) for f in page.fields if f.name.startswith("item ")] == [
+        (f"item {lp}", off, off + length, f"{length} bytes") for lp, off, _, length in sorted(lps, key=lambda r: r[1])]
+
+
+def test_edited_index_tuple_tid_against_pageinspect(pg):
+    """t_tid halves with their top bit set (block >= 2^31, offset >= 2^15) read unsigned, as pageinspect does."""
+    block = _index_block(pg, "pp_idx_pkey", "leaf")
+    raw = bytearray(_raw(pg, "pp_idx_pkey", block))
+    off = struct.unpack_from("<I", raw, 28)[0] & 0x7FFF  # lp 2: a leaf item (lp 1 is the high key)
+    struct.pack_into("<HHH", raw, off, 0x8001, 0xFFFE, 0x8002)
+    raw = bytes(raw)
+    ctid, = pg.control.execute("SELECT ctid::text FROM bt_page_items(%s) WHERE itemoffset = 2", (raw,)).fetchone()
+    assert ctid == f"({0x8001FFFE},{0x8002})"
+    assert _child(_top(PgPageDecoder().decode(raw, block), "item 2"), "t_tid").value == ctid
+
+
+def test_buffers_that_are_no_page():
+    assert PgPageDecoder().decode(b"x" * 100) == PgPageDecoder().decode(b"x" * 100, 3)
+    page = PgPageDecoder().decode(b"x" * 100)
+    assert (page.page_type, [(f.name, f.start, f.end, f.value) for f in page.fields]) == (
+        "data buffer", [("buffer", 0, 100, "100 bytes")])
+    assert PgPageDecoder().decode(b"x" * 8190).page_type == "data buffer"  # not a multiple of 1 KB
+    zero = PgPageDecoder().decode(bytes(8192), 0)
+    assert (zero.page_type, [(f.name, f.start, f.end, f.value) for f in zero.fields]) == (
+        "new (all zeros)", [("zero page", 0, 8192, "never written")])
+
+
+def test_empty_page_and_bad_headers(pg):
+    raw = bytearray(_raw(pg, "pp_types", 0))
+    struct.pack_into("<HH", raw, 12, 24, 8192)  # PageInit's empty page: no line pointers, all free
+    page = PgPageDecoder().decode(bytes(raw), 0)
+    assert page.page_type == "heap" and page.problems == () and page.cells == 0
+    assert [f.name for f in page.fields] == ["PageHeaderData", "free space"]
+    for offset, fmt, value, why in ((18, "<H", 0x2005, "version 5"), (18, "<H", 0x1004, "size 4096"),
+                                    (12, "<H", 20, "lower 20"), (14, "<H", 10, "upper 10"),
+                                    (16, "<H", 9000, "special 9000")):
+        bad = bytearray(_raw(pg, "pp_types", 0))
+        struct.pack_into(fmt, bad, offset, value)
+        page = PgPageDecoder().decode(bytes(bad), 0)
+        assert page.page_type == "unknown" and [f.name for f in page.fields] == ["PageHeaderData"]
+        assert len(page.problems) == 1 and page.problems[0].startswith("not a valid page header (")
+        assert why in page.problems[0] and page.problems[0].endswith(", 8192 bytes)")
+
+
+def _lp(raw: bytes, lp: int) -> tuple[int, int]:
+    word = struct.unpack_from("<I", raw, 24 + 4 * (lp - 1))[0]
+    return word & 0x7FFF, word >> 17
+
+
+@pytest.mark.parametrize("damage, problem", [
+    ("hoff", "t_hoff 250 outside the tuple at {off}"),
+    ("short", "tuple at {off} is 20 bytes, shorter than a tuple header"),
+    ("natts", "tuple has 30 attributes, the relation 18"),
+    ("cut", "column e of the tuple at {off}: varlena of 131 bytes runs past the tuple end"),
+])
+def test_damaged_tuples_are_problems(pg, damage, problem):
+    relation, lp = ("pp_lens", 4) if damage == "cut" else ("pp_types", 1)
+    raw = bytearray(_raw(pg, relation, 0))
+    off, length = _lp(raw, lp)
+    if damage == "hoff":
+        raw[off + 22] = 250
+    elif damage == "short":
+        struct.pack_into("<I", raw, 24 + 4 * (lp - 1), (20 << 17) | (1 << 15) | off)
+    elif damage == "natts":
+        struct.pack_into("<H", raw, off + 18, (struct.unpack_from("<H", raw, off + 18)[0] & ~0x7FF) | 30)
+    else:  # the 127-byte text loses its end
+        struct.pack_into("<I", raw, 24 + 4 * (lp - 1), ((length - 60) << 17) | (1 << 15) | off)
+    page = PgPageDecoder(pg.columns(relation)).decode(bytes(raw), 0)
+    want = f"lp {lp}: " + problem.format(off=off)
+    assert any(p.startswith(want) for p in page.problems), page.problems
+    header = _child(_top(page, f"tuple {lp}"), "tuple header") if damage != "short" else None
+    if damage == "hoff":
+        assert (header.start, header.end) == (off, off + 23) and len(header.children) == 7
+
+
+def test_cstring_attributes():
+    """typlen -2 (cstring): up to its NUL; a missing NUL is a problem, not a read past the tuple."""
+    header = struct.pack("<IIIHHHHHB", 5, 0, 0, 0, 0, 1, 2, 0x0802, 24) + b"\x00"
+    page = header + b"abc\x00" + b"\x01\x00\x00\x00"
+    res = decode_tuple(page, 0, len(page), (PgColumn("c", "cstring", -2, "c"), PgColumn("i", "int4", 4, "i")))
+    assert res.values == ["abc", 1] and res.problems == []
+    assert [(f.name, f.start, f.end, f.value) for f in res.fields[1:]] == [
+        ("c (cstring)", 24, 28, "'abc'"), ("i (int4)", 28, 32, "1")]
+    cut = decode_tuple(header + b"abc", 0, 27, (PgColumn("c", "cstring", -2, "c"),))
+    assert cut.values == [] and cut.problems == ["column c of the tuple at 0: cstring without its terminating zero"]
+    text = decode_tuple(header + "é\udcff".encode("utf-8", "surrogatepass") + b"\x00", 0, 30,
+                        (PgColumn("c", "cstring", -2, "c"),))
+    assert text.values == ["é\ufffd\ufffd\ufffd"]
