@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 BPF_SRC := tdescope/app/probe/ebpf/capture.bpf.c
 BPF_OBJ := tdescope/app/probe/ebpf/capture.bpf.o
 
-.PHONY: setup system-tools run test lint bench bench-quick clean
+.PHONY: setup system-tools run test lint bench bench-quick mutate mutate-full clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ bench: setup
 
 bench-quick: setup
 	$(PY) -m bench --quick
+
+# Mutation testing, each decoder/parser module against its own tests (bench/bench_mutation.py says why a
+# driver): a fixed-seed sample per module (< 10 minutes), or every mutant. Writes bench/results/mutation.md.
+mutate: setup
+	$(PY) -m bench.bench_mutation
+
+mutate-full: setup
+	$(PY) -m bench.bench_mutation --full
 
 clean:
 	rm -rf $(VENV) build *.egg-info $(BPF_OBJ)

@@ -6,6 +6,7 @@ import os
 import resource
 import shutil
 import subprocess
+import time
 import sys
 import tempfile
 from pathlib import Path
@@ -32,6 +33,22 @@ def assert_one_line_error(result, fragment: str) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert fragment in lines[0], lines[0]
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "the event"):
+    """Poll ``predicate`` until it returns something true, or fail after ``timeout`` seconds.
+
+    For tests that wait on an event (a row count, a process state) rather than on time:
+    returns the first true value, raises AssertionError naming ``what`` at the deadline.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout} s")
+        time.sleep(interval)
 
 
 def tracer_pid(pid: int) -> int:
@@ -166,6 +183,10 @@ def pg_cluster():
 
     if not Path("/usr/lib/postgresql/15/bin/initdb").exists() and shutil.which("initdb") is None:
         pytest.skip("PostgreSQL server binaries (initdb) are not installed")
+    shared = os.environ.get(PgCluster.SHARED_ENV)
+    if shared:  # one cluster for many short pytest runs (bench/bench_mutation.py): theirs to stop
+        yield PgCluster.attach(shared)
+        return
     cluster = PgCluster().start()
     yield cluster
     cluster.stop()

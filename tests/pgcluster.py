@@ -38,7 +38,10 @@ def _free_port() -> int:
 
 
 class PgCluster:
-    """Start with :meth:`start`, stop and delete with :meth:`stop`."""
+    """Start with :meth:`start`, stop and delete with :meth:`stop`; :meth:`attach` to one already running."""
+
+    #: Set to :attr:`shared` (``root:port``) to have the suite's ``pg_cluster`` use a running cluster.
+    SHARED_ENV = "TDESCOPE_TEST_PG_CLUSTER"
 
     def __init__(self, shared_buffers: str = "256kB") -> None:
         self.root = Path(tempfile.mkdtemp(prefix="tdescope-pg-"))
@@ -47,6 +50,22 @@ class PgCluster:
         self.shared_buffers = shared_buffers
         self._user = "postgres" if os.geteuid() == 0 else None
         self.superuser = self._user or pwd.getpwuid(os.geteuid()).pw_name
+
+    @classmethod
+    def attach(cls, shared: str) -> "PgCluster":
+        """The cluster another process started, from its :attr:`shared` text; not stopped by this object."""
+        root, port = shared.rsplit(":", 1)
+        cluster = cls.__new__(cls)
+        cluster.root, cluster.port, cluster.shared_buffers = Path(root), int(port), None
+        cluster.data = cluster.root / "data"
+        cluster._user = "postgres" if os.geteuid() == 0 else None
+        cluster.superuser = cluster._user or pwd.getpwuid(os.geteuid()).pw_name
+        return cluster
+
+    @property
+    def shared(self) -> str:
+        """``root:port``, what :meth:`attach` takes."""
+        return f"{self.root}:{self.port}"
 
     # -- plumbing --------------------------------------------------------------
     def _run(self, *argv: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -1,4 +1,8 @@
-"""Entropy, verdict and diff helpers, checked on tables of bytes and on real database pages."""
+"""Entropy, verdict and diff helpers, checked on tables of bytes and on real database pages.
+
+Every test that needs random bytes makes its own fixed-seed generator: no outcome
+depends on which tests ran before it.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,23 @@ import pytest
 from tdescope.app.probe import entropy as entropy
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask, diff_ranges, shannon_entropy, verdict
 
-RNG = random.Random(20240611)
+
+def rng(seed: int = 20240611) -> random.Random:
+    """A generator of the test's own, so results do not depend on test order."""
+    return random.Random(seed)
+
+
+def alphabet_buffer(n: int, k: int, seed: int) -> bytes:
+    """``n`` bytes over the ``k`` values 0..k-1 in near-equal counts, shuffled: entropy ~log2(k) bits/byte."""
+    values = [i % k for i in range(n)]
+    random.Random(seed).shuffle(values)
+    return bytes(values)
+
+
+#: verdict's whole-buffer threshold per length: min(7.5, E[H] - 0.3), E[H] the mean sample entropy of
+#: n random bytes, measured here over 2000 fixed-seed draws per length (256: 7.174, 496: 7.577, 512: 7.589,
+#: 1008: 7.806); the rule once used a Miller-Madow estimate that put 256 random bytes under the threshold.
+WHOLE_MIN = {256: 6.875, 496: 7.276, 512: 7.290, 1008: 7.5, 1024: 7.5, 2048: 7.5, 4080: 7.5, 4096: 7.5, 8192: 7.5}
 
 
 @pytest.fixture(params=["numpy", "pure"])
@@ -51,14 +71,14 @@ def test_chunk_entropy_shapes(impl, length, chunk, count, last):
 
 
 def test_chunk_entropy_locates_structure(impl):
-    data = RNG.randbytes(1024) + bytes(256) + b"hello world " * 21 + b"1234"
+    data = rng().randbytes(1024) + bytes(256) + b"hello world " * 21 + b"1234"
     out = chunk_entropy(data)
     assert [round(v, 2) for v in out[4:]] == [0.0, round(shannon_entropy(data[1280:1536]), 2)]
     assert all(v > 6.5 for v in out[:4])
 
 
 def test_numpy_and_pure_agree(monkeypatch):
-    data = RNG.randbytes(4096) + b"structured" * 30
+    data = rng().randbytes(4096) + b"structured" * 30
     fast = (shannon_entropy(data), chunk_entropy(data), diff_ranges(data, data[::-1]))
     monkeypatch.setattr(entropy, "_np", None)
     slow = (shannon_entropy(data), chunk_entropy(data), diff_ranges(data, data[::-1]))
@@ -82,10 +102,58 @@ def test_diffs_table(impl, a, b, mask, ranges):
     assert diff_ranges(a, b) == ranges
 
 
-@pytest.mark.parametrize("size", [496, 512, 1008, 1024, 4080, 4096, 8192, 65536])
+@pytest.mark.parametrize("size", [256, 496, 512, 1008, 1024, 4080, 4096, 8192, 65536])
 def test_random_bytes_look_encrypted(size):
+    gen = rng(size)
     for _ in range(50):
-        assert verdict(RNG.randbytes(size)) == "looks encrypted"
+        assert verdict(gen.randbytes(size)) == "looks encrypted"
+
+
+def test_uniform_entropy_is_what_random_bytes_measure():
+    for n in (256, 496, 1024, 4096):
+        gen = rng(n)
+        mean = sum(shannon_entropy(gen.randbytes(n)) for _ in range(400)) / 400
+        assert entropy.uniform_entropy(n) == pytest.approx(mean, abs=0.01)
+
+
+@pytest.mark.parametrize("n", sorted(WHOLE_MIN))
+def test_whole_buffer_threshold_by_length(impl, n):
+    """Buffers just under and just over the length's threshold (no chunk below the chunk minimum)."""
+    made = [(shannon_entropy(b), b) for b in (alphabet_buffer(n, k, seed=n) for k in range(100, 257))]
+    under = max((h, b) for h, b in made if h <= WHOLE_MIN[n] - 0.005)
+    over = min((h, b) for h, b in made if h > WHOLE_MIN[n] + 0.005)
+    assert over[0] - under[0] < 0.03  # tight around the threshold, so a moved threshold shows
+    assert entropy.uniform_entropy(n) - 0.3 == pytest.approx(WHOLE_MIN[n], abs=0.001) or WHOLE_MIN[n] == 7.5
+    assert min(chunk_entropy(over[1])[:n // 256] or [8.0]) > entropy.CHUNK_MIN_BITS
+    assert verdict(under[1]) == "looks structured"
+    assert verdict(over[1]) == "looks encrypted"
+
+
+def _random_with(n: int, at: int, patch: bytes, seed: int) -> bytes:
+    data = bytearray(rng(seed).randbytes(n))
+    data[at:at + len(patch)] = patch
+    return bytes(data)
+
+
+@pytest.mark.parametrize("n, at, k, expected", [
+    # one aligned 256-byte chunk over k values: log2(88) = 6.46 < 6.5 gives it away, log2(97) = 6.60 does not
+    (4096, 1024, 88, "looks structured"),
+    (4096, 1024, 97, "looks encrypted"),
+    (4096, 0, 88, "looks structured"),  # the first chunk (a page header) counts
+    (4096, 3840, 88, "looks structured"),  # and the last full one
+    (8192, 4096, 88, "looks structured"),
+    (1024, 512, 88, "looks structured"),
+    # the same bytes straddling two chunks: each chunk is half random, so nothing falls below 6.5
+    (4096, 1024 + 128, 88, "looks encrypted"),
+    # a trailing slice shorter than a chunk is never held to the chunk minimum (it is biased low)
+    (4080, 3840, 88, "looks encrypted"),
+    (1008, 768, 88, "looks encrypted"),
+])
+def test_least_random_chunk_rule(impl, n, at, k, expected):
+    patch = alphabet_buffer(256 if at + 256 <= n else n - at, k, seed=k)
+    data = _random_with(n, at, patch, seed=n + at)
+    assert shannon_entropy(data) > WHOLE_MIN[n]  # the whole buffer alone would pass for ciphertext
+    assert verdict(data) == expected
 
 
 # -- real pages ---------------------------------------------------------------------------------
@@ -165,3 +233,6 @@ def test_empty():
     assert verdict(b"") == "empty"
     assert verdict(bytes(4096)) == "empty"
     assert verdict(bytes(4095) + b"\x01") == "looks structured"
+    assert verdict(b"\x00") == "empty" and verdict(b"\x01") == "looks structured"
+    assert verdict(bytes(range(31))) == "looks structured"  # too short to judge
+    assert verdict(bytes(range(32))) == "looks encrypted"  # 5 bits/byte: what 32 random bytes measure

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import probe_backend, tracer_pid
+from conftest import probe_backend, tracer_pid, wait_for
 from pgcluster import PASSWORD, PASSWORD_ROLE
 from tdescope.app.probe.window import CaptureLimits
 from tdescope.app.engines.api import ConnectParams, WorkloadControl
@@ -161,7 +161,7 @@ def test_wait_sampling_returns_rows(session):
     sampler = WaitSampler(session.wait_source(), events.append, hz=20).start()
     busy.start()
     busy.join(60)
-    time.sleep(0.3)
+    wait_for(lambda: len(events) >= 5, timeout=10, what="five wait samples")
     sampler.stop()
     assert sampler.error is None
     assert len(events) >= 5

@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from conftest import wait_for
+
 from tdescope.app.errors import UserError
 from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, PageCapture, PhaseTiming, Problem,
                                  WaitSample, WorkloadProgress, WorkloadResult)
@@ -82,9 +84,11 @@ def test_commits_while_recording(tmp_path):
     rec = SessionRecorder(path, SessionMeta())
     for i in range(100):
         rec.record(WaitSample(1000.0 + i, 1, 1, "os", "CPU", "running"))
-    time.sleep(0.8)  # at least one commit period, without close()
-    with SessionReader(path) as reader:
-        assert reader.summary().counts == {"wait_sample": 100}
+    def committed():  # another connection sees the rows once a commit period has passed, without close()
+        with SessionReader(path) as reader:
+            return reader.summary().counts == {"wait_sample": 100}
+
+    wait_for(committed, timeout=10, interval=0.05, what="a commit of the recorded rows")
     rec.close()
 
 

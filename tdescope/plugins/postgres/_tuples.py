@@ -28,7 +28,9 @@ _INFOMASK2 = ((0x2000, "KEYS_UPDATED"), (0x4000, "HOT_UPDATED"), (0x8000, "ONLY_
 _ALIGN = {"c": 1, "s": 2, "i": 4, "d": 8}
 _FIXED = {"int2": "<h", "int4": "<i", "int8": "<q", "oid": "<I", "xid": "<I", "float4": "<f", "float8": "<d",
           "bool": "<?"}
-_TEXT = {"text", "varchar", "bpchar", "name", "json", "xml"}
+_TEXT = {"text", "varchar", "bpchar", "json", "xml"}
+_COMPRESSION = {0: "pglz", 1: "lz4"}  # the top two bits of va_tcinfo / va_extinfo
+_EXTERNAL = struct.Struct("<iIII")  # varatt_external: va_rawsize va_extinfo va_valueid va_toastrelid
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,10 @@ def _align(pos: int, base: int, alignment: int) -> int:
 
 
 def _show(raw: bytes, col: PgColumn):
+    if col.typname == "name":  # fixed 64 bytes, NUL-padded
+        return raw.split(b"\x00", 1)[0].decode("utf-8", errors="replace")
+    if col.typname == "char":  # the one-byte "char"
+        return raw.decode("latin-1")
     if col.typname in _TEXT:
         return raw.decode("utf-8", errors="replace")
     if col.typname in _FIXED and struct.calcsize(_FIXED[col.typname]) == len(raw):
@@ -96,7 +102,11 @@ def format_value(v) -> str:
 
 
 def _varlena(page: bytes, pos: int, end: int) -> tuple[int, int, str]:
-    """(total size, header size, kind) of the varlena at ``pos``."""
+    """(total size, header size, kind) of the varlena at ``pos``.
+
+    ``kind`` is ``short`` or ``4-byte`` for a plain value; otherwise the text shown
+    after the value: where a TOAST pointer points, or how an inline value is compressed.
+    """
     first = page[pos]
     if first == 0x01:  # 1-byte header, external (TOAST pointer): tag then the pointer
         if pos + 2 > end:
@@ -105,13 +115,26 @@ def _varlena(page: bytes, pos: int, end: int) -> tuple[int, int, str]:
         size = {18: 16, 1: 8, 2: 8, 3: 8}.get(tag)
         if size is None:
             raise ValueError(f"unknown TOAST tag {tag}")
-        return 2 + size, 2, "toast pointer"
+        if tag != 18 or pos + 2 + size > end:
+            return 2 + size, 2, "toast pointer"
+        rawsize, extinfo, valueid, toastrelid = _EXTERNAL.unpack_from(page, pos + 2)
+        extsize = extinfo & 0x3FFFFFFF
+        how = (f"compressed {_COMPRESSION.get(extinfo >> 30, extinfo >> 30)}" if extsize < rawsize - 4
+               else "uncompressed")
+        return 2 + size, 2, (f"toast pointer: value {valueid} in toast relation {toastrelid}, {how}, "
+                             f"raw size {rawsize - 4}, stored {extsize}")
     if first & 0x01:
         return (first >> 1) & 0x7F, 1, "short"
     if pos + 4 > end:
         raise ValueError("varlena header cut by the tuple end")
     word = struct.unpack_from("<I", page, pos)[0]
-    return word >> 2, 4, "compressed" if word & 0x03 == 0x02 else "4-byte"
+    if word & 0x03 != 0x02:
+        return word >> 2, 4, "4-byte"
+    if pos + 8 > end:
+        return word >> 2, 4, "compressed"
+    tcinfo = struct.unpack_from("<I", page, pos + 4)[0]
+    method = _COMPRESSION.get(tcinfo >> 30, tcinfo >> 30)
+    return word >> 2, 4, f"compressed {method}, raw size {tcinfo & 0x3FFFFFFF}"
 
 
 def decode_tuple(page: bytes, start: int, length: int, columns: tuple[PgColumn, ...] | None) -> TupleResult:

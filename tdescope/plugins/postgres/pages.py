@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 
 from tdescope.app.engines.api import DecodedField, DecodedPage
+from tdescope.plugins.postgres import _btree
 from tdescope.plugins.postgres._tuples import PgColumn, decode_tuple, format_value
 
 __all__ = ["PgPageDecoder", "PgColumn", "PAGE_SIZE", "LP_FLAGS"]
@@ -64,8 +65,18 @@ class PgPageDecoder:
             )
             return DecodedPage("unknown", (header,), problems=tuple(problems))
         special_size = len(data) - special
-        page_type = "heap" if special_size == 0 else f"index (special space {special_size} bytes)"
+        btree = _btree.is_btree(data, special)
+        if btree:
+            page_type = _btree.btree_page_type(_btree.BtreeSpecial(data, special))
+        else:
+            page_type = "heap" if special_size == 0 else f"index (special space {special_size} bytes)"
         fields = [header]
+        if page_type == "b-tree meta":  # BTMetaPageData where line pointers would be: pd_lower is its end
+            fields.append(_btree.decode_meta(data))
+            if upper > lower:
+                fields.append(DecodedField("free space", lower, upper, f"{upper - lower} bytes"))
+            fields.append(_btree.decode_special(data, special))
+            return DecodedPage(page_type, tuple(fields), problems=tuple(problems))
         n_lp = (lower - HEADER_SIZE) // 4
         pointers = []
         lp_fields = []
@@ -88,6 +99,9 @@ class PgPageDecoder:
             if off < upper or off + lp_len > special:
                 problems.append(f"lp {lp}: tuple at {off}+{lp_len} lies outside the tuple area")
                 continue
+            if btree:
+                tuples.append(_btree.decode_index_tuple(data, lp, off, lp_len, problems))
+                continue
             if special_size:
                 tuples.append(DecodedField(f"item {lp}", off, off + lp_len, f"{lp_len} bytes"))
                 continue
@@ -100,6 +114,8 @@ class PgPageDecoder:
                                        tuple(res.fields)))
         tuples.sort(key=lambda f: f.start)
         fields.extend(tuples)
-        if special_size:
+        if btree:
+            fields.append(_btree.decode_special(data, special))
+        elif special_size:
             fields.append(DecodedField("special space", special, len(data), f"{special_size} bytes"))
         return DecodedPage(page_type, tuple(fields), cells=n_lp, records=tuple(records), problems=tuple(problems))

@@ -216,8 +216,11 @@ class PageWalk:
             self.fields.append(DecodedField("unallocated space", ptr_end, cstart,
                                             f"{len(gap)} bytes" + (", all zero" if gap.count(0) == len(gap) else "")))
         for i, ptr in enumerate(ptrs):
-            if not ptr_end <= ptr < min(usable, self.limit):
+            if not ptr_end <= ptr < usable:
                 self.problems.append(f"cell {i}: pointer {ptr} lies outside the cell content area {ptr_end}..{usable}")
+                continue
+            if ptr >= self.limit:
+                self.problems.append(f"cell {i}: at {ptr}, past the {self.limit - self.base} bytes captured")
                 continue
             cell, values = self._cell(i, ptr, t, usable)
             self.fields.append(cell)
@@ -262,13 +265,15 @@ class PageWalk:
                     pos = nxt
                 local = local_payload_size(payload, usable, t == 0x0D)
                 end = min(pos + local, limit)
-                if pos + local > limit:
+                cut = pos + local > limit
+                if cut:
                     problems.append(f"payload of {local} local bytes runs past offset {limit}")
-                rec = decode_record(p, pos, end, payload, self.encoding)
+                rec = decode_record(p, pos, end, payload, self.encoding, cut=cut)
                 problems += rec.problems
                 spill = f", {local} on this page" if local < payload else ""
                 kids.append(DecodedField("record", pos, end, f"{payload} bytes{spill}", tuple(rec.fields)))
-                values = ([rowid] if t == 0x0D else []) + rec.values
+                # a row cut by the capture's end is no row: its cell still shows what was caught
+                values = None if cut else ([rowid] if t == 0x0D else []) + rec.values
                 shown = ", ".join(f.value for f in rec.fields[1:])
                 summary = (f"{summary}, " if summary else "") + (f"rowid {rowid}: " if t == 0x0D else "") + shown
                 pos += local
@@ -290,8 +295,11 @@ class PageWalk:
     def _freeblocks(self, at: int, ptr_end: int, usable: int) -> None:
         fb, seen = _u(self.page, at + 1, 2), 0
         while fb and seen < 4096:
-            if not ptr_end <= fb <= usable - 4 or fb + 4 > self.limit:
+            if not ptr_end <= fb <= usable - 4:
                 self.problems.append(f"freeblock at {fb} lies outside {ptr_end}..{usable}")
+                return
+            if fb + 4 > self.limit:
+                self.problems.append(f"freeblock at {fb}: past the {self.limit - self.base} bytes captured")
                 return
             nxt, size = _u(self.page, fb, 2), _u(self.page, fb + 2, 2)
             if size < 4 or fb + size > usable:

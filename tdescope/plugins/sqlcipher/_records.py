@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from tdescope.app.engines.api import DecodedField
 
 __all__ = [
+    "CUT_MARK",
     "OVERFLOW_MARK",
     "OffPage",
     "RecordResult",
@@ -27,6 +28,8 @@ __all__ = [
 
 #: Appended to a value (or standing in for one) whose bytes live on overflow pages.
 OVERFLOW_MARK = "…(overflow)"
+#: Appended to a value whose bytes lie past the end of a truncated capture (not on overflow pages).
+CUT_MARK = "…(capture ends)"
 
 _BLOB_SHOWN = 32  # bytes of a BLOB shown in a field value before eliding
 
@@ -167,7 +170,8 @@ def _value(buf: bytes, t: int, pos: int, size: int, encoding: str):
     return bytes(raw) if t % 2 == 0 else bytes(raw).decode(encoding, errors="replace")
 
 
-def decode_record(buf: bytes, start: int, local_end: int, payload: int, encoding: str = "utf-8") -> RecordResult:
+def decode_record(buf: bytes, start: int, local_end: int, payload: int, encoding: str = "utf-8",
+                  cut: bool = False) -> RecordResult:
     """Decode one record (header, serial types, values) from a cell payload.
 
     Parameters
@@ -183,6 +187,9 @@ def decode_record(buf: bytes, start: int, local_end: int, payload: int, encoding
         Total payload size declared by the cell.
     encoding : str, optional
         Python codec for TEXT values, from the database header's text encoding.
+    cut : bool, optional
+        True when ``local_end`` is the end of a truncated capture rather than the
+        overflow boundary: values it cuts are marked with :data:`CUT_MARK`.
 
     Returns
     -------
@@ -191,6 +198,7 @@ def decode_record(buf: bytes, start: int, local_end: int, payload: int, encoding
     """
     res = RecordResult()
     spilled = local_end - start < payload
+    mark = CUT_MARK if cut else OVERFLOW_MARK
     try:
         hdr_size, pos = read_varint(buf, start, local_end)
     except OffPage as exc:
@@ -216,7 +224,7 @@ def decode_record(buf: bytes, start: int, local_end: int, payload: int, encoding
     res.fields.append(DecodedField("record header", start, min(hdr_end, local_end),
                                    f"{len(types)} columns", tuple(hdr_children)))
     if hdr_end > local_end:  # header itself spills: the column values all live on overflow pages
-        res.values = [OVERFLOW_MARK] * len(types)
+        res.values = [mark] * len(types)
         return res
     sizes = [serial_type_size(t) for t in types]
     if None in sizes:
@@ -235,12 +243,12 @@ def decode_record(buf: bytes, start: int, local_end: int, payload: int, encoding
             part = bytes(buf[pos:local_end])
             if t >= 13 and t % 2:
                 text = part.decode(encoding, errors="replace")
-                v, shown = text + OVERFLOW_MARK, repr(text) + OVERFLOW_MARK
+                v, shown = text + mark, repr(text) + mark
             else:  # a BLOB (or, oddly, a number) cut by the spill point: show the local bytes
-                v = shown = f"x'{part.hex()}'{OVERFLOW_MARK}"
+                v = shown = f"x'{part.hex()}'{mark}"
             res.fields.append(DecodedField(name, pos, local_end, shown))
         elif spilled:
-            v = OVERFLOW_MARK
+            v = mark
         else:
             res.problems.append(f"column {i} runs past the end of its payload")
             break
