@@ -109,6 +109,28 @@ def test_notes_add_edit_undo_redo(qtbot, replay, session_file):
     stored.close()
 
 
+def test_activating_a_note_goes_past_its_capture_and_selects_its_bytes(qtbot, replay):
+    win, notes = replay, replay.notes.dock
+    player = win.replay.player
+    player.seek_end()
+    settle(qtbot, win)
+    win.captures_dock.view.selectRow(2)
+    settle(qtbot, win)
+    win.page_view.after_view.set_selection(16, 32)
+    assert notes.add_note(win.notes.targets()[0], "zeros where the ciphertext was")
+    player.seek(0.0)  # back to the start: capture #3 is not in the views yet
+    settle(qtbot, win)
+    assert win.captures_dock.model.rowCount() == 0
+    notes.noteActivated.emit(notes.notes[0])  # what a double-click on it does
+    settle(qtbot, win)
+    assert win.captures_dock.model.rowCount() == 3  # the replay went just past the capture
+    index = win.captures_dock.proxy.mapToSource(win.captures_dock.view.currentIndex())
+    assert win.captures_dock.model.row(index.row())[0].seq == 3
+    assert win.page_view.after_view.selection() == (16, 32)
+    xs, _ = win.observation.timeline_dock.notes.getData()
+    assert len(xs) == 1  # and the note is on the timeline
+
+
 def test_live_events_are_recorded_to_the_autosave_file(qtbot, qsettings, data_home, tmp_path):
     engines, _ = discover_engines()
     win = MainWindow(engines["sqlcipher"], qsettings)

@@ -120,6 +120,22 @@ class CapturesDock(QDockWidget):
             self.view.resizeColumnsToContents()
             self.view.selectRow(0)
 
+    def select_capture(self, ts: float | None, seq: int) -> bool:
+        """Select the capture numbered ``seq`` (at ``ts`` when given: the nearest); True when found."""
+        best, best_dt = -1, float("inf")
+        for i in range(self.model.rowCount()):
+            cap, _ = self.model.row(i)
+            if cap.seq == seq:
+                dt = abs(cap.ts - ts) if ts is not None else 0.0
+                if dt < best_dt:
+                    best, best_dt = i, dt
+        if best < 0:
+            return False
+        index = self.proxy.mapFromSource(self.model.index(best, 0))
+        self.view.setCurrentIndex(index)
+        self.view.scrollTo(index)
+        return True
+
     def clear(self) -> None:
         """Forget every capture."""
         self.model.clear()

@@ -2,8 +2,11 @@
 
 Lanes, top to bottom: workload sides (encrypted / plain spans), hotspot
 windows (shaded by their share of crypto), non-idle wait density, capture
-ticks. Tick "Filter to range" and drag the shaded region: the hotspot and
-wait views narrow to it (``rangeChanged``).
+ticks, and notes as markers. The axis shows the session's activity (runs,
+captures, notes), not the idle time since the window opened: it zooms to the
+last run when one ends; "Run" and "All" zoom back; time never goes below 0.
+Tick "Filter to range" and drag the shaded region: the hotspot and wait views
+narrow to it (``rangeChanged``); the region starts on the last run.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from tdescope.app.hotspots.profile import Profile, crypto_pct
 from tdescope.app.observe.observed import ObservedRun
@@ -35,6 +38,8 @@ class TimelineDock(QDockWidget):
         self.setObjectName("TimelineDock")
         self.run = run
         self._seen: tuple = ()
+        self._note_x: list[float] = []
+        self._note_list: list = []
         self._win_crypto: list[float] = []  # crypto % per window, computed once each
         self._win_brushes: list = []
         self.plot = pg.PlotWidget(background="w")
@@ -47,6 +52,7 @@ class TimelineDock(QDockWidget):
         axis.setTicks([[(y + 0.4, name) for name, y in _LANES.items()]])
         axis.setWidth(70)
         self.plot.setYRange(-0.1, 4.0, padding=0)
+        self.plot.setLimits(xMin=0)  # nothing happens before the first event
         self.sides = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[])
         self.windows = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[])
         self.density = pg.PlotDataItem([], [], pen=pg.mkPen(33, 118, 210), fillLevel=_LANES["waits"],
@@ -58,6 +64,9 @@ class TimelineDock(QDockWidget):
             self.plot.addItem(item)
         self._labels: list[pg.TextItem] = []
         self._marker_lines: list[pg.InfiniteLine] = []
+        self.notes = pg.ScatterPlotItem(symbol="t", size=11, pen=pg.mkPen(120, 80, 0),
+                                        brush=pg.mkBrush(255, 193, 7), hoverable=True, tip=self._note_tip)
+        self.plot.addItem(self.notes)
         self.region = pg.LinearRegionItem(brush=pg.mkBrush(255, 193, 7, 60))
         self.region.setZValue(50)
         self.region.hide()
@@ -65,9 +74,18 @@ class TimelineDock(QDockWidget):
         self.filter = QCheckBox("Filter views to range")
         self.info = QLabel("x axis: seconds since the first event")
         self.info.setStyleSheet("color: #555;")
+        self.zoom_run = QPushButton("Run")
+        self.zoom_run.setToolTip("Zoom to the last run")
+        self.zoom_run.clicked.connect(self.zoom_to_run)
+        self.zoom_all = QPushButton("All")
+        self.zoom_all.setToolTip("Zoom to all activity: runs, captures and notes (not the idle time between)")
+        self.zoom_all.clicked.connect(self.zoom_to_activity)
         top = QHBoxLayout()
         top.addWidget(self.filter)
         top.addWidget(self.info, 1)
+        top.addWidget(QLabel("Zoom:"))
+        top.addWidget(self.zoom_run)
+        top.addWidget(self.zoom_all)
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.setContentsMargins(4, 2, 4, 2)
@@ -83,7 +101,8 @@ class TimelineDock(QDockWidget):
             (x0, x1), _ = self.plot.viewRange()
             span = x1 - x0
             if not self.region.isVisible():
-                self.region.setRegion((x0 + span * 0.4, x0 + span * 0.6))
+                run = self._last_run()
+                self.region.setRegion(run if run else (x0 + span * 0.4, x0 + span * 0.6))
             self.region.show()
         else:
             self.region.hide()
@@ -123,6 +142,8 @@ class TimelineDock(QDockWidget):
             return
         # Each lane redraws only when its own data moved: waits change every tick,
         # windows once a second, spans a few times per run.
+        if self._note_list and len(self._note_x) != len(self._note_list):
+            self.set_notes(self._note_list)  # notes read before the first event: placed now
         lanes = {
             "sides": (len(run.spans), run.spans[-1].end if run.spans else 0),
             "windows": len(run.windows),
@@ -145,11 +166,80 @@ class TimelineDock(QDockWidget):
         if run.capture_ts:
             ts = np.asarray(run.capture_ts) - t0
             self.captures.setData(ts, np.full(len(ts), _LANES["captures"] + 0.4))
-        for m in run.markers[len(self._marker_lines):]:
+        new_marks = run.markers[len(self._marker_lines):]
+        for m in new_marks:
+            start = m.label.endswith(" start")
             line = pg.InfiniteLine(m.ts - t0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine),
-                                   label=m.label, labelOpts={"position": 0.95, "color": (60, 60, 60)})
+                                   label=("▶ " + m.label[:-6]) if start else None,
+                                   labelOpts={"position": 0.97, "color": (60, 60, 60), "anchors": [(0, 0), (0, 0)]})
+            line.setToolTip(m.label)
             self.plot.addItem(line)
             self._marker_lines.append(line)
+        if any(m.label.endswith(" end") for m in new_marks):
+            self.zoom_to_run()  # a run just ended: show it, not the idle minutes around it
+
+    # -- zoom and notes -------------------------------------------------------------
+    def _activity(self) -> list[tuple[float, float]]:
+        """Spans of activity, seconds on the axis: runs (start to end marker), captures, notes."""
+        run, t0 = self.run, self.run.t0
+        if t0 is None:
+            return []
+        out = []
+        opened: dict[str, float] = {}
+        for m in run.markers:
+            if m.label.endswith(" start"):
+                opened[m.label[:-6]] = m.ts - t0
+            elif m.label.endswith(" end") and m.label[:-4] in opened:
+                out.append((opened.pop(m.label[:-4]), m.ts - t0))
+        out += [(b, b) for b in opened.values()]  # a run still going: its spans give the rest
+        out += [(s.start - t0, s.end - t0) for s in run.spans]
+        if run.capture_ts:
+            out.append((min(run.capture_ts) - t0, max(run.capture_ts) - t0))
+        out += [(x, x) for x in self._note_x]
+        return out
+
+    def _last_run(self) -> tuple[float, float] | None:
+        t0 = self.run.t0
+        marks = self.run.markers
+        ends = [m for m in marks if m.label.endswith(" end")]
+        if t0 is None or not ends:
+            return None
+        end = ends[-1]
+        start = next((m for m in reversed(marks) if m.label == end.label[:-4] + " start"), None)
+        return (start.ts - t0 if start else 0.0, end.ts - t0)
+
+    def _show(self, lo: float, hi: float) -> None:
+        pad = max((hi - lo) * 0.04, 0.2)
+        self.plot.setXRange(max(0.0, lo - pad), hi + pad, padding=0)
+
+    def zoom_to_run(self) -> None:
+        """Show the last run, start to end."""
+        run = self._last_run()
+        if run is not None:
+            self._show(*run)
+        else:
+            self.zoom_to_activity()
+
+    def zoom_to_activity(self) -> None:
+        """Show everything that happened (runs, captures, notes), and not the idle time before it."""
+        spans = self._activity()
+        if spans:
+            self._show(min(b for b, _ in spans), max(e for _, e in spans))
+
+    def set_notes(self, notes) -> None:
+        """Draw ``notes`` (their moment) as markers in the capture lane; hovering shows the text."""
+        self._note_list = [n for n in notes if n.when is not None]
+        t0 = self.run.t0
+        if t0 is None:
+            self._note_x = []
+            self.notes.setData([], [])
+            return
+        self._note_x = [n.when - t0 for n in self._note_list]
+        self.notes.setData(self._note_x, [_LANES["captures"] + 0.75] * len(self._note_x),
+                           data=[n.text for n in self._note_list])
+
+    def _note_tip(self, x, y, data) -> str:
+        return f"note: {data}"
 
     def _draw_sides(self, t0: float) -> None:
         spans = self.run.spans
@@ -219,3 +309,5 @@ class TimelineDock(QDockWidget):
             item.setOpts(x0=[], width=[], y0=[], height=[], brushes=[])
         self.density.setData([], [])
         self.captures.setData([], [])
+        self.notes.setData([], [])
+        self._note_x = []

@@ -80,7 +80,7 @@ class MainWindow(QMainWindow):
         self.observation = ObservationController(engine, self.live.publish, self.pump, self.tasks, self)
         self.notes = NotesController(self.captures_dock, self.page_view, self.observation.timeline_dock,
                                      self._note_store, lambda: self.replay.play_head(),
-                                     lambda ts: self.replay.seek_to(ts), self)
+                                     self._seek_and_show, self)
         recent = RecentFiles(self.settings)
         self.recording = RecordingController(engine, lambda: self.session, self.live, self.pump,
                                              self.notes.dock, recent.add, self)
@@ -260,6 +260,11 @@ class MainWindow(QMainWindow):
     def _on_experiment_finished(self, _batch) -> None:
         self.workload_dock.set_running(False)
         self.probe_status.set_armed(False)
+
+    def _seek_and_show(self, ts: float) -> None:
+        """Move the replay to ``ts`` and deliver its events now, so what follows sees the views at ``ts``."""
+        self.replay.seek_to(ts)
+        self.pump.drain()
 
     def feed(self, event) -> None:
         """Publish ``event`` as a producer would (the replay player's feed; a replay records nothing)."""

@@ -45,6 +45,7 @@ class NotesController(QObject):
         self._seek_to = seek_to
         self.dock = NotesDock(self.targets, store, parent)
         self.dock.noteActivated.connect(self._on_note_activated)
+        self.dock.notesChanged.connect(timeline_dock.set_notes)
 
     def fill_menu(self, menu: QMenu) -> None:
         """Undo, redo and the note actions, in ``menu`` (the Edit menu)."""
@@ -80,5 +81,15 @@ class NotesController(QObject):
         return out
 
     def _on_note_activated(self, note) -> None:
-        if note.target.ts is not None:
-            self._seek_to(note.target.ts)
+        """Go to what the note is about: the replay just past its moment, its capture selected,
+        its bytes selected in the page view."""
+        t = note.target
+        if t.ts is not None:
+            self._seek_to(max(t.ts, t.ts_end or t.ts) + 0.001)  # past it: the capture is in the views
+        if t.seq is not None and self.captures_dock.select_capture(t.ts, t.seq) and t.kind == "bytes":
+            view = self.page_view.before_view if t.side == "before" else self.page_view.after_view
+            if t.start is not None and t.end is not None:
+                view.set_selection(t.start, t.end)
+                view.setFocus()
+        if t.kind == "range" and t.ts is not None and t.ts_end is not None and t.ts_end > t.ts:
+            self.timeline_dock.set_range(t.ts, t.ts_end)
