@@ -8,7 +8,7 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 
 from tdescope.app.engines import discover_engines
-from tdescope.app.events import PageCapture, PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.events import CaptureWindowState, PageCapture, PhaseTiming, WorkloadProgress, WorkloadResult
 from tdescope.app.session.notes import NoteStore, NoteTarget
 from tdescope.app.session.file import SessionRecorder
 from tdescope.app.session.reader import SessionReader
@@ -127,8 +127,38 @@ def test_activating_a_note_goes_past_its_capture_and_selects_its_bytes(qtbot, re
     index = win.captures_dock.proxy.mapToSource(win.captures_dock.view.currentIndex())
     assert win.captures_dock.model.row(index.row())[0].seq == 3
     assert win.page_view.after_view.selection() == (16, 32)
-    xs, _ = win.observation.timeline_dock.notes.getData()
-    assert len(xs) == 1  # and the note is on the timeline
+    timeline = win.observation.timeline_dock
+    qtbot.waitUntil(lambda: len(timeline.notes.getData()[0]) == 1, timeout=3000)  # and the note is on the timeline
+
+
+def test_replay_shows_the_state_at_the_slider_position(qtbot, qsettings, tmp_path):
+    path = tmp_path / "armed.tds"
+    t0 = 1_700_000_000.0
+    with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
+        rec.record(CaptureWindowState(t0, "armed", backend="ebpf"))
+        for i in range(4):
+            rec.record(WorkloadProgress(t0 + 0.5 + i * 0.5, "ab_dml", "encrypted", i + 1, 4))
+        rec.record(CaptureWindowState(t0 + 2.5, "disarmed", captures=0, backend="ebpf", message="max captures"))
+        rec.record(WorkloadResult(t0 + 3.0, "ab_dml", {}, (PhaseTiming("encrypted", "total", 3.0),
+                                                           PhaseTiming("plain", "total", 2.0)), {}))
+    win = open_replay_window(str(path), qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    badge = win.probe_status.armed_label
+    player = win.replay.player
+    player.seek(1.0)
+    settle(qtbot, win)
+    assert badge.text().strip() == "REPLAY · was armed · eBPF"  # never the red ARMED of a live probe
+    assert win.workload_dock.results.history.count() == 0  # the result is not there yet
+    assert 0 < win.workload_dock.progress.value() < 100
+    player.seek_end()
+    settle(qtbot, win)
+    assert badge.text().strip() == "REPLAY · not armed then"
+    assert win.workload_dock.results.history.count() == 1
+    player.seek(1.0)  # back again: the result goes, the badge comes back
+    settle(qtbot, win)
+    assert win.workload_dock.results.history.count() == 0 and "was armed" in badge.text()
+    win.shutdown()
 
 
 def test_live_events_are_recorded_to_the_autosave_file(qtbot, qsettings, data_home, tmp_path):

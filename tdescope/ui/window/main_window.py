@@ -322,6 +322,8 @@ class MainWindow(QMainWindow):
         self.pump.drain()  # what was fed before a seek lands now, then is cleared with the rest
         self._clear_captures()
         self.workload_dock.progress.setValue(0)
+        self.workload_dock.results.clear()  # results come back as the replay passes them
+        self.probe_status.set_armed(False)
         self.observation.clear()
 
     def _note_store(self):
@@ -329,6 +331,8 @@ class MainWindow(QMainWindow):
 
     def _on_replay_entered(self, path: str, meta: SessionMeta) -> None:
         self.recording.mode = "idle"  # a replay records nothing
+        self.probe_status.recorded = True  # a replayed ARMED is history, not a probe in a process
+        self.probe_status.set_armed(False)
         self.setWindowTitle(f"REPLAY — {Path(path).name} — tdescope")
         self.workload_dock.set_workloads([], [])
         self.workload_dock.run_button.setEnabled(False)

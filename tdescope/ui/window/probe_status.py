@@ -31,6 +31,7 @@ class ProbeStatus:
     def __init__(self, bar: QStatusBar) -> None:
         self.armed_label = QLabel("")
         self.stopped_label = QLabel("")
+        self.recorded = False  # a replay: states are what was recorded; nothing is in any process now
         bar.addPermanentWidget(self.stopped_label)
         bar.addPermanentWidget(self.armed_label)
         self.set_armed(False)
@@ -68,7 +69,16 @@ class ProbeStatus:
             )
 
     def set_armed(self, armed: bool, message: str = "", paused: bool = False, backend: str = "") -> None:
-        """The badge: PAUSED (orange), ARMED · backend (red) or not armed (gray)."""
+        """The badge: PAUSED (orange), ARMED · backend (red) or not armed (gray); in a replay,
+        REPLAY with what was recorded (blue-gray): nothing is armed anywhere."""
+        if self.recorded:
+            name = {"ebpf": "eBPF", "gdb": "gdb"}.get(backend, backend)
+            was = "was paused" if paused else (f"was armed · {name}" if armed else "not armed then")
+            self.armed_label.setText(f"  REPLAY · {was}  ")
+            self.armed_label.setToolTip("A recorded session: no probe is in any process. The badge says what "
+                                        "the probe was doing at this point of the recording.")
+            self.armed_label.setStyleSheet("background: #5d6d7e; color: white; border-radius: 3px;")
+            return
         if paused:
             self.armed_label.setText("  PAUSED  ")
             self.armed_label.setToolTip(f"The probe spent its stop budget and is out of the target: {message}")
