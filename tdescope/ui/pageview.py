@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from tdescope.app.engines.api import DecodedField, DecodedPage
+from tdescope.app.probe.entropy import shannon_entropy, verdict
 from tdescope.ui.entropystrip import EntropyStrip
 from tdescope.ui.hexview import HexView, diff_color
 
@@ -313,8 +314,10 @@ class PageView(QWidget):
     # ---- text -------------------------------------------------------------------------------
     @staticmethod
     def _caption(name: str, data: bytes, entropy: Sequence[float]) -> str:
-        mean = f" · mean {sum(entropy) / len(entropy):.2f} bits/B" if len(entropy) else ""
-        return f"<b>{name}</b> <span style='color:gray'>{len(data):,} B{mean}</span>"
+        # one entropy figure everywhere: the whole buffer's (as the Captures table and the CLI);
+        # the strip beside the hex shows 256-byte chunks and says so in its tooltip
+        whole = f" · entropy {shannon_entropy(data):.2f} bits/B" if data else ""
+        return f"<b>{name}</b> <span style='color:gray'>{len(data):,} B{whole}</span>"
 
     def _summary(self, title, before, after, before_entropy, after_entropy, diff_mask) -> str:
         fg = diff_color(self.palette())
@@ -322,13 +325,9 @@ class PageView(QWidget):
         parts = [f"<b>{html.escape(title)}</b>"] if title else []
         parts.append(f"{len(before):,} B → {len(after):,} B")
 
-        def mean(v):
-            return sum(v) / len(v) if len(v) else None
-
-        mb, ma = mean(before_entropy), mean(after_entropy)
-        if mb is not None or ma is not None:
-            fmt = lambda m: "—" if m is None else f"{m:.2f}"  # noqa: E731
-            parts.append(f"entropy {fmt(mb)} → {fmt(ma)} bits/B")
+        if before or after:
+            fmt = lambda d: f"{shannon_entropy(d):.2f}" if d else "—"  # noqa: E731
+            parts.append(f"entropy {fmt(before)} → {fmt(after)} bits/B (whole buffer)")
         if diff_mask is not None:
             raw = diff_mask
             if isinstance(raw, (bytes, bytearray, memoryview)):
@@ -346,9 +345,13 @@ class PageView(QWidget):
             else:
                 parts.append(f"<span style='color:{good}'>✓ decodes as {html.escape(page.page_type)}{cells}</span>")
         # only a side known to be ciphertext is judged on its randomness
-        cipher = {"before": mb, "after": ma}.get(
+        cipher = {"before": before, "after": after}.get(
             "before" if self._roles[0] == "ciphertext" else "after" if self._roles[1] == "ciphertext" else "")
-        if cipher is not None and cipher >= 6.8:
+        if cipher:
+            cipher = verdict(cipher) == "looks encrypted"
+        else:
+            cipher = None
+        if cipher:
             parts.append(f"<span style='color:{good}'>✓ ciphertext looks random</span>")
         elif cipher is not None:
             parts.append(f"<span style='color:{bad}'>✗ ciphertext side does not look random</span>")

@@ -76,6 +76,9 @@ class CaptureLimits:
         window (default 1000: at ~0.25 ms a stop, a burst can never hold the target
         stopped more than about a quarter of that second, even in a long window
         whose stop budget is large).
+    first_seq : int
+        The number of the window's first capture: a session numbers its captures on
+        across windows, so "#3" names one capture in notes and reports.
     """
 
     max_captures: int = 200
@@ -85,6 +88,7 @@ class CaptureLimits:
     first_hit_timeout: float | None = None
     watchdog_s: float = 0.25
     max_hits_per_s: int = 1000
+    first_seq: int = 1
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_captures <= 100_000:
@@ -245,7 +249,7 @@ class CaptureWindow:
         self._cancel.set()
 
     def _capture(self, seq: int, ts: float, pgno: int, before: bytes, after: bytes, stop_us: float) -> PageCapture:
-        return PageCapture(ts=ts, seq=seq, symbol=self._symbol, direction=self.recipe.direction, pgno=pgno,
+        return PageCapture(ts=ts, seq=seq + self.limits.first_seq - 1, symbol=self._symbol, direction=self.recipe.direction, pgno=pgno,
                            before=before, after=after, stop_us=stop_us, engine=self.engine,
                            plaintext_side=self.recipe.side.value)
 

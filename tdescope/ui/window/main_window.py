@@ -42,6 +42,7 @@ from tdescope.ui.window.messages import Captured, Connected, ExperimentFinished
 from tdescope.ui.window.notes import NotesController
 from tdescope.ui.window.observation import ObservationController
 from tdescope.ui.window.probe_status import ProbeStatus, probe_backend_for
+from tdescope.ui.window.retarget import pick_target
 from tdescope.ui.window.recording import RecordingController
 from tdescope.ui.window.replay import ReplayController, engine_for
 from tdescope.ui.workload_dock import WorkloadDock
@@ -61,6 +62,7 @@ class MainWindow(QMainWindow):
         self.session: EngineSession | None = None
         self.experiment: Experiment | None = None
         self.allow_critical = False  # the user chose a critical process as the target, on purpose
+        self._next_seq = 1  # captures are numbered on across the session's probe windows
         self.decoder = engine.page_decoder()
         self.settings = settings or QSettings("tdescope", "tdescope")
         self.setWindowTitle(f"tdescope — {engine.label}")
@@ -153,12 +155,9 @@ class MainWindow(QMainWindow):
         self.menus[Menu.HELP].addAction(QAction("&About tdescope", self, triggered=self._about))
 
     def _about(self) -> None:
-        QMessageBox.about(
-            self,
-            "About tdescope",
-            f"<b>tdescope {__version__}</b><br>Look inside database encryption while it happens.<br><br>"
-            "Probes are read-only gdb breakpoints in bounded windows; the target never waits on this window.",
-        )
+        QMessageBox.about(self, "About tdescope", f"<b>tdescope {__version__}</b><br>Look inside database "
+                          "encryption while it happens.<br><br>Probes are eBPF uprobes or read-only gdb breakpoints "
+                          "in bounded windows; the target never waits on this window.")
 
     # -- session ---------------------------------------------------------------
     def connect_engine(self, params: ConnectParams) -> None:
@@ -196,30 +195,11 @@ class MainWindow(QMainWindow):
         self.observation.observe(self.session)
 
     def pick_target(self) -> None:
-        """Let the user probe another server process (sessions that offer ``targets()``).
-
-        Listing the targets and choosing one are database calls: both run on the task runner.
-        """
-        session = self.session
-        if not has_ability(session, Ability.CHOOSE_TARGET):
-            return
+        """Let the user probe another server process (sessions that offer ``targets()``)."""
         if self.experiment is not None and not self.experiment.done.is_set():
             self.statusBar().showMessage("Finish or cancel the running workload first", 5000)
             return
-        self.tasks.run(lambda _state: session.targets(), name="targets",
-                       on_done=lambda choices: self._choose_target(session, choices),
-                       on_exception=lambda exc: self.statusBar().showMessage(describe(exc), 10000))
-
-    def _choose_target(self, session: EngineSession, choices) -> None:
-        from tdescope.ui.target_dialog import TargetDialog
-
-        dialog = TargetDialog(choices, session.server_pid(), self)
-        if not dialog.exec() or dialog.chosen() is None:
-            return
-        pid, allow_critical = dialog.chosen(), dialog.allow_critical.isChecked()
-        self.tasks.run(lambda _state: session.choose_target(pid, allow_critical), name="choose-target",
-                       on_done=lambda _none: self._on_retargeted(session, allow_critical),
-                       on_exception=lambda exc: QMessageBox.warning(self, "tdescope — probe target", describe(exc)))
+        pick_target(self, self.session, self.tasks, self._on_retargeted)
 
     def _on_retargeted(self, session: EngineSession, allow_critical: bool) -> None:
         pid, self.allow_critical = session.server_pid(), allow_critical
@@ -242,7 +222,7 @@ class MainWindow(QMainWindow):
         if recipe is not None and backend is None:
             return
         self.workload_dock.set_running(True)
-        limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0,
+        limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0, first_seq=self._next_seq,
                                **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish,
                          allow_critical=self.allow_critical, backend=backend, isolated=True,
@@ -260,6 +240,11 @@ class MainWindow(QMainWindow):
     def _on_experiment_finished(self, _batch) -> None:
         self.workload_dock.set_running(False)
         self.probe_status.set_armed(False)
+        session = self.session
+        if session is not None:  # file sizes and page counts moved with the workload
+            self.tasks.run(lambda _state: session.inventory(), name="inventory",
+                           on_done=lambda inv: self.engine_dock.show_inventory(self.engine.label, inv,
+                                                                               session.server_pid()))
 
     def _seek_and_show(self, ts: float) -> None:
         """Move the replay to ``ts`` and deliver its events now, so what follows sees the views at ``ts``."""
@@ -286,12 +271,15 @@ class MainWindow(QMainWindow):
 
     # -- event handlers (GUI thread, batched) ------------------------------------
     def _on_captures(self, batch: list[Captured]) -> None:
+        self._next_seq = max(self._next_seq, *(c.capture.seq + 1 for c in batch))
         self.captures_dock.add([(c.capture, c.record) for c in batch])
 
     def _on_window_state(self, batch: list[CaptureWindowState]) -> None:
         limits = self.experiment.limits if self.experiment is not None else None
         for ev in batch:
             self.probe_status.show_state(ev, limits)
+            if ev.state in ("disarmed", "failed") and limits is not None:  # a storm sends a sample: count all
+                self._next_seq = max(self._next_seq, limits.first_seq + ev.captures)
 
     def _on_results(self, batch: list[WorkloadResult]) -> None:
         for result in batch:

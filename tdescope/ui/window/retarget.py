@@ -1,0 +1,41 @@
+"""Choosing another probe target (a backend, a server process) in the window.
+
+Listing the targets and choosing one are database calls: both run on the task runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from tdescope.app.engines.api import EngineSession
+from tdescope.app.engines.capabilities import Ability, has_ability
+from tdescope.ui.tasks import TaskRunner, describe
+
+__all__ = ["pick_target"]
+
+
+def pick_target(parent: QWidget, session: EngineSession | None, tasks: TaskRunner,
+                done: Callable[[EngineSession, bool], None]) -> None:
+    """List ``session``'s targets, let the user choose one, switch to it; ``done(session, allow_critical)``
+    follows on the GUI thread once the session probes the new target."""
+    if not has_ability(session, Ability.CHOOSE_TARGET):
+        return
+
+    def show(message: str) -> None:
+        parent.statusBar().showMessage(message, 10000) if hasattr(parent, "statusBar") else None
+
+    def choose(choices) -> None:
+        from tdescope.ui.target_dialog import TargetDialog
+
+        dialog = TargetDialog(choices, session.server_pid(), parent)
+        if not dialog.exec() or dialog.chosen() is None:
+            return
+        pid, allow_critical = dialog.chosen(), dialog.allow_critical.isChecked()
+        tasks.run(lambda _state: session.choose_target(pid, allow_critical), name="choose-target",
+                  on_done=lambda _none: done(session, allow_critical),
+                  on_exception=lambda exc: QMessageBox.warning(parent, "tdescope — probe target", describe(exc)))
+
+    tasks.run(lambda _state: session.targets(), name="targets", on_done=choose,
+              on_exception=lambda exc: show(describe(exc)))
