@@ -77,6 +77,14 @@ def test_run_with_capture_fills_the_page_view(qtbot, window):
     titles = [dock.results.history.itemText(i) for i in range(dock.results.history.count())]
     assert len(titles) == 2 and "capture round (untimed)" in titles[0] and "2 rounds" in titles[1], titles
     assert "captures: separate round" in dock.results.note.text()
+    # a second run numbers its captures on from the first: "#3" names one capture in the session
+    dock.max_captures.setValue(5)
+    dock.rounds.setValue(0)
+    qtbot.mouseClick(dock.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=90000)
+    model = window.captures_dock.model
+    seqs = [model.row(i)[0].seq for i in range(model.rowCount())]
+    assert seqs == list(range(1, 31)), seqs
 
 
 def test_cancel_from_the_keyboard(qtbot, window):
