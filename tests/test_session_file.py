@@ -100,7 +100,7 @@ def test_notes_round_trip_in_time_order(tmp_path):
     early = store.add(NoteTarget("bytes", ts=100.0, seq=3, start=16, end=32, side="after"), "header")
     store.edit(late.id, "later, edited")
     assert [n.text for n in store.all()] == ["header", "later, edited"]
-    assert store.all()[0].target.describe() == "capture #3, after bytes 16–31"
+    assert store.all()[0].target.describe() == "capture #3, after bytes 0x0010–0x001f"
     store.delete(early.id)
     store.close()
     with SessionReader(path) as reader:

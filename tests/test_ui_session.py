@@ -88,6 +88,8 @@ def test_notes_add_edit_undo_redo(qtbot, replay, session_file):
     assert [t.kind for t in targets][:2] == ["bytes", "capture"]
     assert targets[0].seq == 3 and (targets[0].start, targets[0].end, targets[0].side) == (16, 32, "after")
     assert notes.add_note(targets[0], "zeros where the ciphertext was")
+    assert win.statusBar().currentMessage() == "Note added on capture #3, after bytes 0x0010–0x001f (Ctrl+Z undoes it)"
+    assert notes.selected_note().text == "zeros where the ciphertext was" and notes.isVisible()
     assert notes.add_note(NoteTarget("free"), "ask the class why")
     assert [n.text for n in notes.notes] == ["zeros where the ciphertext was", "ask the class why"]
     notes.edit_note(notes.notes[0], "plaintext: zeros")
@@ -105,7 +107,7 @@ def test_notes_add_edit_undo_redo(qtbot, replay, session_file):
     assert undo.shortcut().toString() == "Ctrl+Z"
     stored = NoteStore(session_file)
     assert [n.text for n in stored.all()] == ["zeros where the ciphertext was", "ask the class why"]
-    assert stored.all()[0].target.describe() == "capture #3, after bytes 16–31"
+    assert stored.all()[0].target.describe() == "capture #3, after bytes 0x0010–0x001f"
     stored.close()
 
 

@@ -122,6 +122,8 @@ class NotesDock(QDockWidget):
     """
 
     notesChanged = Signal(list)
+    noteAdded = Signal(str)
+    """A line for the status bar once a note is stored."""
     """Emitted with the notes (time order) after every change."""
     noteActivated = Signal(object)
     """Emitted with a Note when the user double-clicks it (jump to its moment)."""
@@ -209,6 +211,14 @@ class NotesDock(QDockWidget):
         if self.store is None or not text:
             return False
         self.undo_stack.push(_AddNote(self, target, text))
+        # feedback: the Notes dock comes forward with the new note selected, and the status bar says so
+        added = max(self.notes, key=lambda n: n.id or 0, default=None)
+        for i in range(self.tree.topLevelItemCount()):
+            if added is not None and self.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole) == added.id:
+                self.tree.setCurrentItem(self.tree.topLevelItem(i))
+        self.show()
+        self.raise_()
+        self.noteAdded.emit(f"Note added on {target.describe()} (Ctrl+Z undoes it)")
         return True
 
     def edit_note(self, note: Note, text: str) -> None:

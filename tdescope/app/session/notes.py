@@ -54,12 +54,12 @@ class NoteTarget:
     symbol: str = ""
 
     def describe(self) -> str:
-        """Short human text: ``capture #3, after bytes 16-31``."""
+        """Short human text: ``capture #3, after bytes 0x0010–0x001f`` (offsets in hex, as the hex view)."""
         k = self.kind
         if k == "capture":
             return f"capture #{self.seq}"
         if k == "bytes":
-            return f"capture #{self.seq}, {self.side} bytes {self.start}–{(self.end or 0) - 1}"
+            return f"capture #{self.seq}, {self.side} bytes 0x{self.start or 0:04x}–0x{(self.end or 0) - 1:04x}"
         if k in ("hotspot", "symbol"):
             return f"hotspot {self.symbol}" if self.symbol else "hotspot window"
         if k == "wait":

@@ -100,6 +100,7 @@ class MainWindow(QMainWindow):
 
         for controller in (self.recording, self.replay, self.files):
             controller.status.connect(self.statusBar().showMessage)
+        self.notes.dock.noteAdded.connect(lambda line: self.statusBar().showMessage(line, 6000))
         self.replay.entered.connect(self._on_replay_entered)
         self.replay.left.connect(lambda: self.setWindowTitle(f"tdescope — {self.engine.label}"))
         self.workload_dock.runRequested.connect(self.run_workload)
