@@ -89,7 +89,7 @@ class HexView(QAbstractScrollArea):
         self._linked: list[HexView] = []
         font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         font.setStyleHint(QFont.StyleHint.Monospace)
-        self._full_size = font.pointSizeF()
+        self._base_size = self._full_size = font.pointSizeF()
         self.setFont(font)
         self._metrics()
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
@@ -381,6 +381,14 @@ class HexView(QAbstractScrollArea):
         self._fit_font(event.size().width())
         self._update_scrollbars()
         self.visibleRangeChanged.emit(*self.visible_range())
+
+    def set_font_scale(self, scale: float) -> None:
+        """Grow (or shrink) the hex font by ``scale`` of its normal size (presentation mode)."""
+        self._full_size = self._base_size * scale
+        font = QFont(self.font())
+        font.setPointSizeF(self._full_size)
+        self.setFont(font)
+        self._fit_font(self.width())
 
     def _fit_font(self, width: int) -> None:
         """The largest font, from the full size down to 75 % of it, that shows 16 columns and the

@@ -41,6 +41,7 @@ from tdescope.ui.window.menus import Menu, MenuRegistry
 from tdescope.ui.window.messages import Captured, Connected, ExperimentFinished
 from tdescope.ui.window.notes import NotesController
 from tdescope.ui.window.observation import ObservationController
+from tdescope.ui.window.presentation import Presentation
 from tdescope.ui.window.probe_status import ProbeStatus, probe_backend_for
 from tdescope.ui.window.retarget import pick_target
 from tdescope.ui.window.recording import RecordingController
@@ -96,6 +97,8 @@ class MainWindow(QMainWindow):
             self.engine_docks = []
             self.statusBar().showMessage(str(exc), 15000)
         self._place_docks()
+        self.presentation = Presentation(self, [self.workload_dock, self.captures_dock],
+                                         [self.page_view.before_view, self.page_view.after_view])
         self._fill_menus()
 
         for controller in (self.recording, self.replay, self.files):
@@ -149,6 +152,9 @@ class MainWindow(QMainWindow):
                      *self.observation.docks):
             view_menu.addAction(dock.toggleViewAction())
         view_menu.addSeparator()
+        view_menu.addAction(QAction("&Presentation mode", self, shortcut="F5", triggered=self.presentation.toggle))
+        view_menu.addAction(QAction("&Full screen", self, shortcut="F11",
+                                    triggered=self.presentation.toggle_full_screen))
         view_menu.addAction(QAction("&Reset layout", self, triggered=self._reset_layout))
         for dock in self.engine_docks:
             view_menu.addAction(dock.toggleViewAction())
