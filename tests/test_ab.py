@@ -143,3 +143,29 @@ def test_ab_cli_text_and_bad_input():
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "parameters are groups" in bad.stderr
     bad = _tdescope("ab", "--lab", "sqlcipher", "--set", "groups=many")
     assert bad.returncode == 2 and "groups takes an int" in bad.stderr
+
+
+def test_the_report_shows_the_median_its_interval_and_keeps_the_capture_round_out(tmp_path):
+    import html as html_mod
+
+    from tdescope.app.report.model import build_report, render_html
+    from tdescope.app.session.file import SessionRecorder
+    from tdescope.app.session.meta import SessionMeta
+    from tdescope.app.session.reader import SessionReader
+
+    path = tmp_path / "ab.tds"
+    times = tuple(_times([1.5, 1.4, 1.6, 1.45, 1.55]))
+    capture_round = WorkloadResult(1.0, "ab_dml", {"round": "capture"}, (PhaseTiming("encrypted", "total", 9.0),
+                                                                         PhaseTiming("plain", "total", 1.0)), {})
+    with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
+        rec.record(capture_round)
+        rec.record(ABResult(2.0, "ab_dml", "A/B DML (seed 000)", {}, 5, 1, times, summarize(times),
+                            "bootstrap 95 % interval of the median", "separate round", 0.6, 0.05, 0.8))
+    with SessionReader(path) as reader:
+        report = build_report(reader)
+        page = html_mod.unescape(render_html(report))
+    (table,) = report.results  # the untimed capture round is not a result
+    assert table.title.startswith("A/B DML (seed 000) — 5 rounds") and table.interval == "1.40–1.60"
+    assert table.rows[0] == ("total", "1.500", "1.000", "1.50×", "1.40–1.60")
+    assert "Encrypted / plain = <b>1.50×</b> (median; 95 % interval 1.40–1.60×)" in page
+    assert "captures: separate round" in page and "9.00×" not in page

@@ -25,7 +25,7 @@ from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.probe.capture_record import side_label
 from tdescope.app.probe.entropy import chunk_entropy, shannon_entropy, verdict
 from tdescope.app.hotspots.crypto import is_crypto
-from tdescope.app.events import (CaptureWindowState, HotspotWindow, Marker, PageCapture, Problem, WorkloadProgress,
+from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, Marker, PageCapture, Problem, WorkloadProgress,
                                  WorkloadResult)
 from tdescope.app.session.notes import Note
 from tdescope.app.report.plots import TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
@@ -64,6 +64,8 @@ class ResultTable:
     rows: tuple[tuple[str, ...], ...]
     ratio: float | None
     cancelled: bool
+    interval: str = ""  # "1.42–1.61" for an A/B run of rounds
+    facts: str = ""  # how it was measured, and why not to trust it (warnings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +123,28 @@ def _clock(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "—"
 
 
+def _ab_table(r: ABResult) -> ResultTable:
+    total = r.total()
+    rows = tuple((p.phase, f"{p.encrypted_median_s:.3f}", f"{p.plain_median_s:.3f}", f"{p.ratio_median:.2f}×",
+                  f"{p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}") for p in r.phases)
+    facts = [f"{r.completed_rounds()} timed rounds in ABBA order after {r.warmup} warm-up round(s); "
+             f"captures: {r.capture}; {r.interval}"]
+    if r.machine_busy is not None:
+        facts.append(f"machine {r.machine_busy * 100:.0f} % busy, {(r.other_busy or 0) * 100:.0f} % by other processes")
+    facts += [f"warning: {w}" for w in r.warnings()]
+    return ResultTable(f"{r.label} — {r.completed_rounds()} rounds, at {_clock(r.ts)}",
+                       ("Phase", "Encrypted (s, median)", "Plain (s, median)", "Ratio (median)", "95 % interval"),
+                       rows, total.ratio_median if total else None, r.cancelled,
+                       f"{total.ratio_ci_low:.2f}–{total.ratio_ci_high:.2f}" if total else "", " · ".join(facts))
+
+
 def _results(reader: SessionReader, detailed: int = 6) -> tuple[ResultTable, ...]:
-    results = list(reader.events(kinds=[WorkloadResult]))
+    ab = [_ab_table(r) for r in reader.events(kinds=[ABResult])]
+    results = [r for r in reader.events(kinds=[WorkloadResult]) if r.params.get("round") != "capture"]
+    return tuple(ab) + _single_results(results, detailed)
+
+
+def _single_results(results: list[WorkloadResult], detailed: int) -> tuple[ResultTable, ...]:
     if len(results) > detailed:  # a long session: one line per run rather than pages of tables
         rows = []
         for r in results:
@@ -151,8 +173,8 @@ def _results(reader: SessionReader, detailed: int = 6) -> tuple[ResultTable, ...
             rows.append((ph, f"{enc:.3f}" if enc is not None else "—", f"{plain:.3f}" if plain is not None else "—",
                          ratio))
         params = ", ".join(f"{k}={v}" for k, v in r.params.items())
-        out.append(ResultTable(f"{r.workload} ({params}) at {_clock(r.ts)}", ("Phase", "Encrypted (s)", "Plain (s)",
-                                                                             "Ratio"),
+        out.append(ResultTable(f"{r.workload} ({params}), one run, at {_clock(r.ts)}",
+                               ("Phase", "Encrypted (s)", "Plain (s)", "Ratio"),
                                tuple(rows), r.ratio(), r.cancelled))
     return tuple(out)
 
