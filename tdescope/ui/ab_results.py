@@ -14,16 +14,18 @@ import time
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QComboBox, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget,
 )
 
 from tdescope.app.events import ABResult, WorkloadResult
+from tdescope.app.report.plots import SIDE_COLORS
 
 __all__ = ["ABResultsView", "ab_rows", "run_title"]
 
-_SIDE_COLORS = {"encrypted": (214, 96, 77), "plain": (67, 147, 195)}
-_RATIO_COLOR = (214, 96, 77)
+_SIDE_COLORS = {side: QColor(color).getRgb()[:3] for side, color in SIDE_COLORS.items()}  # as in the report
+_RATIO_COLOR = _SIDE_COLORS["encrypted"]
 AB_HEADER = ("Phase", "Encrypted (s)", "Plain (s)", "Ratio", "95 % interval")
 
 

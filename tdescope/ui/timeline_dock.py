@@ -14,15 +14,16 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from tdescope.app.hotspots.profile import Profile, crypto_pct
 from tdescope.app.observe.observed import ObservedRun
+from tdescope.app.report.plots import SIDE_COLORS
 
 __all__ = ["TimelineDock"]
 
-_SIDE_COLORS = {"encrypted": (192, 57, 43, 150), "plain": (39, 174, 96, 150)}
-_SIDE_BRUSHES = {side: pg.mkBrush(*rgba) for side, rgba in _SIDE_COLORS.items()}
+_SIDE_BRUSHES = {side: pg.mkBrush(QColor(color)) for side, color in SIDE_COLORS.items()}  # as in the report
 _OTHER_BRUSH = pg.mkBrush(120, 120, 120, 150)
 _LANES = {"workload": 3.0, "hotspots": 2.0, "waits": 1.0, "captures": 0.0}
 

@@ -28,7 +28,7 @@ from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, Marker, PageCapture, Problem, WorkloadProgress,
                                  WorkloadResult)
 from tdescope.app.session.notes import Note
-from tdescope.app.report.plots import TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
+from tdescope.app.report.plots import SIDE_COLORS, TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import PLAINTEXT_WITHHELD
 from tdescope.app.waits.counter import WaitCounter
@@ -235,7 +235,7 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
     markers = [(m.ts, m.label) for m in reader.events(kinds=[Marker])]
     problems = [(p.ts, p.message) for p in reader.events(kinds=[Problem])]
     lanes = [TimelineLane(f"workload {side}", spans=tuple((a, b, side) for s, a, b in runs if s == side),
-                          color="#d6604d" if side == "encrypted" else "#4393c3")
+                          color=SIDE_COLORS.get(side, "#888888"))
              for side in dict.fromkeys(r[0] for r in runs)]
     lanes += [TimelineLane("probe armed", spans=tuple(windows), color="#c0392b"),
               TimelineLane("captures", ticks=tuple(captures[:2000]), color="#2ca02c")]

@@ -15,8 +15,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CLASS_COLORS", "TimelineLane", "stacked_bars", "horizontal_bars", "flame_graph", "timeline",
+__all__ = [
+    "SIDE_COLORS", "CLASS_COLORS", "TimelineLane", "stacked_bars", "horizontal_bars", "flame_graph", "timeline",
            "entropy_strip"]
+
+#: One colour per workload side, the same in the window (timeline, A/B chart) and the report.
+SIDE_COLORS = {"encrypted": "#d6604d", "plain": "#4393c3"}
 
 #: One colour per OS wait class (matches the live views where they exist).
 CLASS_COLORS = {
@@ -116,36 +120,38 @@ def horizontal_bars(rows: Sequence[tuple[str, float, str]], width: int = 900, un
 
 
 def flame_graph(stacks: Mapping[str, int], width: int = 900, max_depth: int = 18) -> str:
-    """An icicle flame graph (roots on top) of folded stacks ``"a;b;c" -> samples``."""
+    """A flame graph of folded stacks ``"a;b;c" -> samples``, roots at the bottom as in the window's."""
     total = sum(stacks.values())
     if not total:
         return _empty(width, 60, "no call stacks recorded")
     tree = _prefix_tree(stacks, total / width, max_depth)
     row_h = 17
-    body: list[str] = []
-    depth_seen = [0]
+    boxes: list[tuple[str, int, float, float, int]] = []  # (name, samples, x, width, depth)
 
-    def draw(node: dict, x: float, depth: int) -> None:
+    def walk(node: dict, x: float, depth: int) -> None:
         for name, (n, children) in sorted(node.items(), key=lambda kv: -kv[1][0]):
             w = n / total * width
             if w < 1.0:
                 continue
-            depth_seen[0] = max(depth_seen[0], depth)
-            hue = (sum(map(ord, name)) * 37) % 60  # warm colours, stable per name
-            y = depth * row_h
-            body.append(f'<g><title>{_esc(name)} ({n} samples, {n / total * 100:.1f}%)</title>'
-                        f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{row_h - 1}" '
-                        f'fill="{_hsl(hue, 0.85, 0.60 + depth % 3 * 0.05)}" stroke="white" stroke-width="0.5"/>')
-            if w > 40:
-                chars = int(w / 6.5)
-                label = name if len(name) <= chars else name[:max(chars - 1, 1)] + "…"
-                body.append(f'<text x="{x + 3:.2f}" y="{y + 12}" font-size="10">{_esc(label)}</text>')
-            body.append("</g>")
-            draw(children, x, depth + 1)
+            boxes.append((name, n, x, w, depth))
+            walk(children, x, depth + 1)
             x += w
 
-    draw(tree, 0.0, 0)
-    return _svg(width, (depth_seen[0] + 1) * row_h + 2, body)
+    walk(tree, 0.0, 0)
+    top = max((b[4] for b in boxes), default=0)
+    body: list[str] = []
+    for name, n, x, w, depth in boxes:
+        hue = (sum(map(ord, name)) * 37) % 60  # warm colours, stable per name
+        y = (top - depth) * row_h
+        body.append(f'<g><title>{_esc(name)} ({n} samples, {n / total * 100:.1f}%)</title>'
+                    f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{row_h - 1}" '
+                    f'fill="{_hsl(hue, 0.85, 0.60 + depth % 3 * 0.05)}" stroke="white" stroke-width="0.5"/>')
+        if w > 40:
+            chars = int(w / 6.5)
+            label = name if len(name) <= chars else name[:max(chars - 1, 1)] + "…"
+            body.append(f'<text x="{x + 3:.2f}" y="{y + 12}" font-size="10">{_esc(label)}</text>')
+        body.append("</g>")
+    return _svg(width, (top + 1) * row_h + 2, body)
 
 
 def _prefix_tree(stacks: Mapping[str, int], min_samples: float, max_depth: int) -> dict:
@@ -215,7 +221,8 @@ def timeline(lanes: Sequence[TimelineLane], t0: float, t1: float, width: int = 9
     body.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + pw}" y2="{axis_y}" stroke="#444"/>')
     for k in range(5):
         ts = t0 + (t1 - t0) * k / 4
-        body.append(f'<text x="{x(ts):.1f}" y="{axis_y + 16}" text-anchor="middle">'
+        anchor = "end" if k == 4 else "middle"  # the last label ends at the axis' end: never cut
+        body.append(f'<text x="{x(ts):.1f}" y="{axis_y + 16}" text-anchor="{anchor}">'
                     f'{time.strftime("%H:%M:%S", time.localtime(ts))}</text>')
     return _svg(width, height, body)
 
