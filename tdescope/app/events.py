@@ -212,6 +212,8 @@ class WorkloadResult(Event):
     table : tuple of tuple
         A ready-to-show table (header row first) for results that are not
         encrypted/plain pairs, such as the cold-vs-warm 2x2.
+    label : str
+        The workload's label for people ("A/B DML (seed 000)"); "" in older files.
     """
 
     workload: str
@@ -220,6 +222,7 @@ class WorkloadResult(Event):
     counts: dict
     cancelled: bool = False
     table: tuple[tuple, ...] = ()
+    label: str = ""
 
     def total(self, side: str) -> float | None:
         """Total elapsed seconds of ``side``, or None when it did not run."""

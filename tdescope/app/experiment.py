@@ -161,6 +161,8 @@ class Experiment:
                     except UserError as exc:
                         self._fail("workload", str(exc))
                         break
+                    if not result.label:
+                        result = dataclasses.replace(result, label=self.workload.label)
                     if self.runner is not None:
                         result = dataclasses.replace(result, params={**result.params, "round": "capture"})
                     self.results.append(result)

@@ -40,7 +40,7 @@ def run_title(result: ABResult | WorkloadResult) -> str:
                 f"{total.ratio_ci_high:.2f}, {result.completed_rounds()} rounds)")
     kind = "capture round (untimed)" if result.params.get("round") == "capture" else "single run"
     ratio = result.ratio()
-    return f"{when} · {result.workload} · {kind}" + (f" · {ratio:.2f}×" if ratio else "")
+    return f"{when} · {result.label or result.workload} · {kind}" + (f" · {ratio:.2f}×" if ratio else "")
 
 
 def ab_rows(result: ABResult) -> list[tuple[str, ...]]:

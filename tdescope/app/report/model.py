@@ -149,7 +149,7 @@ def _single_results(results: list[WorkloadResult], detailed: int) -> tuple[Resul
         rows = []
         for r in results:
             enc, plain, ratio = r.total("encrypted"), r.total("plain"), r.ratio()
-            rows.append((_clock(r.ts), r.workload + (" (cancelled)" if r.cancelled else ""),
+            rows.append((_clock(r.ts), (r.label or r.workload) + (" (cancelled)" if r.cancelled else ""),
                          f"{enc:.3f}" if enc is not None else "—", f"{plain:.3f}" if plain is not None else "—",
                          f"{ratio:.2f}×" if ratio else "—"))
         ratios = [r.ratio() for r in results if r.ratio() and not r.cancelled]
@@ -161,7 +161,7 @@ def _single_results(results: list[WorkloadResult], detailed: int) -> tuple[Resul
     for r in results:
         if r.table:
             header, *rows = r.table
-            out.append(ResultTable(f"{r.workload} at {_clock(r.ts)}", tuple(map(str, header)),
+            out.append(ResultTable(f"{r.label or r.workload} at {_clock(r.ts)}", tuple(map(str, header)),
                                    tuple(tuple(map(str, row)) for row in rows), r.ratio(), r.cancelled))
             continue
         phases = list(dict.fromkeys(t.phase for t in r.timings))
@@ -173,7 +173,7 @@ def _single_results(results: list[WorkloadResult], detailed: int) -> tuple[Resul
             rows.append((ph, f"{enc:.3f}" if enc is not None else "—", f"{plain:.3f}" if plain is not None else "—",
                          ratio))
         params = ", ".join(f"{k}={v}" for k, v in r.params.items())
-        out.append(ResultTable(f"{r.workload} ({params}), one run, at {_clock(r.ts)}",
+        out.append(ResultTable(f"{r.label or r.workload} ({params}), one run, at {_clock(r.ts)}",
                                ("Phase", "Encrypted (s)", "Plain (s)", "Ratio"),
                                tuple(rows), r.ratio(), r.cancelled))
     return tuple(out)
