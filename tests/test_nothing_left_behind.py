@@ -64,3 +64,47 @@ def test_a_killed_workbench_takes_its_mariadb_lab_along():
     proc.kill()
     proc.wait()
     assert _gone_within(lambda: os.path.exists(f"/proc/{pid}") or os.path.exists(folder), 30)
+
+
+def _probe_folders() -> set[str]:
+    return {f for f in os.listdir("/tmp") if f.startswith("tdescope-probe-")}
+
+
+def test_a_killed_gdb_capture_leaves_no_spool_of_plaintext(tmp_path):
+    """The gdb spool holds decrypted pages: kill -9 of ``capture`` while armed must not leave it in /tmp."""
+    before = _probe_folders()
+    cli = subprocess.Popen([*TDESCOPE, "capture", "--lab", "--backend", "gdb", "--count", "100000",
+                            "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert cli.stdout.readline(), "no capture came"  # armed, and pages are in the spool
+        spools = _probe_folders() - before
+        assert spools
+        for folder in spools:
+            assert os.stat(f"/tmp/{folder}").st_mode & 0o077 == 0  # nobody else may read it meanwhile
+    finally:
+        cli.send_signal(signal.SIGKILL)
+        cli.wait()
+    assert _gone_within(lambda: spools & _probe_folders(), 10.0), "the spool outlived the killed workbench"
+
+
+def test_files_holding_captured_bytes_are_private(tmp_path):
+    """Session files and --dump files are 0600 in 0700 folders (the umask may be 022)."""
+    old = os.umask(0o022)
+    try:
+        session = tmp_path / "new" / "s.tds"
+        dump = tmp_path / "dump"
+        rec = subprocess.run([*TDESCOPE, "record", "--lab", "sqlcipher", "--seconds", "2", "--captures", "3",
+                              "--no-hotspots", "--no-waits", "-o", str(session)], capture_output=True, text=True,
+                             timeout=120)
+        assert rec.returncode == 0, rec.stderr
+        cap = subprocess.run([*TDESCOPE, "capture", "--lab", "--count", "2", "--dump", str(dump)],
+                             capture_output=True, text=True, timeout=120)
+        assert cap.returncode == 0, cap.stderr
+    finally:
+        os.umask(old)
+    assert session.stat().st_mode & 0o777 == 0o600 and session.parent.stat().st_mode & 0o777 == 0o700
+    for extra in session.parent.iterdir():  # -wal and -shm take the file's mode
+        assert extra.stat().st_mode & 0o077 == 0, extra
+    assert dump.stat().st_mode & 0o777 == 0o700
+    files = list(dump.iterdir())
+    assert files and all(f.stat().st_mode & 0o777 == 0o600 for f in files)
