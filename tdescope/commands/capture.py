@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -50,7 +51,7 @@ def run(args) -> int:
     dump = Path(args.dump) if args.dump else None
     if dump is not None:
         try:
-            dump.mkdir(parents=True, exist_ok=True)
+            dump.mkdir(parents=True, exist_ok=True, mode=0o700)  # pages hold plaintext: owner only
         except OSError as exc:
             raise UserError(f"cannot create dump folder {dump}: {exc.strerror}") from None
     lock = threading.Lock()
@@ -68,7 +69,7 @@ def run(args) -> int:
                     for side, data in (("before", event.before), ("after", event.after)):
                         if data:
                             role = side_label(event, side).replace(" ", "-")
-                            (dump / f"{event.seq:04d}-{side}-{role}.bin").write_bytes(data)
+                            _write_private(dump / f"{event.seq:04d}-{side}-{role}.bin", data)
                 try:
                     emit(json.dumps(record.to_json()) if args.json else record.line())
                 except ReaderGone:
@@ -117,6 +118,14 @@ def run(args) -> int:
     else:
         print(f"{written[0]} page pairs captured{summary_line(s)}", file=sys.stderr)
     return 0
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, readable by its owner only (0600) whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(data)
 
 
 def summary_json(s, written: int) -> dict:

@@ -10,9 +10,11 @@ bytes back through ``/proc/PID/mem``. The original bytes are the ELF file's on
 disk: text mappings of a PIC library carry no relocations, so file bytes and
 memory bytes agree everywhere except where a breakpoint sits.
 
-Run as ``python -m tdescope.app.gdb.guard TARGET_PID GDB_PID``; stdin takes JSON
-lines ``{"armed": [address, ...]}`` and ``{"disarmed": true}``; it answers one
-JSON line when it restores anything.
+Run as ``python -m tdescope.app.gdb.guard TARGET_PID GDB_PID [SPOOL_DIR]``; stdin
+takes JSON lines ``{"armed": [address, ...]}`` and ``{"disarmed": true}``; it
+answers one JSON line when it restores anything. Once gdb is gone it removes
+SPOOL_DIR, where the probe wrote the captured (decrypted) pages: a killed
+workbench leaves no plaintext behind.
 
 Remaining window of risk (stated honestly): a hit between gdb's death and the
 guard's write (about a millisecond), or gdb dying between the trap and its
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -173,10 +176,12 @@ def _continue_if_stopped(pid: int) -> bool:
     return True
 
 
-def start_guard(pid: int, gdb_pid: int | None, locations: tuple[str, ...]) -> subprocess.Popen | None:
+def start_guard(pid: int, gdb_pid: int | None, locations: tuple[str, ...],
+                spool_dir: str | None = None) -> subprocess.Popen | None:
     """Start a guard for ``pid`` watching ``gdb_pid``; returns once it watches (None if it cannot run).
 
     The caller resumes the target only after this returns: no moment without a guard.
+    ``spool_dir`` is removed by the guard once gdb has ended, however the workbench ended.
     """
     from tdescope.app.system.secret_env import env_without_secrets
 
@@ -184,7 +189,7 @@ def start_guard(pid: int, gdb_pid: int | None, locations: tuple[str, ...]) -> su
         return None
     try:
         guard = subprocess.Popen(
-            [sys.executable, "-m", "tdescope.app.gdb.guard", str(pid), str(gdb_pid)],
+            [sys.executable, "-m", "tdescope.app.gdb.guard", str(pid), str(gdb_pid), *([spool_dir] if spool_dir else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,  # it must outlive a crash of the workbench
@@ -249,6 +254,22 @@ def main(argv: list[str] | None = None) -> int:
     """Watch ``GDB_PID``; restore ``TARGET_PID``'s code if gdb dies while armed."""
     argv = sys.argv[1:] if argv is None else argv
     target, gdb = int(argv[0]), int(argv[1])
+    spool_dir = argv[2] if len(argv) > 2 else None
+    code = 1
+    try:
+        code = _watch(target, gdb)
+    finally:
+        # gdb is gone without a clean goodbye (the workbench died): nobody will read or remove the spool
+        if code != _BYE and spool_dir and os.path.basename(spool_dir).startswith("tdescope-probe-"):
+            shutil.rmtree(spool_dir, ignore_errors=True)
+    return 0 if code == _BYE else code
+
+
+#: What :func:`_watch` returns on a clean goodbye: the workbench reads and removes its spool itself.
+_BYE = -1
+
+
+def _watch(target: int, gdb: int) -> int:
     first = json.loads(sys.stdin.buffer.readline() or b"{}")
     armed: list[int] = [int(a) for a in first.get("armed", [])]
     try:
@@ -310,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             if msg.get("disarmed"):
                 armed = []
                 if msg.get("bye"):
-                    return 0
+                    return _BYE
 
 
 if __name__ == "__main__":

@@ -135,7 +135,7 @@ class GdbHandle:
                            tuple(said.get("errors") or ()))
         if self.armed.symbol is not None:
             self._guarded = {int(a, 16) for a in self.armed.locations}
-            self._guard = _start_guard(self.pid, gdb.gdb_pid, self.armed.locations)
+            self._guard = _start_guard(self.pid, gdb.gdb_pid, self.armed.locations, self._workdir)
 
     def _reply(self, notice: Notice, timeout: float = REPLY_S) -> dict:
         """The fields of the helper's ``notice`` reply frame; earlier frames stay for :meth:`frames`."""
