@@ -74,3 +74,18 @@ def test_a_live_window_after_a_replay_shows_no_replay_toolbar(qtbot, qsettings, 
     qtbot.addWidget(live)
     live.show()
     assert not live.replay.replay_bar.isVisible() and "REPLAY" not in live.windowTitle()
+
+
+def test_workload_parameters_of_every_type_have_an_editor(qtbot):
+    from tdescope.app.engines.api import Workload
+    from tdescope.ui.workload_dock import WorkloadDock
+
+    dock = WorkloadDock()
+    qtbot.addWidget(dock)
+    params = {"scale": 2, "seconds": 5, "database": "tdescope_pgbench", "create": False, "ratio": 0.5}
+    dock.set_workloads([Workload("pgbench", "pgbench", "", params, lambda p, c: None)], [])
+    assert dock.params() == params  # the database name came through (it was a KeyError before)
+    dock._spins["database"].setText("other_db")
+    dock._spins["create"].setChecked(True)
+    assert dock.params()["database"] == "other_db" and dock.params()["create"] is True
+    assert not dock.rounds.isEnabled()  # not an encrypted/plain comparison: one run

@@ -6,10 +6,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QDoubleSpinBox,
     QDockWidget,
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QProgressBar,
     QPushButton,
     QSpinBox,
@@ -37,7 +39,7 @@ class WorkloadDock(QDockWidget):
         self.setObjectName("WorkloadDock")
         self._workloads: dict[str, Workload] = {}
         self._recipes: list[ProbeRecipe] = []
-        self._spins: dict[str, QSpinBox] = {}
+        self._spins: dict[str, QWidget] = {}  # one editor per parameter, by name
 
         self.combo = QComboBox()
         self.combo.currentIndexChanged.connect(self._on_workload)
@@ -130,17 +132,14 @@ class WorkloadDock(QDockWidget):
         self.description.setText(w.description)
         self.rounds.setEnabled(self._is_ab(w))
         for name, default in w.params.items():
-            spin = QSpinBox()
-            spin.setRange(1, 10_000_000)
-            spin.setValue(int(default))
-            spin.setAccelerated(True)
-            self.form.addRow(name.replace("_", " "), spin)
-            self._spins[name] = spin
+            editor = _editor(default)
+            self.form.addRow(name.replace("_", " "), editor)
+            self._spins[name] = editor
 
     # -- state -----------------------------------------------------------------
     def params(self) -> dict:
-        """Current parameter values."""
-        return {name: spin.value() for name, spin in self._spins.items()}
+        """Current parameter values, each of its default's type (int, float, bool or text)."""
+        return {name: _value(editor) for name, editor in self._spins.items()}
 
     def _on_run(self) -> None:
         recipe = None
@@ -203,3 +202,32 @@ class WorkloadDock(QDockWidget):
                                 f"{total.ratio_ci_low:.2f}–{total.ratio_ci_high:.2f}, "
                                 f"{result.completed_rounds()} rounds)" + (f" ⚠ {warn[0]}" if warn else ""))
         self.results.add(result)
+
+
+def _editor(default) -> QWidget:
+    """An editor fit for ``default``'s type: a check box, a spin box or a line of text."""
+    if isinstance(default, bool):
+        box = QCheckBox()
+        box.setChecked(default)
+        return box
+    if isinstance(default, int):
+        spin = QSpinBox()
+        spin.setRange(0 if default == 0 else 1, 10_000_000)
+        spin.setValue(default)
+        spin.setAccelerated(True)
+        return spin
+    if isinstance(default, float):
+        dspin = QDoubleSpinBox()
+        dspin.setRange(0.0, 1e9)
+        dspin.setDecimals(3)
+        dspin.setValue(default)
+        return dspin
+    return QLineEdit(str(default))  # a database name, a directory, SQL
+
+
+def _value(editor: QWidget):
+    if isinstance(editor, QCheckBox):
+        return editor.isChecked()
+    if isinstance(editor, (QSpinBox, QDoubleSpinBox)):
+        return editor.value()
+    return editor.text()
