@@ -55,8 +55,10 @@ class CommandTarget:
 
 
 def _workload(engine: Engine, session: EngineSession, args,
-              default: Callable[[list[Workload]], Workload | None] | None = None) -> tuple[Workload, Mapping[str, Any]]:
-    """``--sql``, ``--workload NAME``, ``default(workloads)`` or (lab only) the first workload, with its parameters."""
+              default: Callable[[list[Workload]], Workload | None] | None = None
+              ) -> tuple[Workload | None, Mapping[str, Any]]:
+    """``--sql``, ``--workload NAME``, ``default(workloads)``, (lab) the first workload, or (``--dsn``) none:
+    watch mode, the target is driven by the server's own clients."""
     sql, name = getattr(args, "sql", None), getattr(args, "workload", None)
     if sql:
         if not has_ability(session, Ability.RUN_SQL):
@@ -69,7 +71,7 @@ def _workload(engine: Engine, session: EngineSession, args,
         return chosen, chosen.params
     if not name:
         if getattr(args, "dsn", None):
-            raise UserError("--dsn needs --sql SQL or --workload NAME to drive the backend")
+            return None, {}  # watch mode: tdescope runs nothing; the server's own clients drive the target
         return workloads[0], workloads[0].params
     for w in workloads:
         if w.name == name:

@@ -28,8 +28,13 @@ def add_arguments(parser) -> None:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--lab", metavar="ENGINE", help="start this engine's lab and run its workload")
     where.add_argument("--pid", type=positive_int, help="watch this process (with --engine)")
-    parser.add_argument("--engine", default="sqlcipher", help="engine of --pid (default sqlcipher)")
-    parser.add_argument("--workload", help="lab workload to run (default: the lab's first)")
+    where.add_argument("--dsn", help="connect to this server (with --engine) and watch the backend serving it, or "
+                       "--target-pid; the file carries the inventory, server version and engine waits")
+    parser.add_argument("--engine", default="sqlcipher", help="engine of --pid or --dsn (default sqlcipher)")
+    parser.add_argument("--workload", help="workload to run (lab default: its first; --dsn default: none, watch)")
+    parser.add_argument("--sql", help="with --dsn: run this SQL on tdescope's connection, again and again")
+    parser.add_argument("--target-pid", type=int, help="with --dsn: watch this backend (from pg_stat_activity) "
+                        "instead of tdescope's own")
     parser.add_argument("--captures", type=int, default=50, metavar="N",
                         help="page pairs to capture in the probe window (0: no probe; default 50)")
     parser.add_argument("--recipe", default="decrypt", help="probe recipe: decrypt (default), encrypt or a key")

@@ -1,0 +1,83 @@
+"""Watch mode: with --dsn and --target-pid and no SQL, tdescope runs nothing and observes a backend that
+the server's own clients keep busy (a support engineer on a live server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tdescope.app.session.reader import SessionReader
+from tdescope.app.events import WaitSample
+from tdescope.app.session.codec import short_kind
+
+psycopg = pytest.importorskip("psycopg")
+
+
+@pytest.fixture
+def busy_backend(pg_cluster):
+    """A client backend decrypting with pgcrypto in a loop, as an application would: its pid."""
+    pg_cluster.psql("CREATE EXTENSION IF NOT EXISTS pgcrypto;"
+                    "DROP TABLE IF EXISTS watched; CREATE TABLE watched (id int, s bytea);"
+                    "INSERT INTO watched SELECT g, pgp_sym_encrypt('CARD-' || g || repeat('x', 200), 'k') "
+                    "FROM generate_series(1, 200) g;")
+    stop = threading.Event()
+    conn = psycopg.connect(pg_cluster.dsn(), autocommit=True)
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+    def loop() -> None:
+        while not stop.is_set():
+            conn.execute("SELECT sum(length(pgp_sym_decrypt(s, 'k'))) FROM watched").fetchone()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield pid
+    stop.set()
+    thread.join(30)
+    conn.close()
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "tdescope", *argv], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ})
+
+
+def test_waits_and_top_watch_a_backend_tdescope_does_not_drive(pg_cluster, busy_backend):
+    common = ("--engine", "postgres", "--dsn", pg_cluster.dsn(), "--target-pid", str(busy_backend), "--seconds", "3")
+    waits = _cli("waits", *common, "--json")
+    assert waits.returncode == 0, waits.stderr
+    rows = [json.loads(line) for line in waits.stdout.splitlines() if line.startswith("{")]
+    assert rows and sum(r["samples"] for r in rows if r["class"] == "CPU" and r["event"] != "idle") > 20, rows[:5]
+    top = _cli("top", *common, "--json")
+    assert top.returncode == 0, top.stderr
+    symbols = [json.loads(line).get("symbol", "") for line in top.stdout.splitlines() if line.startswith("{")]
+    assert symbols, top.stdout
+
+
+@pytest.mark.ebpf
+def test_capture_watches_a_backend_with_no_sql(pg_cluster, busy_backend):
+    out = _cli("capture", "--engine", "postgres", "--dsn", pg_cluster.dsn(), "--target-pid", str(busy_backend),
+               "--count", "3", "--timeout", "30", "--backend", "ebpf", "--json")
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{")]
+    assert len([ln for ln in lines if not ln.get("summary")]) == 3
+
+
+def test_record_with_dsn_keeps_inventory_version_and_engine_waits(pg_cluster, busy_backend, tmp_path):
+    path = tmp_path / "watch.tds"
+    out = _cli("record", "--engine", "postgres", "--dsn", pg_cluster.dsn(), "--target-pid", str(busy_backend),
+               "--seconds", "3", "--captures", "0", "--no-hotspots", "-o", str(path))
+    assert out.returncode == 0, out.stderr
+    with SessionReader(path) as reader:
+        meta = reader.meta
+        assert meta.engine == "postgres" and meta.inventory
+        assert meta.versions.get("version", "").startswith("15."), meta.versions  # the server's version
+        assert meta.params["target_pid"] == busy_backend and meta.params["workload"] is None
+        counts = reader.summary().counts
+        assert counts.get(short_kind("WaitSample"), 0) > 10, counts
+        engine_waits = [ev for ev in reader.events(kinds=[WaitSample]) if ev.source == "postgres"]
+    assert engine_waits and {ev.pid for ev in engine_waits} == {busy_backend}  # the watched backend's own
