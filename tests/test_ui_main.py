@@ -110,3 +110,17 @@ def test_layout_is_saved_and_restored(qtbot, qsettings):
     again.show()
     assert again.captures_dock.isHidden()
     again.close()
+
+
+def test_watch_arms_the_probe_with_no_workload_and_cancels(qtbot, window):
+    dock = window.workload_dock
+    assert dock.watch_button.isEnabled()
+    states = []
+    window.pump.subscribe(CaptureWindowState, lambda b: states.extend(e.state for e in b))
+    qtbot.mouseClick(dock.watch_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "armed" in states, timeout=30000)
+    assert "ARMED" in window.probe_status.armed_label.text() and not dock.run_button.isEnabled()
+    assert window.experiment.workload is None  # nothing runs: the target's own work is what is watched
+    qtbot.keyClick(window, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=30000)
+    assert states[-1] in ("disarmed", "failed") and "not armed" in window.probe_status.armed_label.text()

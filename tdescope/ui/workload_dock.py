@@ -29,8 +29,9 @@ __all__ = ["WorkloadDock"]
 class WorkloadDock(QDockWidget):
     """Parameters, Run/Cancel, progress, and results with the encrypted/plain ratio."""
 
-    runRequested = Signal(str, dict, object, int, int)
-    """(workload name, params, ProbeRecipe or None, max captures, timed rounds: 0 for one run) on Run."""
+    runRequested = Signal(object, dict, object, int, int)
+    """(workload name, or None to watch, params, ProbeRecipe or None, max captures, timed rounds: 0 for one
+    run) on Run and Watch."""
     cancelRequested = Signal()
     """When the user presses Cancel."""
 
@@ -76,6 +77,10 @@ class WorkloadDock(QDockWidget):
         self.run_button = QPushButton("Run")
         self.run_button.setToolTip("Run the workload on the encrypted database, then on its plain twin (Ctrl+R)")
         self.run_button.clicked.connect(self._on_run)
+        self.watch_button = QPushButton("Watch")
+        self.watch_button.setToolTip("Arm the probe on the target and run nothing: capture what the server does for "
+                                     "its own clients (Ctrl+Shift+R)")
+        self.watch_button.clicked.connect(self._on_watch)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("Stop at the next statement; both databases stay consistent (Esc)")
         self.cancel_button.setEnabled(False)
@@ -83,6 +88,7 @@ class WorkloadDock(QDockWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.rounds)
         buttons.addWidget(self.run_button)
+        buttons.addWidget(self.watch_button)
         buttons.addWidget(self.cancel_button)
         self.progress = QProgressBar()
         self.progress.setFormat("%p%")
@@ -120,6 +126,7 @@ class WorkloadDock(QDockWidget):
             self.recipe.setItemData(self.recipe.count() - 1, r.label, Qt.ItemDataRole.ToolTipRole)
         self._on_workload()
         self.run_button.setEnabled(bool(workloads))
+        self.watch_button.setEnabled(bool(recipes))
         self.status.setText("Ready. Press Run (Ctrl+R).")
 
     def _on_workload(self) -> None:
@@ -149,6 +156,11 @@ class WorkloadDock(QDockWidget):
         rounds = self.rounds.value() if w is not None and self._is_ab(w) else 0
         self.runRequested.emit(self.combo.currentData(), self.params(), recipe, self.max_captures.value(), rounds)
 
+    def _on_watch(self) -> None:
+        if self._recipes:
+            recipe = self._recipes[max(0, self.recipe.currentIndex())]
+            self.runRequested.emit(None, {}, recipe, self.max_captures.value(), 0)
+
     @staticmethod
     def _is_ab(workload: Workload) -> bool:
         return {"encrypted", "plain"} <= set(workload.sides)
@@ -156,6 +168,7 @@ class WorkloadDock(QDockWidget):
     def set_running(self, running: bool) -> None:
         """Enable Run or Cancel."""
         self.run_button.setEnabled(not running and bool(self._workloads))
+        self.watch_button.setEnabled(not running and bool(self._recipes))
         self.cancel_button.setEnabled(running)
         self.combo.setEnabled(not running)
         self.rounds.setEnabled(not running and self._is_ab(self._workloads[self.combo.currentData()])

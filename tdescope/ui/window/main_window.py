@@ -145,6 +145,8 @@ class MainWindow(QMainWindow):
         self.notes.fill_menu(self.menus[Menu.EDIT])
         run_menu = self.menus[Menu.RUN]
         run_menu.addAction(QAction("&Run workload", self, shortcut="Ctrl+R", triggered=self.workload_dock.run_button.click))
+        run_menu.addAction(QAction("&Watch the target", self, shortcut="Ctrl+Shift+R",
+                                   triggered=self.workload_dock.watch_button.click))
         run_menu.addAction(QAction("&Cancel", self, shortcut="Esc", triggered=self.cancel))
         run_menu.addAction(QAction("C&lear captures", self, shortcut="Ctrl+L", triggered=self._clear_captures))
         view_menu = self.menus[Menu.VIEW]
@@ -215,14 +217,15 @@ class MainWindow(QMainWindow):
         self.observation.observe(session)  # observe the new process from now on
 
     # -- running ---------------------------------------------------------------
-    def run_workload(self, name: str, params: dict, recipe: ProbeRecipe | None, max_captures: int,
+    def run_workload(self, name: str | None, params: dict, recipe: ProbeRecipe | None, max_captures: int,
                      rounds: int = 0) -> None:
         """Start ``name`` with ``params``, capturing with ``recipe`` when given; ``rounds`` > 0 times an
-        A/B workload over interleaved rounds after an untimed capture round."""
+        A/B workload over interleaved rounds after an untimed capture round. ``name`` None: watch, run
+        nothing, and capture what the target does for its own clients (a server's backend)."""
         if self.session is None or (self.experiment is not None and not self.experiment.done.is_set()):
             return
         workload = next((w for w in self.session.workloads() if w.name == name), None)
-        if workload is None:
+        if workload is None and (name is not None or recipe is None):
             return
         backend = probe_backend_for(self.workload_dock.backend.currentData(), recipe,
                                     lambda line: self.statusBar().showMessage(line, 15000)) if recipe else None
@@ -233,9 +236,9 @@ class MainWindow(QMainWindow):
                                **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish,
                          allow_critical=self.allow_critical, backend=backend, isolated=True,
-                         rounds=rounds if {"encrypted", "plain"} <= set(workload.sides) else 0)
+                         rounds=rounds if workload and {"encrypted", "plain"} <= set(workload.sides) else 0)
         self.experiment = exp
-        label = self.live.run_started(workload.name)
+        label = self.live.run_started(workload.name if workload else None)
         exp.start()
 
         def watch(_state) -> None:  # the end marker, then ExperimentFinished, follow every event of the run
