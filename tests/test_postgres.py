@@ -280,6 +280,14 @@ def test_gui_target_picker_switches_the_probe_target(qtbot, qsettings, pg_cluste
         assert warnings and "checkpointer" in warnings[0]
         assert win.session.server_pid() == other_pid
         assert str(other_pid) in win.engine_dock.target.text()
+        # one target: the engine's waits, the OS view and the inventory follow it, and the timeline says so
+        assert win.session.wait_source().pid == other_pid
+        qtbot.waitUntil(lambda: win.observation.observation is not None
+                        and win.observation.observation.pid == other_pid, timeout=10000)
+        qtbot.waitUntil(lambda: any(m.label == f"probe target: pid {other_pid}" for m in win.observation.run.markers),
+                        timeout=5000)
+        rows = {name: value for _, name, value in win.session.inventory().rows}
+        assert any(str(other_pid) in str(v) for v in rows.values()), rows
         win.shutdown()
     finally:
         other.close()

@@ -125,6 +125,8 @@ class PostgresSession:
         processes (unless ``allow_critical``) and pids that are not this server's backends."""
         with self._lock:
             self.target = check_backend(self.control, pid, allow_critical)
+        if self._wait_source is not None:
+            self._wait_source.follow(self.target.pid)  # the engine's waits move with the probe
 
     def require_extension(self, name: str) -> None:
         """UserError when ``name`` is not created in the connected database."""

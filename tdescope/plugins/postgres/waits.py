@@ -35,6 +35,11 @@ class PgWaitSource:
         self.via = "pg_wait_sampling" if has_sampling else "pg_stat_activity"
         self._lock = threading.Lock()
 
+    def follow(self, pid: int) -> None:
+        """Sample ``pid`` from the next sample on (the session's target changed)."""
+        with self._lock:
+            self.pid = int(pid)
+
     def sample(self) -> list[Event]:
         """Take one sample; a few hundred µs on a local server."""
         with self._lock:

@@ -21,7 +21,7 @@ from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inven
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session
 from tdescope.app.errors import UserError
-from tdescope.app.events import ABResult, CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
+from tdescope.app.events import ABResult, CaptureWindowState, Marker, PageCapture, Problem, WorkloadProgress, WorkloadResult
 from tdescope.app.experiment import Experiment
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture, side_label
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask
@@ -212,9 +212,11 @@ class MainWindow(QMainWindow):
 
     def _on_retargeted(self, session: EngineSession, allow_critical: bool) -> None:
         pid, self.allow_critical = session.server_pid(), allow_critical
-        self.engine_dock.target.setText(f"Probe target: pid {pid}")
         self.statusBar().showMessage(f"Probe target is now pid {pid}", 5000)
-        self.observation.observe(session)  # observe the new process from now on
+        self.live.publish(Marker(time.time(), f"probe target: pid {pid}", "target", {"pid": pid}))
+        self.observation.observe(session)  # hotspots, OS and engine waits follow the new process
+        self.tasks.run(lambda _state: session.inventory(), name="inventory",  # its "probe target" row too
+                       on_done=lambda inv: self.engine_dock.show_inventory(self.engine.label, inv, pid))
 
     # -- running ---------------------------------------------------------------
     def run_workload(self, name: str | None, params: dict, recipe: ProbeRecipe | None, max_captures: int,
