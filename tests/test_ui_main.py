@@ -124,3 +124,15 @@ def test_watch_arms_the_probe_with_no_workload_and_cancels(qtbot, window):
     qtbot.keyClick(window, Qt.Key.Key_Escape)
     qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=30000)
     assert states[-1] in ("disarmed", "failed") and "not armed" in window.probe_status.armed_label.text()
+
+
+def test_a_window_that_outlives_its_workload_says_so(qtbot, window):
+    dock = window.workload_dock
+    dock._spins["groups"].setValue(2)
+    dock._spins["ids_per_group"].setValue(100)
+    dock.max_captures.setValue(100000)
+    dock.rounds.setValue(0)
+    qtbot.mouseClick(dock.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=60000)
+    qtbot.waitUntil(lambda: "closed" in window.probe_status.stopped_label.text(), timeout=10000)
+    assert "(the workload finished)" in window.probe_status.stopped_label.text()  # not "cancelled"

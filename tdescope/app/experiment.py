@@ -172,7 +172,7 @@ class Experiment:
                     if self._window_thread is None or not self._window_thread.is_alive():
                         break
                 if self.window is not None and not self.repeat:
-                    self.window.cancel()  # the workload is over: nothing left to catch
+                    self.window.cancel("the workload finished")  # nothing left to catch
             if self._window_thread is not None:
                 self._window_thread.join()
             if self.runner is not None and not self.control.cancelled:

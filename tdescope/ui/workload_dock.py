@@ -52,6 +52,8 @@ class WorkloadDock(QDockWidget):
         self.capture.setChecked(True)
         self.capture.setToolTip("Arm a bounded probe window on the engine's cipher call while the workload runs")
         self.recipe = QComboBox()
+        self.recipe.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.recipe.setMinimumContentsLength(12)  # long names elide; the dock keeps its width
         self.max_captures = QSpinBox()
         self.max_captures.setRange(1, 100000)
         self.max_captures.setValue(200)
@@ -121,8 +123,8 @@ class WorkloadDock(QDockWidget):
             self.combo.addItem(w.label, w.name)
         self.combo.blockSignals(False)
         self.recipe.clear()
-        for r in recipes:
-            self.recipe.addItem(r.direction, r.key)
+        for r in recipes:  # what each catches, in words ("decrypt, decrypt, read" said nothing)
+            self.recipe.addItem(r.label.split(" (")[0], r.key)
             self.recipe.setItemData(self.recipe.count() - 1, r.label, Qt.ItemDataRole.ToolTipRole)
         self._on_workload()
         self.run_button.setEnabled(bool(workloads))

@@ -82,12 +82,16 @@ class _Forwarder:
 
 def _listen(conn, window: CaptureWindow) -> None:
     """The worker's ear: "cancel", or the parent gone (EOF), end the window."""
+    reason = "cancelled"
     try:
-        while conn.recv() != ("cancel",):
-            pass
+        while True:
+            msg = conn.recv()
+            if msg and msg[0] == "cancel":
+                reason = msg[1] if len(msg) > 1 else reason
+                break
     except (EOFError, OSError):
         pass
-    window.cancel()
+    window.cancel(reason)
 
 
 def _work(conn, pid, recipe, limits, engine, backend, allow_critical, max_per_s) -> None:
@@ -127,13 +131,14 @@ class RemoteWindow:
         self._conn = None
         self._cancelled = threading.Event()
 
-    def cancel(self) -> None:
-        """Ask the worker to disarm now (returns at once)."""
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Ask the worker to disarm now (returns at once); ``reason`` is how the window ends."""
+        self._cancel_reason = reason
         self._cancelled.set()
         conn = self._conn
         if conn is not None:
             try:
-                conn.send(("cancel",))
+                conn.send(("cancel", reason))
             except (BrokenPipeError, OSError):
                 pass
 
@@ -152,7 +157,7 @@ class RemoteWindow:
         try:
             mine.send(self._args)
             if self._cancelled.is_set():
-                self.cancel()
+                self.cancel(getattr(self, "_cancel_reason", "cancelled"))
             while summary is None:
                 if not mine.poll(0.1):
                     if proc.poll() is not None and not mine.poll(0):

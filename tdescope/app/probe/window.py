@@ -233,6 +233,7 @@ class CaptureWindow:
         self._backend = backend or GdbBackend(gdb_path, limits.watchdog_s)
         self._allow_critical = allow_critical
         self._cancel = threading.Event()
+        self._cancel_reason = "cancelled"
         #: Set while the probe sits in the target (armed or paused).
         self.armed = threading.Event()
         #: The backend's handle once attached (for tests and diagnostics).
@@ -244,8 +245,9 @@ class CaptureWindow:
         self._error: str | None = None
         self._armed_at = self._progress_at = self._resume_at = 0.0
 
-    def cancel(self) -> None:
-        """Ask the window to disarm and detach now."""
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Ask the window to disarm and detach now; ``reason`` is how it ends ("the workload finished")."""
+        self._cancel_reason = reason
         self._cancel.set()
 
     def _capture(self, seq: int, ts: float, pgno: int, before: bytes, after: bytes, stop_us: float) -> PageCapture:
@@ -319,7 +321,7 @@ class CaptureWindow:
         assert self.handle is not None
         pairs, limits = self._pairs, self.limits
         if self._cancel.is_set():
-            self._reason = "cancelled"
+            self._reason = self._cancel_reason
             return
         for capture in pairs.drain(self.handle.frames(), limits.max_captures):
             self._on_capture(capture)
