@@ -89,3 +89,11 @@ def test_workload_parameters_of_every_type_have_an_editor(qtbot):
     dock._spins["create"].setChecked(True)
     assert dock.params()["database"] == "other_db" and dock.params()["create"] is True
     assert not dock.rounds.isEnabled()  # not an encrypted/plain comparison: one run
+
+
+def test_window_messages_name_no_command_line_flags():
+    from tdescope.app.errors import UserError
+    from tdescope.ui.tasks import describe
+
+    line = describe(UserError("pid 5 is the postmaster: probing it stops the server (--allow-critical overrides)"))
+    assert "--" not in line and "Allow critical processes" in line

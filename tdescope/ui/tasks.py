@@ -23,9 +23,20 @@ from tdescope.app.errors import UserError
 __all__ = ["TaskRunner", "TaskState", "describe"]
 
 
+#: Command-line options a message may name, and what a window user does instead.
+_GUI_WORDS = {"--allow-critical overrides": "tick “Allow critical processes” in Change target… to override",
+              "--allow-critical": "“Allow critical processes” in Change target…"}
+
+
 def describe(exc: BaseException) -> str:
-    """One line for the status bar: a UserError's own message, else the exception's type and message."""
-    return str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+    """One line for the status bar: a UserError's own message (in window words, not CLI flags), else the
+    exception's type and message."""
+    if not isinstance(exc, UserError):
+        return f"{type(exc).__name__}: {exc}"
+    text = str(exc)
+    for flag, words in _GUI_WORDS.items():
+        text = text.replace(flag, words)
+    return text
 
 
 class TaskState:

@@ -110,7 +110,7 @@ class WorkloadDock(QDockWidget):
         self.setWidget(body)
         self.set_running(False)
         self.run_button.setEnabled(False)
-        self.status.setText("Starting the lab…")
+        self.status.setText("Connecting…")  # a lab starting, or a server being reached
 
     # -- setup -----------------------------------------------------------------
     def set_workloads(self, workloads: list[Workload], recipes: list[ProbeRecipe]) -> None:
