@@ -67,7 +67,7 @@ def test_capture_lab_prints_human_lines():
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 3 and all("decrypt" in line and "entropy" in line for line in lines)
-    assert "3 page pairs captured" in result.stderr
+    assert "3 page pairs captured (limit: max captures)" in result.stderr
 
 
 def test_pid_that_is_gone():

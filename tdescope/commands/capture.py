@@ -116,7 +116,8 @@ def run(args) -> int:
         if s is not None:
             emit(json.dumps({"summary": True, **summary_json(s, written[0])}))
     else:
-        print(f"{written[0]} page pairs captured{summary_line(s)}", file=sys.stderr)
+        why = f" ({s.reason})" if s is not None and s.reason else ""  # every way a window ends is said
+        print(f"{written[0]} page pairs captured{why}{summary_line(s)}", file=sys.stderr)
     return 0
 
 
