@@ -49,6 +49,8 @@ def is_crypto(symbol: str) -> bool:
     own wrapper around the cipher (``sqlcipher_page_cipher``, ``sqlite3Codec``,
     ``kcbz_encdec_tbsblk``) is not crypto either: its self time is page
     bookkeeping, and the primitives it calls are counted where the CPU is.
+    A frame perf could not name is shown as its library (``[libcrypto.so.3]``):
+    inside a crypto library it counts as crypto.
 
     Examples
     --------
@@ -57,5 +59,11 @@ def is_crypto(symbol: str) -> bool:
     >>> is_crypto("sqlite3VdbeExec")
     False
     """
+    if _CRYPTO_LIBRARY_RE.fullmatch(symbol):
+        return True  # a frame perf could not name, inside a crypto library: its time is the cipher's
     # Leading underscores mark internal helpers (_aesni_decrypt6), same family.
     return _CRYPTO_RE.fullmatch(base_symbol(symbol).lstrip("_")) is not None
+
+
+#: An unresolved frame shown as its library (``[libcrypto.so.3]``), when that library is a crypto library.
+_CRYPTO_LIBRARY_RE = re.compile(r"\[(?:lib)?(?:crypto|gcrypt|nettle|mbedcrypto|wolfssl)[\w.+-]*\]")
