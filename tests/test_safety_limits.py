@@ -112,6 +112,7 @@ def test_status_bar_shows_stopped_time_live_while_armed(qtbot, window):
     qtbot.waitUntil(lambda: window.probe_status.armed_label.text().strip() == "ARMED · gdb", timeout=30000)
     # progress arrives while armed: pages and stopped time, against the window's budget
     qtbot.waitUntil(lambda: window.probe_status.stopped_label.text().startswith("armed:")
+                    and not window.probe_status.stopped_label.text().startswith("armed: 0 pages")
                     and _stopped_ms(window.probe_status.stopped_label.text()) > 0, timeout=10000)
     assert "of wall time" in window.probe_status.stopped_label.text()
     assert window.probe_status.armed_label.text().strip() == "ARMED · gdb"
@@ -122,6 +123,7 @@ def test_status_bar_shows_stopped_time_live_while_armed(qtbot, window):
     # the arming, then progress every half second while armed (the lab reads fast enough that the
     # hit-rate cap may close the window after about a second)
     assert len(armed) >= 2 and armed[1].stopped_s > 0
+    assert armed[0].stopped_s > 0.01  # the attach-and-arm stop is counted from the start, not hidden
     assert [a.stopped_s for a in armed] == sorted(a.stopped_s for a in armed)
     assert window.probe_status.armed_label.text().strip() == "not armed"
     assert tracer_pid(window.session.server_pid()) == 0

@@ -134,6 +134,7 @@ def summary_json(s, written: int) -> dict:
     counters = s.counters or {}
     return {"backend": s.backend, "captures": written, "reason": s.reason, "symbol": s.armed_symbol,
             "stopped_ms": round(s.stopped_s * 1000, 3), "arming_stop_ms": round(s.arming_stop_s * 1000, 3),
+            "total_stopped_ms": round((s.stopped_s + s.arming_stop_s) * 1000, 3),
             "hits": counters.get("hits"), "lost": counters.get("lost", 0 if s.backend == "ebpf" else None),
             "sampled_out": counters.get("sampled_out"), "rate_capped": counters.get("rate_capped")}
 
@@ -148,4 +149,6 @@ def summary_line(s) -> str:
                                                               ("rate_capped", "over the byte-rate cap")) if c.get(k))
         return (f" with eBPF: {c.get('hits', 0)} probe hits, probes added {s.stopped_s * 1000:.1f} ms to the "
                 f"target, lost {c.get('lost', 0)}{extra}")
-    return f", target stopped {s.stopped_s * 1000:.1f} ms in probes"
+    total = (s.stopped_s + s.arming_stop_s) * 1000
+    return (f", target stopped {total:.1f} ms in all ({s.arming_stop_s * 1000:.0f} ms while gdb attached and armed, "
+            f"{s.stopped_s * 1000:.1f} ms in probe hits)")

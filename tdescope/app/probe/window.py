@@ -270,7 +270,9 @@ class CaptureWindow:
 
     def _publish(self, state: str, message: str) -> None:
         pairs = self._pairs
-        self._on_state(CaptureWindowState(time.time(), state, pairs.captures, pairs.stopped_total_s, message,
+        # the target was stopped while the probe was placed too (gdb's attach and arm): it is counted
+        arming = self.handle.arming_stop_s if self.handle is not None else 0.0
+        self._on_state(CaptureWindowState(time.time(), state, pairs.captures, pairs.stopped_total_s + arming, message,
                                           self._backend.name, pairs.counters.get("hits", 0),
                                           pairs.counters.get("lost", 0)))
 
