@@ -4,7 +4,7 @@ toolbar never comes back in a live window."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QSize
+from PySide6.QtCore import QSize, Qt
 
 from tdescope.app.engines import discover_engines
 from tdescope.app.events import ABResult, PhaseTiming, RoundTime, WorkloadResult
@@ -97,3 +97,17 @@ def test_window_messages_name_no_command_line_flags():
 
     line = describe(UserError("pid 5 is the postmaster: probing it stops the server (--allow-critical overrides)"))
     assert "--" not in line and "Allow critical processes" in line
+
+
+def test_a_lost_connection_offers_reconnect_and_reconnect_connects_again(qtbot, lab_window):
+    from tdescope.app.events import Problem
+
+    win = lab_window
+    first = win.session.server_pid()
+    win.feed(Problem(0.0, "workload", "workload ab_dml failed: the connection is closed"))
+    qtbot.waitUntil(lambda: win.engine_dock.reconnect.isVisibleTo(win), timeout=5000)
+    assert "Connection lost" in win.engine_dock.title.text()
+    qtbot.mouseClick(win.engine_dock.reconnect, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.session is not None and win.workload_dock.run_button.isEnabled(), timeout=30000)
+    assert win.session.server_pid() != first  # a new lab: nothing else restarted
+    assert not win.engine_dock.reconnect.isVisibleTo(win)

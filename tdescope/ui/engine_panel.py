@@ -30,6 +30,9 @@ class EngineDock(QDockWidget):
         self.change_target = QPushButton("Change target…")
         self.change_target.setToolTip("Probe another server process (a backend from the server's activity list)")
         self.change_target.hide()
+        self.reconnect = QPushButton("Reconnect")
+        self.reconnect.setToolTip("Connect again (asks for the password again); nothing else restarts")
+        self.reconnect.hide()
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Property", "Value"])
         self.tree.setRootIsDecorated(True)
@@ -41,12 +44,14 @@ class EngineDock(QDockWidget):
         row = QHBoxLayout()
         row.addWidget(self.target, 1)
         row.addWidget(self.change_target)
+        row.addWidget(self.reconnect)
         lay.addLayout(row)
         lay.addWidget(self.tree, 1)
         self.setWidget(body)
 
     def show_inventory(self, label: str, inventory: Inventory, pid: int | None) -> None:
         """Fill the tree from ``inventory``."""
+        self.reconnect.hide()
         self.title.setText(f"<b>{label}</b>")
         self.target.setText(f"Probe target: pid {pid}" if pid else "")
         self.tree.clear()
@@ -63,8 +68,11 @@ class EngineDock(QDockWidget):
         self.tree.expandAll()
         self.tree.resizeColumnToContents(0)
 
-    def show_error(self, message: str) -> None:
-        """Say the engine could not be reached."""
-        self.title.setText("<b>Engine not available</b>")
+    def show_error(self, message: str, lost: bool = False) -> None:
+        """Say the engine could not be reached (or the connection was lost), and offer to reconnect."""
+        self.title.setText("<b>Connection lost</b>" if lost else "<b>Engine not available</b>")
         self.target.setText(message)
         self.target.setWordWrap(True)
+        self.change_target.hide()
+        self.reconnect.show()
+        self.raise_()

@@ -19,10 +19,13 @@ layout comes back to it. The replay toolbar is never part of a saved layout.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
-__all__ = ["arrangement_for", "arrange"]
+__all__ = ["arrangement_for", "arrange", "default_layout", "restore_layout", "save_layout"]
+
+#: Bumped when docks are added or renamed, so an old saved layout is not restored.
+LAYOUT_VERSION = 4
 
 LEFT, RIGHT, BOTTOM = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea,
                        Qt.DockWidgetArea.BottomDockWidgetArea)
@@ -75,3 +78,35 @@ def arrange(win: QMainWindow, kind: str, engine: QDockWidget, workload: QDockWid
     win.resizeDocks([side[0]], [max(420, w * 24 // 100)], Qt.Orientation.Horizontal)
     win.resizeDocks([captures], [h * 24 // 100], Qt.Orientation.Vertical)
     win.resizeDocks([captures, timeline], [w * 45 // 100, w * 55 // 100], Qt.Orientation.Horizontal)
+
+
+def default_layout(win: QMainWindow, size: QSize | None, engine: QDockWidget, workload: QDockWidget,
+                   captures: QDockWidget, timeline: QDockWidget, side: list[QDockWidget]) -> str:
+    """Size ``win`` for ``size`` (the screen's available size, up to 1920×1080, when None) and arrange
+    its docks; returns the arrangement's name."""
+    if size is None:
+        screen = win.screen().availableGeometry() if win.screen() is not None else None
+        size = QSize(min(screen.width(), 1920), min(screen.height(), 1080)) if screen else QSize(1280, 720)
+    win.resize(size)
+    kind = arrangement_for(size)
+    arrange(win, kind, engine, workload, captures, timeline, side)
+    return kind
+
+
+def restore_layout(win: QMainWindow, settings: QSettings) -> None:
+    """The layout saved by :func:`save_layout`, when it is of this version."""
+    if settings.value("layout/version", 0, type=int) != LAYOUT_VERSION:
+        return
+    geometry = settings.value("layout/geometry")
+    state = settings.value("layout/state")
+    if isinstance(geometry, QByteArray):
+        win.restoreGeometry(geometry)
+    if isinstance(state, QByteArray):
+        win.restoreState(state, LAYOUT_VERSION)
+
+
+def save_layout(win: QMainWindow, settings: QSettings) -> None:
+    """Keep ``win``'s geometry and dock state for the next start."""
+    settings.setValue("layout/version", LAYOUT_VERSION)
+    settings.setValue("layout/geometry", win.saveGeometry())
+    settings.setValue("layout/state", win.saveState(LAYOUT_VERSION))

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
+from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMessageBox
 
@@ -34,9 +34,9 @@ from tdescope.ui.engine_docks import create_engine_docks
 from tdescope.ui.engine_panel import EngineDock
 from tdescope.ui.event_pump import EventPump
 from tdescope.ui.pageview import PageView
-from tdescope.ui.tasks import TaskRunner, describe
+from tdescope.ui.tasks import TaskRunner, connection_lost, describe
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
-from tdescope.ui.window.layout import arrange, arrangement_for
+from tdescope.ui.window.layout import default_layout, restore_layout, save_layout
 from tdescope.ui.window.menus import Menu, MenuRegistry
 from tdescope.ui.window.messages import Captured, Connected, ExperimentFinished
 from tdescope.ui.window.notes import NotesController
@@ -50,8 +50,6 @@ from tdescope.ui.workload_dock import WorkloadDock
 
 __all__ = ["MainWindow", "open_replay_window"]
 
-#: Bumped when docks are added or renamed, so an old saved layout is not restored.
-_LAYOUT_VERSION = 4
 
 
 class MainWindow(QMainWindow):
@@ -110,6 +108,7 @@ class MainWindow(QMainWindow):
         self.workload_dock.cancelRequested.connect(self.cancel)
         self.captures_dock.captureSelected.connect(self.show_capture)
         self.engine_dock.change_target.clicked.connect(self.pick_target)
+        self.engine_dock.reconnect.clicked.connect(self.reconnect)
         self.pump.subscribe(Captured, self._on_captures)
         self.pump.subscribe(CaptureWindowState, self._on_window_state)
         self.pump.subscribe(WorkloadProgress, self.workload_dock.show_progress)
@@ -172,6 +171,7 @@ class MainWindow(QMainWindow):
     def connect_engine(self, params: ConnectParams) -> None:
         """Connect (start the lab) on the task runner; the window stays responsive."""
         self.statusBar().showMessage(f"Connecting to {self.engine.label}…")
+        self._connect_params = params  # kept for Reconnect (the password is asked again, never kept)
         engine = self.engine
 
         def connect(state) -> Connected | None:
@@ -301,6 +301,20 @@ class MainWindow(QMainWindow):
         text = batch[-1].message
         self.workload_dock.status.setText(text)
         self.statusBar().showMessage(text, 15000)
+        if self.session is not None and connection_lost(text):
+            self.engine_dock.show_error(text, lost=True)  # offers Reconnect: no restart of the window
+
+    def reconnect(self) -> None:
+        """Close the session (it is broken or was never made) and connect again with the same parameters."""
+        if self.experiment is not None and not self.experiment.done.is_set():
+            self.experiment.cancel()
+            self.experiment.wait(15)
+        old, self.session = self.session, None
+        self.observation.stop()
+        if old is not None:
+            self.tasks.run(lambda _state: old.close(), name="close-session", on_exception=lambda _e: None)
+        self.workload_dock.set_workloads([], [])
+        self.connect_engine(getattr(self, "_connect_params", ConnectParams(options={"lab": True})))
 
     def _clear_captures(self) -> None:
         self.captures_dock.clear()
@@ -340,27 +354,13 @@ class MainWindow(QMainWindow):
         self.engine_dock.show_inventory(f"{meta.engine_label or meta.engine} (recorded on {meta.host})",
                                         Inventory(meta.engine, meta.inventory), meta.params.get("target_pid"))
 
-    # -- layout ----------------------------------------------------------------
+    # -- layout (tdescope.ui.window.layout) ------------------------------------------
     def _default_layout(self, size: QSize | None = None) -> None:
-        """Arrange the docks for ``size`` (the screen's available size when None): see
-        :mod:`tdescope.ui.window.layout`."""
-        if size is None:
-            screen = self.screen().availableGeometry() if self.screen() is not None else None
-            size = QSize(min(screen.width(), 1920), min(screen.height(), 1080)) if screen else QSize(1280, 720)
-        self.resize(size)
-        self.layout_kind = arrangement_for(size)
-        arrange(self, self.layout_kind, self.engine_dock, self.workload_dock, self.captures_dock,
-                self.observation.timeline_dock, self._side_docks())
+        self.layout_kind = default_layout(self, size, self.engine_dock, self.workload_dock, self.captures_dock,
+                                          self.observation.timeline_dock, self._side_docks())
 
     def _restore_layout(self) -> None:
-        if self.settings.value("layout/version", 0, type=int) != _LAYOUT_VERSION:
-            return
-        geometry = self.settings.value("layout/geometry")
-        state = self.settings.value("layout/state")
-        if isinstance(geometry, QByteArray):
-            self.restoreGeometry(geometry)
-        if isinstance(state, QByteArray):
-            self.restoreState(state, _LAYOUT_VERSION)
+        restore_layout(self, self.settings)
         self.replay.replay_bar.setVisible(self.replay.player is not None)  # a live window never shows it
 
     def _reset_layout(self) -> None:
@@ -368,9 +368,7 @@ class MainWindow(QMainWindow):
         self._default_layout(self.size())
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
-        self.settings.setValue("layout/version", _LAYOUT_VERSION)
-        self.settings.setValue("layout/geometry", self.saveGeometry())
-        self.settings.setValue("layout/state", self.saveState(_LAYOUT_VERSION))
+        save_layout(self, self.settings)
         self.shutdown()
         super().closeEvent(event)
 
