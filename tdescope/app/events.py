@@ -444,7 +444,8 @@ class LessonCard(Event):
     ours : tuple of str
         Our figures, one line each, in the published ones' shape.
     verdict : str
-        ``same direction``, ``different``, ``no comparison``, ``cannot run``, ``cancelled`` or ``failed``.
+        ``same direction``, ``different``, ``inconclusive`` (ours within noise), ``no comparison``,
+        ``cannot run``, ``cancelled`` or ``failed``.
     verdict_text : str
         The verdict with its numbers.
     evidence : tuple of str

@@ -17,9 +17,9 @@ from tdescope.app.lessons.run import LessonRun
 from tdescope.app.probe.entropy import shannon_entropy
 from tdescope.app.probe.window import CaptureLimits
 
-__all__ = ["ANALYSES", "SAME", "DIFFERENT", "NO_COMPARISON"]
+__all__ = ["ANALYSES", "SAME", "DIFFERENT", "INCONCLUSIVE", "NO_COMPARISON"]
 
-SAME, DIFFERENT, NO_COMPARISON = "same direction", "different", "no comparison"
+SAME, DIFFERENT, INCONCLUSIVE, NO_COMPARISON = "same direction", "different", "inconclusive", "no comparison"
 
 
 def _published_range(run: LessonRun) -> str:
@@ -50,10 +50,13 @@ def ab_ratio(run: LessonRun) -> LessonCard:
                 for p in result.phases if p.phase != "total"]
     evidence += [f"warning: {w}" for w in result.warnings()]
     published = _published_range(run)
-    if total.ratio_median > 1:
-        clear = "the whole interval above 1" if total.ratio_ci_low > 1 else "but the interval reaches 1"
-        verdict, text = SAME, (f"encrypted slower here too: {total.ratio_median:.2f}× ({clear}) "
+    if total.ratio_ci_low > 1:
+        verdict, text = SAME, (f"encrypted slower here too: {total.ratio_median:.2f}× (the whole interval above 1) "
                                f"vs {published} published")
+    elif total.ratio_median > 1:
+        verdict, text = INCONCLUSIVE, (f"{total.ratio_median:.2f}× but the interval ({total.ratio_ci_low:.2f}–"
+                                       f"{total.ratio_ci_high:.2f}×) reaches 1: no clear cost at these parameters "
+                                       f"(published {published}); raise rounds or the workload's size")
     else:
         verdict, text = DIFFERENT, (f"encrypted not slower here: {total.ratio_median:.2f}× vs {published} published")
     return run.card(ours, verdict, text, evidence, figures, params)
@@ -179,7 +182,8 @@ def two_by_two(run: LessonRun) -> LessonCard:
             f"= {cold:.2f}×",
             f"{measure} encrypted / plain, warm: {med['encrypted', 'warm']:.1f} ms vs {med['plain', 'warm']:.1f} ms "
             f"= {warm:.2f}×"]
-    evidence = [f"median of {repeats} run(s) of each cell"]
+    inner = f", each the median of its {params['rounds']} rounds" if "rounds" in params else ""
+    evidence = [f"median of {repeats} workload run(s){inner}"]
     if cold > 1 and cold > warm:
         verdict, text = SAME, (f"encryption costs on the cold scan ({(cold - 1) * 100:+.0f} %) more than on the warm "
                                f"one ({(warm - 1) * 100:+.0f} %); published +39 % cold, +2 % warm")
