@@ -9,6 +9,7 @@ and is kept for the analysis.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -54,11 +55,14 @@ class LessonRun:
         ``auto``, ``ebpf`` or ``gdb``: what places the probes of lessons that capture.
     on_step : callable, optional
         Called with ``(done, total, text)`` as the lesson moves through its steps.
+    first_seq : callable, optional
+        The number the next capture gets (a window numbers its captures on across runs).
     """
 
     def __init__(self, lesson: Lesson, engine: Engine, session: EngineSession,
                  sink: Callable[[Event], None] | None = None, fast: bool = False, backend_choice: str = "auto",
-                 on_step: Callable[[int, int, str], None] | None = None) -> None:
+                 on_step: Callable[[int, int, str], None] | None = None,
+                 first_seq: Callable[[], int] | None = None) -> None:
         self.lesson = lesson
         self.engine = engine
         self.binding: Binding = lesson.binding(engine.name)
@@ -67,6 +71,7 @@ class LessonRun:
         self.fast = fast
         self.backend_choice = backend_choice
         self.on_step = on_step or (lambda done, total, text: None)
+        self.first_seq = first_seq or (lambda: 1)
         self._cancel = threading.Event()
         self._current: Experiment | None = None
         self.backend_note: str | None = None
@@ -144,7 +149,8 @@ class LessonRun:
             ran.events.append(event)
             self.sink(event)
 
-        exp = Experiment(self.session, workload, params, recipe, limits or CaptureLimits(), self.engine.name, keep,
+        limits = dataclasses.replace(limits or CaptureLimits(), first_seq=self.first_seq())
+        exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, keep,
                          backend=backend, rounds=rounds, warmup=1 if rounds else 0)
         ran.experiment = exp
         self._current = exp
