@@ -115,6 +115,27 @@ def test_io_path_on_sqlcipher_decrypts_in_the_first_scan_only(sqlcipher_lab):
     assert any(type(e).__name__ == "PageCapture" for e in events)  # the captures reach the caller's docks
 
 
+def test_the_card_lands_in_the_report_as_a_section(sqlcipher_lab, tmp_path):
+    import html as html_mod
+
+    from tdescope.app.report.model import build_report, render_html
+    from tdescope.app.session.file import SessionRecorder
+    from tdescope.app.session.meta import SessionMeta
+    from tdescope.app.session.reader import SessionReader
+
+    card, events = _run("io-path", "sqlcipher", sqlcipher_lab)
+    path = tmp_path / "lesson.tds"
+    with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
+        for event in events:
+            rec.record(event)
+    with SessionReader(path) as reader:
+        report = build_report(reader)
+        page = html_mod.unescape(render_html(report))
+    assert report.lessons == (card,)
+    assert "<h2>Lessons</h2>" in page and "Decryption happens in the I/O path" in page
+    assert "sqlcipher_page_cipher calls in the second (warm) scan: 0" in page and "same direction" in page
+
+
 def test_block_before_after_on_sqlcipher_finds_the_marker_in_plaintext_only(sqlcipher_lab):
     card, _ = _run("block-before-after", "sqlcipher", sqlcipher_lab)
     assert card.verdict == "same direction", card.text()
