@@ -119,8 +119,8 @@ def _tdescope(*args, timeout=240):
 
 
 def test_ab_cli_on_the_sqlcipher_lab_gives_a_median_with_its_interval():
-    proc = _tdescope("ab", "--lab", "sqlcipher", "--rounds", "3", "--set", "groups=4", "--set", "ids_per_group=300",
-                     "--json")
+    proc = _tdescope("ab", "--lab", "sqlcipher", "--rounds", "3", "--set", "groups=6", "--set", "ids_per_group=400",
+                     "--set", "cache_pages=20", "--json")  # a small page cache: pages go through the cipher
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["rounds"] == 3 and out["warmup"] == 1 and out["capture"] == "off"
@@ -131,7 +131,7 @@ def test_ab_cli_on_the_sqlcipher_lab_gives_a_median_with_its_interval():
         (0, "encrypted"), (0, "plain"), (1, "plain"), (1, "encrypted"), (2, "encrypted"), (2, "plain"),
         (3, "plain"), (3, "encrypted")]
     assert all(r["server_cpu_s"] is not None for r in out["raw"])
-    assert out["params"]["groups"] == 4 and "sides" not in out["params"]
+    assert out["params"]["groups"] == 6 and "sides" not in out["params"]
 
 
 def test_ab_cli_text_and_bad_input():

@@ -9,6 +9,7 @@ COMMANDS = {
     "doctor": "tdescope.commands.doctor",
     "capture": "tdescope.commands.capture",
     "ab": "tdescope.commands.ab",
+    "lessons": "tdescope.commands.lessons",
     "top": "tdescope.commands.top",
     "waits": "tdescope.commands.waits",
     "record": "tdescope.commands.record",

@@ -107,7 +107,7 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
             raise UserError(f"pid {pid} is gone (no such process)")
         if probing:
             # the capture window refuses it too; asking here first leaves no file or lab behind
-            from tdescope.app.probe.window import refuse_critical_target
+            from tdescope.app.probe.targets import refuse_critical_target
 
             refuse_critical_target(pid, getattr(args, "allow_critical", False), stops_target)
         return CommandTarget(engine, None, pid)

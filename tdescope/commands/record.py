@@ -120,7 +120,7 @@ def run(args) -> int:
         session, pid, workload = target.session, target.pid, target.workload
         if recipe is not None and session is None:
             # as capture does, before any file exists: a process without the probed function is one line
-            from tdescope.app.probe.window import refuse_unused_target
+            from tdescope.app.probe.targets import refuse_unused_target
 
             refuse_unused_target(pid, recipe, engine.name)
         inventory = session.inventory().rows if session is not None else ()

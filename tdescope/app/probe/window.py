@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tdescope.app.engines.registry import critical_rules, discover_engines
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
@@ -31,8 +30,7 @@ from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.spec import ProbeSpec, at_entry
 from tdescope.app.probe.spool import FramePairs
-from tdescope.app.system.critical import refuse_critical
-from tdescope.app.system.elf import resolve_in_process
+from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
 
 __all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
            "refuse_critical_target", "refuse_unused_target", "stop_budget"]
@@ -162,26 +160,6 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
 }
 
 
-def refuse_critical_target(pid: int, allow: bool = False, stopping: bool = True) -> None:
-    """UserError when ``pid`` is on any loaded engine's deny-list (postmaster, checkpointer, ora_pmon...);
-    ``stopping``: the probe stops its target (gdb), so the rules that only matter then apply too."""
-    engines, _ = discover_engines()
-    refuse_critical(pid, critical_rules(engines.values()), allow, stopping)
-
-
-def refuse_unused_target(pid: int, recipe: ProbeRecipe, engine: str) -> int | None:
-    """The runtime address of ``recipe``'s function in ``pid``, read from the ELF files it maps
-    (nothing is stopped), or UserError when the process does not have it.
-
-    None when only attaching can tell: a DWARF-name recipe, or a library not loaded yet (armed pending)."""
-    if not at_entry(recipe):
-        return None
-    resolved = _resolve(pid, recipe)
-    if resolved is None and recipe.library is None:
-        raise _not_used(pid, recipe, engine)
-    return resolved.address if resolved is not None else None
-
-
 class CaptureWindow:
     """One bounded capture window on one process.
 
@@ -308,7 +286,7 @@ class CaptureWindow:
         address = refuse_unused_target(self.pid, self.recipe, self.engine)
         self.handle = self._backend.attach(self.pid, ProbeSpec.of(self.recipe, self.limits, address))
         if self.handle.armed.symbol is None:
-            raise _not_used(self.pid, self.recipe, self.engine)
+            raise not_used(self.pid, self.recipe, self.engine)
         self._symbol = self.handle.armed.symbol
         self.handle.start()
         self._reason = ""
@@ -385,20 +363,3 @@ class CaptureWindow:
             self._error = f"pid {self.pid} exited while armed ({self._pairs.captures} pages captured)"
         self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)
         return guard
-
-
-def _not_used(pid: int, recipe: ProbeRecipe, engine: str) -> UserError:
-    names = " or ".join(recipe.symbols)
-    return UserError(f"pid {pid} does not use {engine}: symbol {names} not found")
-
-
-def _resolve(pid: int, recipe: ProbeRecipe):
-    """:func:`resolve_in_process`, with a process we may not read or that is gone as one line."""
-    try:
-        return resolve_in_process(pid, recipe.symbols, recipe.library)
-    except PermissionError:
-        # /proc/PID/maps needs the same ptrace access that attaching does
-        raise UserError(f"ptrace not permitted on pid {pid} (another user's process): run tdescope "
-                        "as the process owner or as root") from None
-    except (FileNotFoundError, ProcessLookupError):
-        raise UserError(f"pid {pid} is gone (no such process)") from None

@@ -25,8 +25,8 @@ from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.probe.capture_record import side_label
 from tdescope.app.probe.entropy import chunk_entropy, shannon_entropy, verdict
 from tdescope.app.hotspots.crypto import is_crypto
-from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, Marker, PageCapture, Problem, WorkloadProgress,
-                                 WorkloadResult)
+from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, LessonCard, Marker, PageCapture, Problem,
+                                 WorkloadProgress, WorkloadResult)
 from tdescope.app.session.notes import Note
 from tdescope.app.report.plots import SIDE_COLORS, TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
 from tdescope.app.session.reader import SessionReader
@@ -117,6 +117,7 @@ class Report:
     include_plaintext: bool
     problems: tuple[str, ...] = field(default_factory=tuple)
     plaintext_note: str = ""  # why the file holds no decrypted bytes, when it holds none by policy
+    lessons: tuple[LessonCard, ...] = ()  # lessons' result cards, published figures beside ours
 
 
 def _clock(ts: float | None) -> str:
@@ -366,6 +367,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
         results=_results(reader), plots=tuple(plots), captures=tuple(captures), notes=tuple(notes),
         environment=tuple(env), counts=summary.counts, include_plaintext=include_plaintext, problems=problems[:20],
         plaintext_note=PLAINTEXT_WITHHELD if meta.plaintext_withheld else "",
+        lessons=tuple(reader.events(kinds=[LessonCard])),
     )
 
 

@@ -171,6 +171,7 @@ def io_path(conn, db: str, params: Mapping[str, Any], control: WorkloadControl) 
     for step, side in enumerate(("cold", "warm"), start=1):
         if control.cancelled:
             break
+        _progress(control, "io_path", side, step - 1, 2, f"{side} scan…")  # the scan's start, for per-scan counts
         elapsed, reads = scan(conn, db)
         timings.append(PhaseTiming(side, "scan", elapsed))
         counts[side] = {"Pages read from disk": reads}

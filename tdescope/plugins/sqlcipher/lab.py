@@ -167,7 +167,7 @@ class LabSession:
                 kind = ev.get("ev")
                 if kind == "progress":
                     control.emit(
-                        WorkloadProgress(time.time(), name, ev["side"], ev["done"], ev["total"], ev.get("message", ""))
+                        WorkloadProgress(float(ev.get("ts") or time.time()), name, ev["side"], ev["done"], ev["total"], ev.get("message", ""))
                     )
                 elif kind == "result":
                     return _result(ev)

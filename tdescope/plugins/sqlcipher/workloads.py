@@ -160,12 +160,17 @@ def cold_warm_read(sides: dict, paths: dict, params: dict, emit: Emit, cancelled
         conn = reopen(side)  # empty page cache; key derivation happens here, untimed
         conn.execute(f"PRAGMA cache_size = {cache}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        t = time.perf_counter()
-        conn.execute(scan).fetchone()
-        cold = time.perf_counter() - t
-        t = time.perf_counter()
-        conn.execute(scan).fetchone()
-        warm = time.perf_counter() - t
+        took = {}
+        for scan_name in ("cold", "warm"):
+            # each scan says when it starts and ends (worker's clock): a probe's hits are counted per scan
+            emit({"ev": "progress", "side": scan_name, "done": step, "total": len(sides), "ts": time.time(),
+                  "message": f"{side}: {scan_name} scan…"})
+            t = time.perf_counter()
+            conn.execute(scan).fetchone()
+            took[scan_name] = time.perf_counter() - t
+            emit({"ev": "progress", "side": scan_name, "done": step, "total": len(sides), "ts": time.time(),
+                  "message": f"{side}: {scan_name} scan {took[scan_name] * 1000:.1f} ms"})
+        cold, warm = took["cold"], took["warm"]
         elapsed[side] = {"cold": cold, "warm": warm}
         emit({"ev": "progress", "side": side, "done": step + 1, "total": len(sides),
               "message": f"{side}: cold {cold * 1000:.1f} ms, warm {warm * 1000:.1f} ms"})

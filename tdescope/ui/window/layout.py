@@ -25,7 +25,7 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow
 __all__ = ["arrangement_for", "arrange", "default_layout", "restore_layout", "save_layout"]
 
 #: Bumped when docks are added or renamed, so an old saved layout is not restored.
-LAYOUT_VERSION = 4
+LAYOUT_VERSION = 5
 
 LEFT, RIGHT, BOTTOM = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea,
                        Qt.DockWidgetArea.BottomDockWidgetArea)

@@ -37,6 +37,7 @@ from tdescope.ui.pageview import PageView
 from tdescope.ui.tasks import TaskRunner, connection_lost, describe
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
 from tdescope.ui.window.layout import default_layout, restore_layout, save_layout
+from tdescope.ui.window.lessons import LessonsController
 from tdescope.ui.window.menus import Menu, MenuRegistry
 from tdescope.ui.window.messages import Captured, Connected, ExperimentFinished
 from tdescope.ui.window.notes import NotesController
@@ -89,6 +90,7 @@ class MainWindow(QMainWindow):
         self.files = FileActions(self.recording, self.replay, recent, self.decoder, self.tasks,
                                  lambda path, passphrase: open_replay_window(path, self.settings, passphrase),
                                  lambda: self.session is not None, self._reset_views, self)
+        self.lessons = LessonsController(self)
         try:
             self.engine_docks = create_engine_docks(engine, self)
         except UserError as exc:
@@ -134,7 +136,7 @@ class MainWindow(QMainWindow):
 
     def _side_docks(self) -> list:
         obs = self.observation
-        return [obs.hotspots_dock, obs.waits_dock, self.notes.dock, *self.engine_docks]
+        return [obs.hotspots_dock, obs.waits_dock, self.notes.dock, self.lessons.dock, *self.engine_docks]
 
     def _fill_menus(self) -> None:
         file_menu = self.menus[Menu.FILE]

@@ -1,0 +1,266 @@
+"""What turns a lesson's run into its result card, one function per kind of lesson.
+
+Each analysis takes a :class:`~tdescope.app.lessons.run.LessonRun`, runs the
+binding's workload through :class:`~tdescope.app.experiment.Experiment` (with a
+probe recipe where the lesson counts or shows pages) and compares our figures with
+the published ones: ``same direction`` when ours point the way the published ones
+do, ``different`` when not, with the numbers either way.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+from tdescope.app.events import LessonCard, PageCapture, WorkloadProgress, WorkloadResult
+from tdescope.app.lessons.run import LessonRun
+from tdescope.app.probe.entropy import shannon_entropy
+from tdescope.app.probe.window import CaptureLimits
+
+__all__ = ["ANALYSES", "SAME", "DIFFERENT", "INCONCLUSIVE", "NO_COMPARISON"]
+
+SAME, DIFFERENT, INCONCLUSIVE, NO_COMPARISON = "same direction", "different", "inconclusive", "no comparison"
+
+
+def _published_range(run: LessonRun) -> str:
+    values = [p.value for p in run.lesson.published if p.value is not None]
+    return f"{min(values):.2f}–{max(values):.2f}×" if len(values) > 1 else f"{values[0]:.2f}×"
+
+
+def ab_ratio(run: LessonRun) -> LessonCard:
+    """Seed 000: the median encrypted/plain ratio of interleaved A/B rounds with its interval."""
+    run.check_requirements()
+    workload = run.workload()
+    params = run.params(workload)
+    run.step(1, f"{workload.label}: {run.binding.rounds} timed rounds after a warm-up")
+    ran = run.experiment(workload, params, rounds=max(1, run.binding.rounds))
+    result = ran.experiment.ab_result
+    total = result.total() if result is not None else None
+    if total is None:
+        return run.card([], NO_COMPARISON, "no round completed: nothing to compare", params=params)
+    run.step(4, "comparing the median ratio with the published ones")
+    figures = {"ratio_median": round(total.ratio_median, 4), "ratio_ci_low": round(total.ratio_ci_low, 4),
+               "ratio_ci_high": round(total.ratio_ci_high, 4), "rounds": result.completed_rounds(),
+               "encrypted_median_s": round(total.encrypted_median_s, 6),
+               "plain_median_s": round(total.plain_median_s, 6)}
+    ours = [f"elapsed encrypted / plain: {total.ratio_median:.2f}× (95 % interval {total.ratio_ci_low:.2f}–"
+            f"{total.ratio_ci_high:.2f}×, median of {result.completed_rounds()} rounds; "
+            f"{total.encrypted_median_s:.3f} s vs {total.plain_median_s:.3f} s)"]
+    evidence = [f"phase {p.phase}: {p.ratio_median:.2f}× ({p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}×)"
+                for p in result.phases if p.phase != "total"]
+    evidence += [f"warning: {w}" for w in result.warnings()]
+    published = _published_range(run)
+    if total.ratio_ci_low > 1:
+        verdict, text = SAME, (f"encrypted slower here too: {total.ratio_median:.2f}× (the whole interval above 1) "
+                               f"vs {published} published")
+    elif total.ratio_median > 1:
+        verdict, text = INCONCLUSIVE, (f"{total.ratio_median:.2f}× but the interval ({total.ratio_ci_low:.2f}–"
+                                       f"{total.ratio_ci_high:.2f}×) reaches 1: no clear cost at these parameters "
+                                       f"(published {published}); raise rounds or the workload's size")
+    else:
+        verdict, text = DIFFERENT, (f"encrypted not slower here: {total.ratio_median:.2f}× vs {published} published")
+    return run.card(ours, verdict, text, evidence, figures, params)
+
+
+def _scan_windows(progress: list[WorkloadProgress], scans: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """Per scan, the span between its first and last progress event (a scan announces its start and end)."""
+    spans: dict[str, tuple[float, float]] = {}
+    for ev in progress:
+        if ev.side in scans:
+            start, _ = spans.get(ev.side, (ev.ts, ev.ts))
+            spans[ev.side] = (start, ev.ts)
+    return spans
+
+
+def scan_decrypts(run: LessonRun) -> LessonCard:
+    """Seed 003: probe hits of the page decrypt (or read) function in a cold and then a warm scan."""
+    workload, recipe = run.workload(), run.recipe()
+    params = run.params(workload)
+    run.step(2, f"arming {recipe.label}")
+    ran = run.experiment(workload, params, recipe,
+                         limits=CaptureLimits(max_captures=100_000, max_seconds=300, max_hits_per_s=100_000))
+    run.step(5, "counting probe hits in each scan")
+    spans = _scan_windows(ran.of(WorkloadProgress), ("cold", "warm"))
+    if set(spans) != {"cold", "warm"}:
+        return run.card([], NO_COMPARISON, f"the workload did not report both scans (saw: {', '.join(spans)})",
+                        params=params)
+    captures = ran.of(PageCapture)
+    count = {scan: sum(1 for c in captures if lo <= c.ts <= hi) for scan, (lo, hi) in spans.items()}
+    first, second = count["cold"], count["warm"]
+    figures = {"first_scan_decrypts": first, "second_scan_decrypts": second, "probe": recipe.symbols[0],
+               "captures_in_window": len(captures)}
+    verb = "reads" if recipe.direction == "read" else "decrypts"
+    ours = [f"{recipe.symbols[0]} calls in the first (cold) scan: {first}",
+            f"{recipe.symbols[0]} calls in the second (warm) scan: {second}"]
+    evidence = [f"probe: {recipe.label} ({ran.experiment.backend.name if ran.experiment.backend else 'gdb'})",
+                f"cold scan {(spans['cold'][1] - spans['cold'][0]) * 1000:.0f} ms, "
+                f"warm scan {(spans['warm'][1] - spans['warm'][0]) * 1000:.0f} ms"]
+    for result in ran.of(WorkloadResult):
+        for scan, values in result.counts.items():
+            if scan in ("cold", "warm"):
+                evidence += [f"{scan} scan: {name} {value}" for name, value in values.items()]
+    if captures:
+        evidence.append(f"captures #{captures[0].seq}–#{captures[-1].seq} on the timeline")
+    if run.backend_note:
+        evidence.append(run.backend_note)
+    if first > 0 and second == 0:
+        verdict, text = SAME, f"{verb} only in the first scan: {first} then {second}, as published (then none)"
+    else:
+        verdict, text = DIFFERENT, f"{first} {verb} in the first scan and {second} in the second; published: none in the second"
+    return run.card(ours, verdict, text, evidence, figures, params)
+
+
+def page_before_after(run: LessonRun) -> LessonCard:
+    """Seed 003's gdb macro: one page before and after the decrypt call; the marker only in the plaintext."""
+    workload, recipe = run.workload(), run.recipe()
+    params = run.params(workload)
+    marker = run.binding.marker.encode()
+    run.step(1, f"arming {recipe.label}")
+    ran = run.experiment(workload, params, recipe, limits=CaptureLimits(max_captures=400, max_seconds=120))
+    run.step(3, f"looking for {run.binding.marker!r} in the captured pages")
+    captures = [c for c in ran.of(PageCapture) if c.plaintext and c.ciphertext]
+    with_marker = [c for c in captures if marker in c.plaintext]
+    in_cipher = [c for c in captures if marker in c.ciphertext]
+    figures = {"captures": len(captures), "marker_in_plaintext": len(with_marker),
+               "marker_in_ciphertext": len(in_cipher)}
+    ours = [f"{len(captures)} pages captured at {recipe.symbols[0]}, before and after the call",
+            f"marker {run.binding.marker!r} in the plaintext of {len(with_marker)}, in the ciphertext of {len(in_cipher)}"]
+    evidence = []
+    if with_marker:
+        page = with_marker[0]
+        h_before, h_after = shannon_entropy(page.ciphertext), shannon_entropy(page.plaintext)
+        figures.update({"seq": page.seq, "pgno": page.pgno, "entropy_ciphertext": round(h_before, 3),
+                        "entropy_plaintext": round(h_after, 3), "marker_offset": page.plaintext.find(marker)})
+        ours.append(f"capture #{page.seq} (page {page.pgno}): ciphertext {h_before:.2f} bits/byte, "
+                    f"plaintext {h_after:.2f} bits/byte")
+        evidence.append(f"capture #{page.seq}: the marker at offset 0x{page.plaintext.find(marker):04x} of the "
+                        f"plaintext; ciphertext starts {page.ciphertext[:16].hex(' ')}")
+    if with_marker and not in_cipher:
+        verdict, text = SAME, (f"ciphertext before the call, readable rows after it: the marker in "
+                               f"{len(with_marker)} plaintext pages, in no ciphertext")
+    else:
+        verdict, text = DIFFERENT, (f"marker in {len(with_marker)} plaintext and {len(in_cipher)} ciphertext pages "
+                                    f"of {len(captures)}")
+    return run.card(ours, verdict, text, evidence, figures, params)
+
+
+def _two_by_two_cell(result: WorkloadResult, side: str, phase: str) -> tuple[float, str] | None:
+    cpu = result.counts.get(f"{side} {phase}", {}).get("server CPU ms (median)")
+    if cpu:
+        return float(cpu), "server CPU"
+    for t in result.timings:
+        if t.side == side and t.phase == phase:
+            return t.elapsed_s * 1000, "elapsed"
+    return None
+
+
+def two_by_two(run: LessonRun) -> LessonCard:
+    """Seed 002: encrypted/plain of a cold scan and of a warm one (the server's CPU where the engine gives it)."""
+    workload = run.workload()
+    params = run.params(workload)
+    cells: dict[tuple[str, str], list[float]] = {}
+    measure = "elapsed"
+    repeats = max(1, run.binding.rounds)
+    for n in range(repeats):
+        run.step(2, f"cold and warm scans, run {n + 1}/{repeats}")
+        ran = run.experiment(workload, params)
+        for result in ran.of(WorkloadResult):
+            for side in ("encrypted", "plain"):
+                for phase in ("cold", "warm"):
+                    cell = _two_by_two_cell(result, side, phase)
+                    if cell is not None:
+                        cells.setdefault((side, phase), []).append(cell[0])
+                        measure = cell[1]
+    if len(cells) < 4:
+        return run.card([], NO_COMPARISON, "the workload did not measure all four cells", params=params)
+    med = {key: statistics.median(values) for key, values in cells.items()}
+    cold = med["encrypted", "cold"] / med["plain", "cold"]
+    warm = med["encrypted", "warm"] / med["plain", "warm"]
+    figures = {"measure": measure, "cold_ratio": round(cold, 4), "warm_ratio": round(warm, 4), "runs": repeats,
+               **{f"{s}_{p}_ms": round(v, 3) for (s, p), v in med.items()}}
+    ours = [f"{measure} encrypted / plain, cold: {med['encrypted', 'cold']:.1f} ms vs {med['plain', 'cold']:.1f} ms "
+            f"= {cold:.2f}×",
+            f"{measure} encrypted / plain, warm: {med['encrypted', 'warm']:.1f} ms vs {med['plain', 'warm']:.1f} ms "
+            f"= {warm:.2f}×"]
+    inner = f", each the median of its {params['rounds']} rounds" if "rounds" in params else ""
+    evidence = [f"median of {repeats} workload run(s){inner}"]
+    if cold > 1 and cold > warm:
+        verdict, text = SAME, (f"encryption costs on the cold scan ({(cold - 1) * 100:+.0f} %) more than on the warm "
+                               f"one ({(warm - 1) * 100:+.0f} %); published +39 % cold, +2 % warm")
+    else:
+        verdict, text = DIFFERENT, (f"cold {(cold - 1) * 100:+.0f} %, warm {(warm - 1) * 100:+.0f} %; "
+                                    f"published +39 % cold, +2 % warm")
+    return run.card(ours, verdict, text, evidence, figures, params)
+
+
+def matrix(run: LessonRun) -> LessonCard:
+    """Seed 003's column matrix: each cipher column's decrypting read over the plain column's."""
+    run.check_requirements()
+    workload = run.workload()
+    params = run.params(workload)
+    run.step(1, "encrypting one column per cipher, with and without the integrity check")
+    ran = run.experiment(workload, params)
+    results = ran.of(WorkloadResult)
+    secs = {t.side: t.elapsed_s for r in results for t in r.timings if t.phase == "total"}
+    if "plain" not in secs or len(secs) < 2:
+        return run.card([], NO_COMPARISON, "the matrix did not complete", params=params)
+    run.step(3, "dividing each column's time by the plain column's")
+    ratio = {cell: s / secs["plain"] for cell, s in secs.items()}
+    figures = {f"ratio_{cell.replace(' ', '_').replace('-', '').lower()}": round(r, 3) for cell, r in ratio.items()}
+    figures["plain_s"] = round(secs["plain"], 6)
+    ours = [f"{cell}: {secs[cell]:.3f} s = {r:.1f}× plain" for cell, r in ratio.items()]
+    aes_nomac = [r for c, r in ratio.items() if c.startswith("AES") and "no-mdc" in c]
+    aes_mac = [r for c, r in ratio.items() if c.startswith("AES") and "no-mdc" not in c]
+    des = [r for c, r in ratio.items() if c.startswith("3DES")]
+    checks = {
+        "plain fastest": all(r >= 1 for r in ratio.values()),
+        "AES without the check faster than with it": bool(aes_nomac and aes_mac)
+        and statistics.mean(aes_nomac) < statistics.mean(aes_mac),
+        "3DES slowest": bool(des and aes_mac) and min(des) > max(aes_mac + aes_nomac),
+    }
+    evidence = [f"{'yes' if ok else 'no'}: {what}" for what, ok in checks.items()]
+    shape = (f"AES no-mdc {min(aes_nomac):.1f}–{max(aes_nomac):.1f}×, AES {min(aes_mac):.1f}–{max(aes_mac):.1f}×, "
+             f"3DES {min(des):.1f}–{max(des):.1f}×" if aes_nomac and aes_mac and des else "incomplete")
+    if all(checks.values()):
+        verdict, text = SAME, f"same order as published: {shape} (published 7.3–8.7×, 21–23×, 80–98×)"
+    else:
+        failed = ", ".join(w for w, ok in checks.items() if not ok)
+        verdict, text = DIFFERENT, f"{shape}; not as published: {failed} (published 7.3–8.7×, 21–23×, 80–98×)"
+    return run.card(ours, verdict, text, evidence, figures, params)
+
+
+def pgbench(run: LessonRun) -> LessonCard:
+    """Seed 004: pgbench read-only and read-write TPS on what runs here (stock PostgreSQL: no TDE ratio)."""
+    workload = run.workload()
+    params = run.params(workload)
+    run.step(2, "pgbench read-only, then read-write")
+    ran = run.experiment(workload, params)
+    tps = {t.side: t.elapsed_s for r in ran.of(WorkloadResult) for t in r.timings if t.phase == "tps"}
+    ro, rw = tps.get("read-only"), tps.get("read-write")
+    if ro is None or rw is None:
+        return run.card([], NO_COMPARISON, "pgbench did not run both loads", params=params)
+    figures = {"ro_tps": round(ro, 1), "rw_tps": round(rw, 1), "rw_over_ro": round(rw / ro, 4) if ro else None}
+    ours = [f"stock PostgreSQL, read-only: {ro:.0f} TPS", f"stock PostgreSQL, read-write: {rw:.0f} TPS",
+            "TDE build: not installed here, so no TDE / stock ratio"]
+    text = (f"no TDE build here (CYBERTEC/Percona TDE not installed): ours is the stock column only, "
+            f"RO {ro:.0f} TPS, RW {rw:.0f} TPS; published TDE/stock: RO ~1.0×, RW 0.56×")
+    return run.card(ours, NO_COMPARISON, text, [f"scale {params.get('scale')}, {params.get('clients')} clients, "
+                                                  f"{params.get('seconds')} s per load"], figures, params)
+
+
+def workload_table(run: LessonRun) -> LessonCard:
+    """Lessons whose workload reports a table to read beside the published one (Oracle's)."""
+    workload = run.workload()
+    params = run.params(workload)
+    run.step(1, workload.label)
+    ran = run.experiment(workload, params)
+    ours = [" | ".join(str(c) for c in row) for r in ran.of(WorkloadResult) for row in r.table]
+    return run.card(ours, NO_COMPARISON, "compare the table with the published figures (not checked automatically)",
+                    params=params)
+
+
+#: analysis name (a lesson file's ``analysis``) -> function
+ANALYSES: dict[str, Callable[[LessonRun], LessonCard]] = {
+    "ab_ratio": ab_ratio, "scan_decrypts": scan_decrypts, "page_before_after": page_before_after,
+    "two_by_two": two_by_two, "matrix": matrix, "pgbench": pgbench, "workload_table": workload_table,
+}

@@ -1,0 +1,186 @@
+"""Lessons: the catalogue, the CLI, and every lesson that runs here run on the real labs (fast parameters).
+
+Each card is checked for the lesson's expected observation (a warm scan decrypts nothing, the marker is
+in the plaintext only, the encrypted side is the slower one), not only for its shape.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error, run_tdescope
+from tdescope.app.engines import discover_engines
+from tdescope.app.engines.api import ConnectParams
+from tdescope.app.errors import UserError
+from tdescope.app.lessons import LessonRun, cannot_run_card, lesson_named, load_lessons, run_lesson
+from tdescope.app.lessons.analyses import ANALYSES
+from tdescope.app.lessons.catalogue import _lesson
+from tdescope.app.session.codec import decode, encode
+
+SEEDS = Path("/work/shared/seeds")
+ENGINES = discover_engines()[0]
+
+
+def _run(lesson_id: str, engine: str, session, **kw):
+    events = []
+    card = run_lesson(LessonRun(lesson_named(lesson_id), ENGINES[engine], session, events.append, fast=True, **kw))
+    assert events[-1] is card
+    return card, events
+
+
+# -- the catalogue -------------------------------------------------------------
+def test_the_catalogue_holds_every_experiment_of_the_issue_in_order():
+    ids = [lesson.id for lesson in load_lessons()]
+    assert ids == ["tde-dml-cost", "io-path", "block-before-after", "cold-warm", "column-matrix", "pgbench-tde",
+                   "pga-memory-operation", "securefiles-lobs"]
+
+
+@pytest.mark.parametrize("lesson", load_lessons(), ids=lambda lesson: lesson.id)
+def test_each_lesson_names_real_workloads_recipes_and_sources(lesson):
+    assert lesson.analysis in ANALYSES
+    assert lesson.published and lesson.steps and lesson.question and lesson.expected
+    if SEEDS.exists():
+        assert (SEEDS / lesson.seed).exists(), lesson.seed
+    for engine, binding in lesson.bindings.items():
+        assert engine in ENGINES
+        if binding.recipe:
+            assert binding.recipe in {r.key for r in ENGINES[engine].probe_recipes()}
+    assert lesson.bindings or lesson.needs  # a lesson no engine here runs says what it needs
+
+
+def test_lessons_that_cannot_run_say_why_and_keep_the_published_figures():
+    card = cannot_run_card(lesson_named("securefiles-lobs"), "sqlcipher")
+    assert card.verdict == "cannot run" and card.verdict_text == "needs Oracle"
+    assert any("127 s vs 14 s" in line for line in card.published)
+    assert lesson_named("column-matrix").why_not("mariadb").startswith("needs PostgreSQL with pgcrypto")
+    with pytest.raises(UserError, match="cannot run on sqlcipher: needs Oracle"):
+        lesson_named("pga-memory-operation").binding("sqlcipher")
+
+
+def test_a_malformed_lesson_file_is_one_line():
+    with pytest.raises(UserError, match="lesson file broken.toml is malformed: KeyError"):
+        _lesson("broken", {"title": "no published figure"})
+
+
+def test_a_card_survives_a_session_file_round_trip():
+    card = cannot_run_card(lesson_named("io-path"), "oracle")
+    enc = encode(card)
+    assert decode(enc.kind, enc.ts, enc.payload, {}) == card
+
+
+# -- the CLI ---------------------------------------------------------------------
+def test_cli_lists_the_lessons_as_json():
+    proc = run_tdescope("lessons", "--json")
+    assert proc.returncode == 0, proc.stderr
+    items = [json.loads(line) for line in proc.stdout.splitlines()]
+    by_id = {item["id"]: item for item in items}
+    assert by_id["io-path"]["engines"] == ["sqlcipher", "mariadb"]
+    assert by_id["securefiles-lobs"]["engines"] == ["oracle"] and by_id["securefiles-lobs"]["needs"] == "needs Oracle"
+    assert [p["value"] for p in by_id["tde-dml-cost"]["published"]] == [2.17, 1.34]
+
+
+def test_cli_bad_input_is_one_line():
+    assert_one_line_error(run_tdescope("lessons", "run", "no-such", "--lab", "sqlcipher"), "no lesson 'no-such'")
+    proc = run_tdescope("lessons", "run", "securefiles-lobs", "--lab", "sqlcipher")
+    assert proc.returncode == 2 and "Published:" in proc.stdout and "127 s vs 14 s" in proc.stdout
+    assert proc.stderr.strip() == "tdescope: lesson securefiles-lobs cannot run on sqlcipher: needs Oracle"
+
+
+def test_cli_dml_lesson_on_the_sqlcipher_lab_gives_the_ratio_and_its_interval():
+    proc = run_tdescope("lessons", "run", "tde-dml-cost", "--lab", "sqlcipher", "--fast", "--json")
+    assert proc.returncode == 0, proc.stderr
+    card = json.loads(proc.stdout)
+    assert card["ratio_ci_low"] <= card["ratio_median"] <= card["ratio_ci_high"] and card["rounds"] == 5
+    assert card["ratio_median"] > 1.0  # the cipher costs something on this DML
+    assert card["verdict"] in ("same direction", "inconclusive")
+    assert any("2.17×" in p for p in card["published"]) and card["ours"][0].startswith("elapsed encrypted / plain")
+
+
+# -- SQLCipher lab ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sqlcipher_lab():
+    session = ENGINES["sqlcipher"].connect(ConnectParams(options={"lab": True}))
+    yield session
+    session.close()
+
+
+def test_io_path_on_sqlcipher_decrypts_in_the_first_scan_only(sqlcipher_lab):
+    card, events = _run("io-path", "sqlcipher", sqlcipher_lab)
+    assert card.verdict == "same direction", card.text()
+    assert card.figures["first_scan_decrypts"] > 50 and card.figures["second_scan_decrypts"] == 0
+    assert any(type(e).__name__ == "PageCapture" for e in events)  # the captures reach the caller's docks
+
+
+def test_the_card_lands_in_the_report_as_a_section(sqlcipher_lab, tmp_path):
+    import html as html_mod
+
+    from tdescope.app.report.model import build_report, render_html
+    from tdescope.app.session.file import SessionRecorder
+    from tdescope.app.session.meta import SessionMeta
+    from tdescope.app.session.reader import SessionReader
+
+    card, events = _run("io-path", "sqlcipher", sqlcipher_lab)
+    path = tmp_path / "lesson.tds"
+    with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
+        for event in events:
+            rec.record(event)
+    with SessionReader(path) as reader:
+        report = build_report(reader)
+        page = html_mod.unescape(render_html(report))
+    assert report.lessons == (card,)
+    assert "<h2>Lessons</h2>" in page and "Decryption happens in the I/O path" in page
+    assert "sqlcipher_page_cipher calls in the second (warm) scan: 0" in page and "same direction" in page
+
+
+def test_block_before_after_on_sqlcipher_finds_the_marker_in_plaintext_only(sqlcipher_lab):
+    card, _ = _run("block-before-after", "sqlcipher", sqlcipher_lab)
+    assert card.verdict == "same direction", card.text()
+    assert card.figures["marker_in_plaintext"] > 0 and card.figures["marker_in_ciphertext"] == 0
+    assert card.figures["entropy_ciphertext"] > 7.5 > card.figures["entropy_plaintext"]
+
+
+def test_cold_warm_on_sqlcipher_costs_cold_not_warm(sqlcipher_lab):
+    card, _ = _run("cold-warm", "sqlcipher", sqlcipher_lab)
+    assert card.figures["cold_ratio"] > 1.1 and card.figures["cold_ratio"] > card.figures["warm_ratio"], card.text()
+    assert card.verdict == "same direction"
+
+
+def test_a_cancelled_lesson_ends_on_a_cancelled_card(sqlcipher_lab):
+    lesson_run = LessonRun(lesson_named("tde-dml-cost"), ENGINES["sqlcipher"], sqlcipher_lab, fast=True)
+    lesson_run.binding = type(lesson_run.binding)(**{**_fields(lesson_run.binding), "rounds": 50})
+    timer = threading.Timer(0.5, lesson_run.cancel)
+    timer.start()
+    card = run_lesson(lesson_run)
+    timer.cancel()
+    assert card.verdict == "cancelled" and card.ours == ()
+
+
+def _fields(binding) -> dict:
+    return {name: getattr(binding, name) for name in binding.__dataclass_fields__}
+
+
+# -- MariaDB lab -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mariadb_lab():
+    if "mariadb" not in ENGINES:
+        pytest.skip("the MariaDB engine did not load")
+    session = ENGINES["mariadb"].connect(ConnectParams(options={"lab": True}))
+    yield session
+    session.close()
+
+
+def test_io_path_on_mariadb_decrypts_what_the_cold_scan_read_and_nothing_warm(mariadb_lab):
+    card, _ = _run("io-path", "mariadb", mariadb_lab)
+    assert card.verdict == "same direction", card.text()
+    assert card.figures["first_scan_decrypts"] > 0 and card.figures["second_scan_decrypts"] == 0
+    assert any(line.startswith("cold scan: Pages read from disk") for line in card.evidence)
+
+
+def test_block_before_after_on_mariadb(mariadb_lab):
+    card, _ = _run("block-before-after", "mariadb", mariadb_lab)
+    assert card.verdict == "same direction", card.text()
+    assert card.figures["marker_in_plaintext"] > 0 and card.figures["marker_in_ciphertext"] == 0
