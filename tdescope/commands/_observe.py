@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from tdescope.app.errors import UserError
+from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.commands._args import engine_named, positive_int, seconds
 from tdescope.commands._dsn import add_dsn_arguments
 from tdescope.commands._target import resolve_target
@@ -102,7 +103,8 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
     try:
         source = target.session.wait_source() if waits and target.session is not None else None
         # Short runs get shorter windows (above), so a 2 s run still yields several.
-        obs = Observation(target.pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s)
+        obs = Observation(target.pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s,
+                          frequency=getattr(args, "perf_hz", DEFAULT_HZ))
         obs.start_blocking()
         if hotspots and not obs.hotspots_on:
             problem = next((e.message for e in events if isinstance(e, Problem)), "perf did not start")
