@@ -48,6 +48,10 @@ def run(args) -> int:
     if prof.samples == 0:
         if seen.problems:
             raise UserError(seen.problems[0])
+        if seen.cpu_s is not None and seen.cpu_s > 0.02 * seen.seconds:
+            # not idle: say so rather than blame the process
+            raise UserError(f"perf recorded no samples in {seen.seconds:g} s although pid {seen.pid} used "
+                            f"{seen.cpu_s:.2f} s of CPU")
         raise NothingObserved(f"no CPU samples in {seen.seconds:g} s: pid {seen.pid} was idle")
     glossary = _glossary(args, seen.engine)
     rows = prof.top(args.limit)

@@ -59,6 +59,27 @@ PERF_SCRIPT_FIELDS = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
 _DUMP = re.compile(r"\[ perf record: Dump (?P<path>.+?) \]")
 
 
+def _thread_count(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 1
+
+
+def _perf_event_fds(pid: int) -> int:
+    """How many perf events process ``pid`` (perf itself) holds open."""
+    n = 0
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                n += os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[perf_event]"
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return n
+
+
 def _alive(pid: int) -> bool:
     """True when ``pid`` exists and is not a zombie."""
     return process_state(pid) not in ("", "Z")
@@ -151,6 +172,7 @@ class HotspotSampler:
         if not _alive(self.pid):
             raise UserError(f"no process {self.pid}")
         self.event = self.event or perf_event()
+        threads = _thread_count(self.pid)
         self._tmpdir = tempfile.mkdtemp(prefix="tdescope-perf-")
         cmd = ["nice", "-n", "19", "perf", "record", "-F", str(self.frequency), "-p", str(self.pid),
                "-e", self.event, "-o", os.path.join(self._tmpdir, "w.data"),
@@ -168,9 +190,28 @@ class HotspotSampler:
         )
         # perf runs in its own session: if the workbench dies, the reaper ends it and removes its files
         self._reaper = reap_with_me(self._proc.pid, folder=self._tmpdir)
+        self._await_attached(threads)
         threading.Thread(target=self._read_stderr, name="perf-stderr", daemon=True).start()
         self._thread = threading.Thread(target=self._loop, name="hotspot-sampler", daemon=True)
         self._thread.start()
+
+    def _await_attached(self, threads: int, timeout: float = 3.0) -> None:
+        """Return once perf holds an event on each of the target's ``threads`` (or after ``timeout``).
+
+        ``perf record -p`` lists the target's threads, then opens an event on each; a thread started
+        in between is never sampled (the events of threads started later are inherited). A lab worker
+        starts one thread per workload run, just after the sampler starts: measured, 2 in 8 runs of
+        1.5 s then had no sample at all. Waiting here closes that gap.
+        """
+        proc = self._proc
+        assert proc is not None
+        deadline, seen = time.monotonic() + timeout, -1
+        while time.monotonic() < deadline and proc.poll() is None:
+            n = _perf_event_fds(proc.pid)
+            if n >= threads and n == seen:
+                return  # perf opens its events (one or two per thread) in one burst: a steady count is all
+            seen = n
+            time.sleep(0.01)
 
     def stop(self, timeout: float = 1.0) -> None:
         """Stop sampling, end perf, remove temp files. Idempotent."""

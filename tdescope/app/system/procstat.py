@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["process_state", "stat_fields"]
+import os
+
+__all__ = ["cpu_seconds", "process_state", "stat_fields"]
 
 
 def stat_fields(pid: int) -> list[str] | None:
@@ -19,3 +21,11 @@ def process_state(pid: int) -> str:
     """Single-letter state of ``pid`` (R, S, T stopped, t traced stop, Z...); "" when gone."""
     fields = stat_fields(pid)
     return fields[0] if fields else ""
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time ``pid`` has used, all its threads together; None when it is gone."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
