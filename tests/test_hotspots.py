@@ -410,3 +410,37 @@ def test_sqlcipher_callers_are_unwound_by_default(tmp_path, callgraph):
     # about DEFAULT_HZ samples per second of the target's CPU: a 5 s run of a busy target gets >= 1000
     covered = sum(w.ts - w.start for w in windows)
     assert prof.samples >= 0.7 * DEFAULT_HZ * busy * covered and DEFAULT_HZ * 5 >= 1000, (prof.samples, covered)
+
+
+THREAD_PER_JOB = r"""
+import sys, threading
+def spin():
+    x = 0
+    while True:
+        x += 1
+print("ready", flush=True)
+for line in sys.stdin:  # like the lab worker: one new thread per job, started when asked
+    threading.Thread(target=spin, daemon=True).start()
+"""
+
+
+@pytest.mark.perf
+def test_a_thread_started_just_after_the_sampler_is_sampled():
+    """perf lists the target's threads, then opens an event on each: a thread started in between was
+    never sampled (the lab worker's job thread, 2 runs in 8). ``start()`` now returns after the events
+    are open, so a thread started at once is inherited and sampled, every time."""
+    _need_perf()
+    for trial in range(5):
+        target = subprocess.Popen([sys.executable, "-c", THREAD_PER_JOB], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        windows = []
+        try:
+            assert target.stdout.readline().strip() == "ready"
+            with HotspotSampler(target.pid, window_s=0.5, callgraph="none", on_window=windows.append):
+                target.stdin.write("go\n")
+                target.stdin.flush()
+                _await_windows(windows, 2)
+        finally:
+            target.kill()
+            target.wait()
+        assert len(windows) >= 2 and sum(sum(w.stacks.values()) for w in windows) > 50, (trial, windows)
