@@ -23,6 +23,10 @@ every round so drift hits every mode alike. Per mode, medians over the rounds:
   pointer just below ``rsp``, which perf's copy of the stack does not hold: DWARF cannot unwind it);
 - ``vdbe_total_over_self``: ``sqlite3VdbeExec`` total % ÷ self % (1.0 when callers are lost).
 
+A second part runs the SQLCipher lab's A/B DML (I/O, fsync, Python between statements: not a tight
+loop) with no perf and with perf in each of ``LAB_MODES``, rotating, and reports the lab worker's own
+CPU time per run against no perf (``callgraph_lab_<mode>_cpu_ratio``, median of paired ratios).
+
 Run alone: ``python -m bench.bench_callgraph [--quick]`` (JSON on stdout).
 """
 
@@ -50,6 +54,7 @@ MODES = {
     "dwarf16k_499": ("dwarf", 16384, 499),
     "dwarf16k_999": ("dwarf", 16384, 999),
 }
+LAB_MODES = ("fp_99", "fp_499", "dwarf16k_499")
 _ENTRY = {"_start", "main", "__libc_start_main", "__libc_start_call_main", "Py_BytesMain"}
 
 for _m in MODES:
@@ -58,6 +63,8 @@ for _m in MODES:
     goal(f"callgraph_{_m}_perf_core_pct", f"{_m}: perf record + perf script CPU, % of one core")
     goal(f"callgraph_{_m}_samples_5s", f"{_m}: samples in a 5 s run of a busy target")
     goal(f"callgraph_{_m}_cipher_callers_pct", f"{_m}: crypto-leaf samples whose stack shows sqlcipher_page_cipher, %")
+for _m in LAB_MODES:
+    goal(f"callgraph_lab_{_m}_cpu_ratio", f"{_m}: the lab worker's CPU per A/B DML run, over no perf")
 goal("callgraph_dwarf16k_499_samples_5s", "default mode: samples in a 5 s run of a busy target", "≥ 1000",
      lambda v: v >= 1000)
 
@@ -137,6 +144,44 @@ def _phase(target: _Rounds, mode: str | None) -> dict:
     return out
 
 
+def lab_cost(reps: int) -> dict:
+    """The lab worker's CPU per A/B DML run with perf in each of ``LAB_MODES``, over no perf."""
+    from tdescope.app.engines.api import WorkloadControl
+    from tdescope.app.hotspots.perf_record import HotspotSampler
+    from tdescope.plugins.sqlcipher.lab import LabSession
+
+    lab = LabSession()
+    cpu: dict = {m: [] for m in (None, *LAB_MODES)}
+    try:
+        pid = lab.server_pid()
+        workload = next(w for w in lab.workloads() if w.name == "ab_dml")
+        params = {**workload.params, "groups": 24}
+        workload.run(params, WorkloadControl())  # warm-up
+        names = [None, *LAB_MODES]
+        for r in range(reps):
+            for m in names[r % len(names):] + names[:r % len(names)]:
+                sampler = None
+                if m is not None:
+                    graph, stack, hz = MODES[m]
+                    sampler = HotspotSampler(pid, frequency=hz, window_s=1.0, callgraph=graph,
+                                             stack_bytes=stack or 16384)
+                    sampler.start()
+                c0 = _proc_cpu(pid)
+                try:
+                    workload.run(params, WorkloadControl())
+                finally:
+                    c1 = _proc_cpu(pid)
+                    if sampler is not None:
+                        sampler.stop()
+                cpu[m].append(c1 - c0)
+    finally:
+        lab.close()
+    out = {"callgraph_lab_off_cpu_s": round(statistics.median(cpu[None]), 3)}
+    for m in LAB_MODES:
+        out[f"callgraph_lab_{m}_cpu_ratio"] = round(statistics.median(a / b for a, b in zip(cpu[m], cpu[None])), 3)
+    return out
+
+
 def run(quick: bool) -> dict:
     from tdescope.app.hotspots.profile import check_perf
 
@@ -170,6 +215,7 @@ def run(quick: bool) -> dict:
                     "cipher_callers_pct", "aes_callers_pct", "sha512_callers_pct", "vdbe_total_over_self", "vdbe_self_pct", "vdbe_total_pct",
                     "script_s_per_window"):
             out[f"callgraph_{m}_{key}"] = round(med(key), 3 if key == "script_s_per_window" else 1)
+    out.update(lab_cost(3 if quick else 6))
     out["callgraph_load_avg_1m"] = os.getloadavg()[0]
     return out
 
