@@ -76,7 +76,7 @@ def test_top_on_a_pid_ranks_the_hot_function_first(tmp_path):
                    check=True)
     proc = subprocess.Popen([str(exe), "30"])
     try:
-        result = run("top", "--pid", str(proc.pid), "--seconds", "1.5")
+        result = run("top", "--pid", str(proc.pid), "--seconds", "1.5", "--perf-hz", "997")
     finally:
         proc.kill()
         proc.wait()
@@ -88,7 +88,7 @@ def test_top_on_a_pid_ranks_the_hot_function_first(tmp_path):
     # the header's columns stand over the row's: each header word ends where its number does
     ends = lambda line: [m.end() for m in re.finditer(r"\S+", line)][:3]  # noqa: E731
     assert ends(header) == ends(first_row), (header, first_row)
-    assert "samples in" in result.stderr
+    assert "samples in" in result.stderr and "at 997 Hz" in result.stderr
 
 
 def test_waits_on_the_lab_text():
@@ -113,6 +113,9 @@ def test_top_without_perf_is_one_line(tmp_path, preader):
     (["top", "--seconds", "1"], "one of the arguments --pid --lab"),
     (["waits", "--pid", "1", "--seconds", "0"], "must be between 0 and 3600"),
     (["top", "--lab", "nosuchdb", "--seconds", "1"], "unknown engine 'nosuchdb'"),
+    (["top", "--pid", "1", "--perf-hz", "0"], "must be between 1 and 10000 Hz, not 0"),
+    (["record", "--pid", "1", "--seconds", "1", "-o", "x.tds", "--perf-hz", "20000"], "between 1 and 10000 Hz"),
+    (["top", "--pid", "1", "--perf-hz", "fast"], "not a whole number of Hz: 'fast'"),
 ])
 def test_bad_arguments(args, fragment):
     result = run(*args)
@@ -141,3 +144,28 @@ def test_an_idle_process_is_one_line_and_exit_1_for_both(sleeper, command, line)
         assert result.returncode == 1
     listed = run("waits", "--pid", str(sleeper.pid), "--seconds", "1", "--idle")
     assert listed.returncode == 0 and "Idle" in listed.stdout.splitlines()[1]
+
+
+@pytest.mark.perf
+def test_record_samples_at_the_perf_hz_asked_for(tmp_path):
+    if check_perf() is not None:
+        pytest.skip(check_perf())
+    from conftest import compile_client
+    from tdescope.app.events import HotspotWindow
+    from tdescope.app.session.reader import SessionReader
+
+    exe = compile_client("hot.c", tmp_path / "hot")  # no frame pointers asked for: DWARF unwinds it
+    proc = subprocess.Popen([str(exe), "30"])
+    out = tmp_path / "r.tds"
+    try:
+        result = run("record", "--pid", str(proc.pid), "--captures", "0", "--no-waits", "--perf-hz", "251",
+                     "--seconds", "6", "-o", str(out))
+    finally:
+        proc.kill()
+        proc.wait()
+    assert result.returncode == 0, result.stderr
+    with SessionReader(out) as reader:
+        windows = [e for e in reader.events() if isinstance(e, HotspotWindow)]
+    assert windows and {w.frequency for w in windows} == {251}
+    stacks = {s for w in windows for s in w.stacks}
+    assert any(s.endswith("main;hot_loop") for s in stacks), sorted(stacks)[:5]  # the caller is unwound

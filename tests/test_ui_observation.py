@@ -97,6 +97,45 @@ def test_flame_graph_focus_and_reset(qtbot, run):
     assert flame.focus_node() is flame.root
 
 
+def _pixel_of(flame, name: str):
+    """The colour painted at the middle of the frame called ``name`` (the first drawn)."""
+    image = flame.grab().toImage()
+    rect = next(r for r, node in flame._hits if node.name == name)
+    return image.pixelColor(rect.center().toPoint())
+
+
+def test_the_filter_box_highlights_matching_frames_in_the_flame_graph(qtbot, run):
+    from tdescope.ui.flamegraph import MATCH_COLOR, _color
+
+    dock = HotspotsDock(run, load_glossary("sqlite", "openssl"))
+    qtbot.addWidget(dock)
+    dock.resize(900, 500)
+    dock.show()
+    dock.tabs.setCurrentIndex(1)
+    flame = dock.flame
+    qtbot.waitExposed(flame)
+    assert _pixel_of(flame, "memcpy") == _color("memcpy") and flame.matched == 0
+    dock.filter.setText("VDBEexec")  # any case, as the table filters
+    # sqlite3VdbeExec and the AES call under it: 16 samples in each encrypted window, 10 in each plain one
+    assert flame.matched == 52 and flame.root.value == 72
+    assert _pixel_of(flame, "sqlite3VdbeExec") == MATCH_COLOR
+    faded = _pixel_of(flame, "memcpy")
+    assert faded != _color("memcpy") and faded.lightness() > _color("memcpy").lightness()
+    assert _pixel_of(flame, "aesni_cbc_encrypt") != MATCH_COLOR  # inside a match, not a match itself
+    assert dock.proxy.rowCount() == 1  # the table shows the same one function
+    dock.filter.setText("AES-CBC")  # the glossary sentence, as in the table
+    assert flame.matched == 12 and _pixel_of(flame, "aesni_cbc_encrypt") == MATCH_COLOR
+    dock.filter.setText("libc.so")  # the library
+    assert flame.matched == 12 and _pixel_of(flame, "memcpy") == MATCH_COLOR
+    dock.filter.clear()
+    assert flame.matched == 0 and _pixel_of(flame, "sqlite3VdbeExec") == _color("sqlite3VdbeExec")
+    # the search stays on as new windows arrive
+    dock.filter.setText("sha512")
+    run.add_windows([_win(1004, True)])
+    dock.refresh()
+    assert flame.matched == 12 and flame.root.value == 95
+
+
 def test_diff_ranks_the_functions_encryption_adds(qtbot, run):
     dock = HotspotsDock(run, {})
     qtbot.addWidget(dock)

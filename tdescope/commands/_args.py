@@ -6,7 +6,8 @@ import argparse
 
 from tdescope.app.errors import UserError
 
-__all__ = ["positive_int", "seconds", "percent", "add_stop_budget_argument", "engine_named", "recipe_named"]
+__all__ = ["positive_int", "seconds", "percent", "hertz", "add_stop_budget_argument", "add_perf_hz_argument",
+           "engine_named", "recipe_named"]
 
 
 def positive_int(text: str) -> int:
@@ -40,6 +41,26 @@ def percent(text: str) -> float:
     if not 0 < value <= 100:
         raise argparse.ArgumentTypeError(f"must be between 0 and 100 %, not {value:g}")
     return value / 100
+
+
+def hertz(text: str) -> int:
+    """argparse type: a sampling rate in whole Hz, 1 to 10000."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of Hz: {text!r}") from None
+    if not 1 <= value <= 10_000:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 10000 Hz, not {value}")
+    return value
+
+
+def add_perf_hz_argument(parser) -> None:
+    """``--perf-hz HZ``, shared by the commands that run perf."""
+    from tdescope.app.hotspots.perf_record import DEFAULT_HZ
+
+    parser.add_argument("--perf-hz", type=hertz, default=DEFAULT_HZ, metavar="HZ",
+                        help=f"perf samples per second while the process runs (default {DEFAULT_HZ}: a 5 s run of a "
+                             "busy process gives ~2500); stacks are unwound with DWARF, so higher rates cost more")
 
 
 def add_stop_budget_argument(parser) -> None:

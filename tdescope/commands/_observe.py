@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 
 from tdescope.app.errors import UserError
+from tdescope.app.hotspots.perf_record import DEFAULT_HZ
+from tdescope.app.system.procstat import cpu_seconds
 from tdescope.commands._args import engine_named, positive_int, seconds
 from tdescope.commands._dsn import add_dsn_arguments
 from tdescope.commands._target import resolve_target
@@ -35,6 +37,8 @@ class Observed:
         The process observed.
     seconds : float
         How long it was observed.
+    cpu_s : float or None
+        CPU time the process used meanwhile (all threads, from /proc); None when it is gone.
     """
 
     events: list
@@ -42,6 +46,7 @@ class Observed:
     engine: object
     pid: int
     seconds: float
+    cpu_s: float | None = None
 
 
 def add_target_arguments(parser) -> None:
@@ -102,7 +107,8 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
     try:
         source = target.session.wait_source() if waits and target.session is not None else None
         # Short runs get shorter windows (above), so a 2 s run still yields several.
-        obs = Observation(target.pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s)
+        obs = Observation(target.pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s,
+                          frequency=getattr(args, "perf_hz", DEFAULT_HZ))
         obs.start_blocking()
         if hotspots and not obs.hotspots_on:
             problem = next((e.message for e in events if isinstance(e, Problem)), "perf did not start")
@@ -112,10 +118,12 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
             runner = threading.Thread(target=_repeat_workload, args=(target.workload, target.params, control),
                                       daemon=True)
             runner.start()
+        cpu0 = cpu_seconds(target.pid)
         try:
             deadline = time.monotonic() + args.seconds
             while time.monotonic() < deadline:
                 time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+            cpu1 = cpu_seconds(target.pid)
             if hotspots:
                 _await_window_after(events, lock, time.time(), grace_s=window_s + 3.0)
         finally:
@@ -126,4 +134,5 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
     finally:
         target.close()
     problems = [e.message for e in events if isinstance(e, Problem)]
-    return Observed(events, problems, engine, target.pid, args.seconds)
+    used = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+    return Observed(events, problems, engine, target.pid, args.seconds, used)

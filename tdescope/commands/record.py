@@ -17,7 +17,8 @@ import time
 
 from tdescope.app.errors import UserError
 from tdescope.commands._args import (
-    add_probe_arguments, add_stop_budget_argument, engine_named, positive_int, probe_backend, recipe_named, seconds,
+    add_perf_hz_argument, add_probe_arguments, add_stop_budget_argument, engine_named, positive_int, probe_backend,
+    recipe_named, seconds,
 )
 from tdescope.commands._target import resolve_target
 
@@ -44,6 +45,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--allow-critical", action="store_true",
                         help="allow probing a postmaster or background process with --pid (dangerous)")
     parser.add_argument("--no-hotspots", action="store_true", help="do not run perf")
+    add_perf_hz_argument(parser)
     parser.add_argument("--no-waits", action="store_true", help="do not sample OS waits")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.tds", help="the session file to write")
     parser.add_argument("--keep-plaintext", action="store_true",
@@ -67,7 +69,8 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
     if hotspots and (why := check_perf(pid)) is not None:
         notes.append(f"hotspots not recorded: {why}")
         hotspots = False
-    obs = Observation(pid, record, hotspots=hotspots, waits=not args.no_waits, wait_source=wait_source)
+    obs = Observation(pid, record, hotspots=hotspots, waits=not args.no_waits, wait_source=wait_source,
+                      frequency=args.perf_hz)
     obs.start_blocking()
     return [obs.stop]
 

@@ -17,7 +17,10 @@ HEADER = f"{'self':>7} {'total':>7} {'samples':>7}  {'':6} function  [library]  
 
 
 def add_arguments(parser) -> None:
+    from tdescope.commands._args import add_perf_hz_argument
+
     add_target_arguments(parser)
+    add_perf_hz_argument(parser)
     parser.add_argument("--engine", default=None,
                         help="whose glossary explains the functions (default: the --lab engine, else all)")
 
@@ -45,6 +48,10 @@ def run(args) -> int:
     if prof.samples == 0:
         if seen.problems:
             raise UserError(seen.problems[0])
+        if seen.cpu_s is not None and seen.cpu_s > 0.02 * seen.seconds:
+            # not idle: say so rather than blame the process
+            raise UserError(f"perf recorded no samples in {seen.seconds:g} s although pid {seen.pid} used "
+                            f"{seen.cpu_s:.2f} s of CPU")
         raise NothingObserved(f"no CPU samples in {seen.seconds:g} s: pid {seen.pid} was idle")
     glossary = _glossary(args, seen.engine)
     rows = prof.top(args.limit)
@@ -66,6 +73,7 @@ def run(args) -> int:
     for p in seen.problems:
         print(f"tdescope: note: {p}", file=sys.stderr)
     if not args.json:
-        print(f"{prof.samples} samples in {len(windows)} windows; time in crypto {crypto_pct(prof):.1f}%",
+        print(f"{prof.samples} samples in {len(windows)} windows at {args.perf_hz} Hz; "
+              f"time in crypto {crypto_pct(prof):.1f}%",
               file=sys.stderr)
     return 0

@@ -1,4 +1,8 @@
-"""A flame graph of folded stacks, custom-painted: click a frame to focus, the root to reset."""
+"""A flame graph of folded stacks, custom-painted: click a frame to focus, the root to reset.
+
+A search (:meth:`FlameGraph.set_search`, the Hotspots filter box) paints the matching frames magenta,
+as FlameGraph.pl does, fades the others, and says what share of the samples pass through a match.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,13 @@ from PySide6.QtWidgets import QToolTip, QWidget
 
 from tdescope.app.hotspots.crypto import is_crypto
 
-__all__ = ["FlameGraph", "FlameNode", "build_tree"]
+__all__ = ["MATCH_COLOR", "FlameGraph", "FlameNode", "build_tree", "matched_samples"]
 
 _ROW = 18
+#: A frame matching the search (FlameGraph.pl's colour), and how much the others fade towards the background.
+MATCH_COLOR = QColor(230, 50, 190)
+_FADE = 0.7
+_BACKGROUND = QColor(250, 250, 248)
 
 
 class FlameNode:
@@ -54,6 +62,24 @@ def build_tree(stacks: dict[str, int]) -> FlameNode:
     return root
 
 
+def matched_samples(root: FlameNode, matches: Callable[[str], bool]) -> int:
+    """Samples passing through at least one frame that ``matches`` (a match inside a match counts once)."""
+    total, todo = 0, list(root.children.values())
+    while todo:
+        node = todo.pop()
+        if matches(node.name):
+            total += node.value
+        else:
+            todo.extend(node.children.values())
+    return total
+
+
+def _faded(color: QColor) -> QColor:
+    b = _BACKGROUND
+    return QColor(*(round(c + (bc - c) * _FADE) for c, bc in ((color.red(), b.red()), (color.green(), b.green()),
+                                                               (color.blue(), b.blue()))))
+
+
 def _color(name: str) -> QColor:
     if is_crypto(name):
         return QColor(120, 110, 230)  # crypto stands out in blue-violet
@@ -81,11 +107,39 @@ class FlameGraph(QWidget):
         self.root = FlameNode("all")
         self._focus: tuple[str, ...] = ()
         self._hits: list[tuple[QRectF, FlameNode]] = []
+        self._search = ""
+        self._matches: Callable[[str], bool] | None = None
+        self._matched: dict[str, bool] = {}  # name -> verdict, for the current search
+        self.matched = 0
+        """Samples passing through a frame that matches the search (0 without one)."""
 
     def set_stacks(self, stacks: dict[str, int]) -> None:
         """Show these folded stacks; the focus stays on the same path when it still exists."""
         self.root = build_tree(stacks)
+        self.matched = matched_samples(self.root, self.is_match) if self._matches is not None else 0
         self.update()
+
+    def set_search(self, text: str, matches: Callable[[str], bool] | None = None) -> None:
+        """Highlight the frames whose name ``matches`` (by default: contains ``text``, any case).
+
+        An empty ``text`` ends the search. The Hotspots dock passes its filter box's rule, which also
+        matches a frame's library and glossary sentence.
+        """
+        self._search = text.strip()
+        needle = self._search.lower()
+        self._matches = None if not needle else (matches or (lambda name: needle in name.lower()))
+        self._matched = {}
+        self.matched = matched_samples(self.root, self.is_match) if self._matches is not None else 0
+        self.update()
+
+    def is_match(self, name: str) -> bool:
+        """True when a search is on and the frame called ``name`` matches it."""
+        if self._matches is None:
+            return False
+        verdict = self._matched.get(name)
+        if verdict is None:
+            verdict = self._matched[name] = bool(self._matches(name))
+        return verdict
 
     def focus_node(self) -> FlameNode:
         """The node drawn full width (the root when nothing is focused)."""
@@ -104,7 +158,7 @@ class FlameGraph(QWidget):
 
     def paintEvent(self, _event) -> None:  # noqa: N802 - Qt API
         p = QPainter(self)
-        p.fillRect(self.rect(), QColor(250, 250, 248))
+        p.fillRect(self.rect(), _BACKGROUND)
         self._hits = []
         focus = self.focus_node()
         if self.root.value == 0:
@@ -140,12 +194,22 @@ class FlameGraph(QWidget):
                 if cw >= 1.0:
                     stack.append((child, cx, d + 1))
                 cx += cw
+        if self._matches is not None:
+            share = 100.0 * self.matched / max(self.root.value, 1)
+            p.setPen(MATCH_COLOR.darker(130))
+            p.drawText(self.rect().adjusted(4, 2, -4, 0), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop,
+                       f"“{self._search}”: {share:.1f}% of samples")
         p.end()
 
     def _draw(self, p: QPainter, fm: QFontMetrics, node: FlameNode, x: float, w: float, y: float,
               dim: bool = False) -> None:
         rect = QRectF(x, y, w, _ROW - 1)
-        color = QColor(225, 225, 225) if dim else _color(node.name)
+        if dim:
+            color = QColor(225, 225, 225)
+        elif self._matches is None or node.parent is None:
+            color = _color(node.name)
+        else:
+            color = MATCH_COLOR if self.is_match(node.name) else _faded(_color(node.name))
         p.fillRect(rect, color)
         p.setPen(QPen(QColor(255, 255, 255)))
         p.drawLine(rect.topRight(), rect.bottomRight())

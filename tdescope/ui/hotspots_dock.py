@@ -74,7 +74,7 @@ class HotspotsDock(QDockWidget):
         group.addButton(self.scope_window)
         group.addButton(self.scope_run)
         self.filter = QLineEdit()
-        self.filter.setPlaceholderText("Filter symbols, libraries, descriptions…")
+        self.filter.setPlaceholderText("Filter symbols, libraries, descriptions (highlighted in the flame graph)…")
         self.filter.setClearButtonEnabled(True)
         self.crypto_label = QLabel("time in crypto: –")
         self.crypto_label.setStyleSheet("font-weight: bold; color: #4b3fbf;")
@@ -208,6 +208,15 @@ class HotspotsDock(QDockWidget):
     def _on_filter(self, text: str) -> None:
         self.proxy.setFilterFixedString(text)
         self.diff_proxy.setFilterFixedString(text)
+        self.flame.set_search(text, self._frame_matcher(text))
+
+    def _frame_matcher(self, text: str):
+        """The table's filter rule for one frame name: ``text`` in its symbol, library or glossary
+        sentence, any case (``SymbolFilter`` matches the same three columns)."""
+        needle = text.strip().lower()
+        # the flame graph asks once per frame name and search: the library lookup stays cheap
+        return lambda name: (needle in name.lower() or needle in self.describe(name).lower()
+                             or needle in self._dso_of(name).lower())
 
     def _on_pick(self, index) -> None:
         proxy = index.model()

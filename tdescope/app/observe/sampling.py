@@ -22,6 +22,7 @@ from tdescope.app.hotspots.perf_script import Sample
 from tdescope.app.engines.api import WaitSource
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, HotspotLeaves, Problem
+from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.app.hotspots.profile import HotspotSampler, check_perf
 from tdescope.app.waits.os_sampler import OsWaitSampler
 
@@ -54,7 +55,8 @@ class Observation:
     wait_source : WaitSource or None
         The engine's own waits, sampled every ``1 / engine_hz`` s while waits are on.
     frequency, window_s : int, float
-        perf sampling frequency and window length.
+        perf sampling frequency (default :data:`~tdescope.app.hotspots.perf_record.DEFAULT_HZ`) and
+        window length.
     wait_hz, engine_hz : float
         OS and engine wait sampling rates.
     """
@@ -67,7 +69,7 @@ class Observation:
         hotspots: bool = True,
         waits: bool = True,
         wait_source: WaitSource | None = None,
-        frequency: int = 99,
+        frequency: int = DEFAULT_HZ,
         window_s: float = 1.0,
         wait_hz: float = 20.0,
         engine_hz: float = 10.0,

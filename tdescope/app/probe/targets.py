@@ -29,7 +29,7 @@ def refuse_unused_target(pid: int, recipe: ProbeRecipe, engine: str) -> int | No
         return None
     resolved = _resolve(pid, recipe)
     if resolved is None and recipe.library is None:
-        raise _not_used(pid, recipe, engine)
+        raise not_used(pid, recipe, engine)
     return resolved.address if resolved is not None else None
 
 
