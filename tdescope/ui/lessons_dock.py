@@ -134,7 +134,8 @@ class LessonsDock(QDockWidget):
             if why:
                 item.setForeground(QColor("#888888"))
             self.list.addItem(item)
-        self.setWindowTitle(f"Lessons ({engine})")
+        self.setWindowTitle("Lessons")  # short: it is one tab among six in a compact layout
+        self.list.setToolTip(f"Lessons of the source documents; greyed ones cannot run on {engine} here")
         if self.list.count():
             self.list.setCurrentRow(0)
 

@@ -20,7 +20,7 @@ layout comes back to it. The replay toolbar is never part of a saved layout.
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
-from PySide6.QtWidgets import QDockWidget, QMainWindow
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar
 
 __all__ = ["arrangement_for", "arrange", "default_layout", "restore_layout", "save_layout"]
 
@@ -90,6 +90,9 @@ def default_layout(win: QMainWindow, size: QSize | None, engine: QDockWidget, wo
     win.resize(size)
     kind = arrangement_for(size)
     arrange(win, kind, engine, workload, captures, timeline, side)
+    for bar in win.findChildren(QTabBar):  # dock tabs: whole names, scroll buttons when they do not fit
+        bar.setElideMode(Qt.TextElideMode.ElideNone)
+        bar.setUsesScrollButtons(True)
     return kind
 
 
