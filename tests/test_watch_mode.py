@@ -81,3 +81,23 @@ def test_record_with_dsn_keeps_inventory_version_and_engine_waits(pg_cluster, bu
         assert counts.get(short_kind("WaitSample"), 0) > 10, counts
         engine_waits = [ev for ev in reader.events(kinds=[WaitSample]) if ev.source == "postgres"]
     assert engine_waits and {ev.pid for ev in engine_waits} == {busy_backend}  # the watched backend's own
+
+
+@pytest.mark.parametrize("backend", ["ebpf", "gdb"])
+def test_a_backend_that_exits_mid_capture_is_one_line(pg_cluster, busy_backend, backend):
+    """A server restart or a killed backend mid-capture: one line naming the pid, never a driver's traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "tdescope", "capture", "--engine", "postgres", "--dsn",
+                             pg_cluster.dsn(), "--sql", "SELECT sum(length(pgp_sym_decrypt(s, 'k'))) FROM watched",
+                             "--count", "100000", "--timeout", "60", "--backend", backend, "--stop-budget", "100"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout.readline(), "no capture came"
+        pid = int(pg_cluster.psql("SELECT pid FROM pg_stat_activity WHERE application_name = 'tdescope workload' "
+                                  "LIMIT 1").strip())
+        pg_cluster.psql(f"SELECT pg_terminate_backend({pid})")
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"pid {pid} exited while armed" in lines[0], err
