@@ -122,7 +122,9 @@ class Experiment:
 
     # -- threads ---------------------------------------------------------------
     def _fail(self, source: str, message: str) -> None:
-        if self.error is None:
+        message = (message.strip().splitlines() or [""])[0]  # one line, whatever the driver said
+        # the target's exit explains everything after it (the workload's broken connection): it wins
+        if self.error is None or (source == "capture" and "exited while armed" in message):
             self.error = message
         self.sink(Problem(time.time(), source, message))
 
@@ -160,6 +162,9 @@ class Experiment:
                         result = self.workload.run(self.params, self.control)
                     except UserError as exc:
                         self._fail("workload", str(exc))
+                        break
+                    except Exception as exc:  # noqa: BLE001 - a driver's error (server restart): one line
+                        self._fail("workload", f"workload {self.workload.name} failed: {type(exc).__name__}: {exc}")
                         break
                     if not result.label:
                         result = dataclasses.replace(result, label=self.workload.label)
