@@ -6,6 +6,7 @@ depends on which tests ran before it.
 
 from __future__ import annotations
 
+import os
 import math
 import random
 import sqlite3
@@ -233,6 +234,6 @@ def test_empty():
     assert verdict(b"") == "empty"
     assert verdict(bytes(4096)) == "empty"
     assert verdict(bytes(4095) + b"\x01") == "looks structured"
-    assert verdict(b"\x00") == "empty" and verdict(b"\x01") == "looks structured"
-    assert verdict(bytes(range(31))) == "looks structured"  # too short to judge
+    assert verdict(b"\x00") == "empty" and verdict(b"\x01") == "too short to judge"
+    assert verdict(bytes(range(31))) == "too short to judge" and verdict(os.urandom(18)) == "too short to judge"
     assert verdict(bytes(range(32))) == "looks encrypted"  # 5 bits/byte: what 32 random bytes measure

@@ -101,3 +101,13 @@ def test_a_backend_that_exits_mid_capture_is_one_line(pg_cluster, busy_backend, 
     assert proc.returncode == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and f"pid {pid} exited while armed" in lines[0], err
+
+
+@pytest.mark.ebpf
+def test_pgcrypto_captures_are_data_buffers_not_pages(pg_cluster, busy_backend):
+    out = _cli("capture", "--engine", "postgres", "--dsn", pg_cluster.dsn(), "--target-pid", str(busy_backend),
+               "--count", "2", "--timeout", "30", "--backend", "ebpf")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and all(" buffer " in ln and "page -1" not in ln and "cells" not in ln for ln in lines)
+    assert out.stderr.startswith("2 buffer pairs captured")

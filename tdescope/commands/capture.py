@@ -56,6 +56,7 @@ def run(args) -> int:
             raise UserError(f"cannot create dump folder {dump}: {exc.strerror}") from None
     lock = threading.Lock()
     written = [0]
+    pages = [0]  # how many of them were database pages (the rest: data buffers such as pgcrypto values)
     reader_gone = threading.Event()  # `| head -1` has seen enough: disarm and end quietly
     running: list = []  # the experiment, once started (the sink cancels it when the reader leaves)
 
@@ -78,6 +79,7 @@ def run(args) -> int:
                         exp.cancel()  # on the window's own thread: it disarms at its next step
                     return
                 written[0] += 1
+                pages[0] += record.is_page
         elif isinstance(event, CaptureWindowState) and event.state == "paused" and not args.json:
             print(f"probe paused: {event.message}", file=sys.stderr, flush=True)
         elif isinstance(event, Problem) and not args.json:
@@ -117,7 +119,8 @@ def run(args) -> int:
             emit(json.dumps({"summary": True, **summary_json(s, written[0])}))
     else:
         why = f" ({s.reason})" if s is not None and s.reason else ""  # every way a window ends is said
-        print(f"{written[0]} page pairs captured{why}{summary_line(s)}", file=sys.stderr)
+        what = "page pairs" if pages[0] == written[0] else "buffer pairs" if not pages[0] else "pairs"
+        print(f"{written[0]} {what} captured{why}{summary_line(s)}", file=sys.stderr)
     return 0
 
 

@@ -41,8 +41,17 @@ class CaptureRecord:
             del out["space_id"]  # only engines whose pages name their tablespace (InnoDB) have one
         return out
 
+    @property
+    def is_page(self) -> bool:
+        """True for a database page; False for a data buffer with no page number (a pgcrypto value)."""
+        return self.pgno >= 0
+
     def line(self) -> str:
-        """One human line."""
+        """One human line: a page with its type and cells, or a data buffer with its length."""
+        if not self.is_page:
+            return (f"#{self.seq:<4} buffer      {self.direction:<7} {self.size:>6} B  "
+                    f"entropy {self.before_entropy:4.2f} -> {self.after_entropy:4.2f}  "
+                    f"plaintext {self.plaintext_side}  stop {self.stop_us:.0f} us")
         return (
             f"#{self.seq:<4} page {self.pgno:<6} {self.direction:<7} {self.size:>6} B  "
             f"entropy {self.before_entropy:4.2f} -> {self.after_entropy:4.2f}  "

@@ -145,8 +145,8 @@ def verdict(data: bytes) -> str:
     Returns
     -------
     str
-        ``"empty"`` when every byte is zero (or there are none), ``"looks
-        encrypted"`` when the whole buffer has more than :data:`WHOLE_MIN_BITS`
+        ``"empty"`` when every byte is zero (or there are none), ``"too short to
+        judge"`` under 32 bytes, ``"looks encrypted"`` when the whole buffer has more than :data:`WHOLE_MIN_BITS`
         bits/byte and no full :data:`CHUNK`-byte slice falls below
         :data:`CHUNK_MIN_BITS`, else ``"looks structured"``.
 
@@ -159,14 +159,15 @@ def verdict(data: bytes) -> str:
     ~7.17, 512 ~7.59, 1 KB ~7.81), so the whole-buffer threshold is
     ``min(WHOLE_MIN_BITS, E[H] - 0.3)`` with ``E[H]`` the exact expected sample
     entropy of ``n`` uniform random bytes (:func:`uniform_entropy`): 6.88 at
-    256 bytes, 7.28 at 496, 7.5 from 1008 on. Buffers under 32 bytes are
-    never called encrypted.
+    256 bytes, 7.28 at 496, 7.5 from 1008 on. Under 32 bytes (an 18-byte
+    pgcrypto chunk at its maximum 4.17 bits/byte) nothing can be told.
     """
     n = len(data)
     if n == 0 or bytes(data).count(0) == n:
         return "empty"
-    # under 32 bytes even random data has too few distinct values to tell: never "looks encrypted"
-    whole_min = min(WHOLE_MIN_BITS, uniform_entropy(n) - 0.3) if n >= _MIN_JUDGED else WHOLE_MIN_BITS
+    if n < _MIN_JUDGED:  # even random data has too few distinct values to tell: say so
+        return "too short to judge"
+    whole_min = min(WHOLE_MIN_BITS, uniform_entropy(n) - 0.3)
     if shannon_entropy(data) <= whole_min:
         return "looks structured"
     full = (n // CHUNK) * CHUNK
