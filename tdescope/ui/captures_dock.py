@@ -32,9 +32,11 @@ class CapturesModel(RowTableModel):
         cap, rec = self.rows[index.row()]
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
+            page = rec.is_page  # a data buffer (a pgcrypto value) has no page number, type or cells
             return (
                 time.strftime("%H:%M:%S", time.localtime(cap.ts)) + f".{int(cap.ts * 1000) % 1000:03d}",
-                rec.seq, rec.pgno, rec.direction, rec.plaintext_side, rec.symbol, rec.page_type, rec.cells,
+                rec.seq, rec.pgno if page else "—", rec.direction, rec.plaintext_side, rec.symbol,
+                rec.page_type if page else f"buffer, {rec.size} B", rec.cells if page else "",
                 f"{rec.before_entropy:.2f}", f"{rec.after_entropy:.2f}", f"{rec.stop_us:.0f}",
             )[col]
         if role == Qt.ItemDataRole.UserRole:  # sort key
