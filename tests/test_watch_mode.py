@@ -111,3 +111,41 @@ def test_pgcrypto_captures_are_data_buffers_not_pages(pg_cluster, busy_backend):
     lines = out.stdout.splitlines()
     assert len(lines) == 2 and all(" buffer " in ln and "page -1" not in ln and "cells" not in ln for ln in lines)
     assert out.stderr.startswith("2 buffer pairs captured")
+
+
+def test_a_workload_says_what_it_creates_and_cleanup_drops_it(pg_cluster):
+    pg_cluster.psql("CREATE EXTENSION IF NOT EXISTS pgcrypto")
+    exists = "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'tdescope_ab_%'"
+    common = ("ab", "--engine", "postgres", "--dsn", pg_cluster.dsn(), "--workload", "ab_dml", "--rounds", "1",
+              "--warmup", "0", "--set", "groups=1", "--set", "ids_per_group=20")
+    kept = _cli(*common)
+    assert kept.returncode == 0, kept.stderr
+    assert "ab_dml creates table tdescope_ab_encrypted, table tdescope_ab_plain on the server; --cleanup drops " \
+           "it afterwards" in kept.stderr
+    assert pg_cluster.psql(exists).strip() == "2"
+    cleaned = _cli(*common, "--cleanup")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "dropped table tdescope_ab_encrypted, table tdescope_ab_plain" in cleaned.stderr
+    assert pg_cluster.psql(exists).strip() == "0"
+
+
+def test_the_window_says_what_a_workload_creates_and_drops_it(qtbot, qsettings, pg_cluster, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    from tdescope.app.engines import ConnectParams, discover_engines
+    from tdescope.ui.window.main_window import MainWindow
+
+    pg_cluster.psql("CREATE EXTENSION IF NOT EXISTS pgcrypto; CREATE TABLE IF NOT EXISTS tdescope_matrix (id int)")
+    win = MainWindow(discover_engines()[0]["postgres"], qsettings)
+    qtbot.addWidget(win)
+    win.connect_engine(ConnectParams(dsn=pg_cluster.dsn()))
+    qtbot.waitUntil(lambda: win.session is not None and win.workload_dock.combo.count() > 0, timeout=30000)
+    dock = win.workload_dock
+    dock.combo.setCurrentIndex(dock.combo.findData("matrix"))
+    assert "Creates on the server: table tdescope_matrix" in dock.description.text()
+    assert dock.drop_button.isVisibleTo(win)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    dock.drop_button.click()
+    qtbot.waitUntil(lambda: dock.status.text().startswith("Dropped"), timeout=10000)
+    assert pg_cluster.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'tdescope_matrix'").strip() == "0"
+    win.shutdown()

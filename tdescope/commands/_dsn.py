@@ -25,6 +25,8 @@ def add_dsn_arguments(parser) -> None:
     """--sql, --workload, --target-pid, --allow-critical (``--dsn`` itself is added by the command)."""
     parser.add_argument("--sql", help="with --dsn: run this SQL on tdescope's connection (the probed backend)")
     parser.add_argument("--workload", help="with --dsn: run this engine workload instead (e.g. matrix, ab_dml)")
+    parser.add_argument("--cleanup", action="store_true",
+                        help="with --dsn: drop what the workload created on the server (tables, a scratch database)")
     parser.add_argument("--target-pid", type=int, help="with --dsn: probe this backend (from pg_stat_activity) "
                         "instead of tdescope's own")
     parser.add_argument("--allow-critical", action="store_true",

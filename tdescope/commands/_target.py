@@ -9,6 +9,7 @@ with no session at all.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,10 +48,21 @@ class CommandTarget:
     workload: Workload | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     own_target: bool = False
+    cleanup: bool = False
 
     def close(self) -> None:
-        """Close the session, if there is one."""
-        if self.session is not None:
+        """Drop what the workload created when asked (``--cleanup``), then close the session, if there is one."""
+        if self.session is None:
+            return
+        try:
+            if self.cleanup and self.workload is not None and self.workload.cleanup is not None:
+                try:
+                    self.workload.cleanup()
+                    print(f"dropped {', '.join(self.workload.creates)}", file=sys.stderr)
+                except Exception as exc:  # noqa: BLE001 - the run's outcome stands; say what was left
+                    print(f"tdescope: could not drop {', '.join(self.workload.creates)}: "
+                          f"{(str(exc).strip().splitlines() or [''])[0]}", file=sys.stderr)
+        finally:
             self.session.close()
 
 
@@ -119,8 +131,12 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
         session = open_session(engine, ConnectParams(options={"lab": True}))
     try:
         workload, params = _workload(engine, session, args, default_workload)
+        if workload is not None and workload.creates:  # someone else's server: say what will be left there
+            then = "; --cleanup drops it afterwards" if getattr(args, "cleanup", False) is False else \
+                "; dropped afterwards (--cleanup)"
+            print(f"{workload.name} creates {', '.join(workload.creates)} on the server{then}", file=sys.stderr)
         return CommandTarget(engine, session, session.server_pid(), workload, params,
-                             has_ability(session, Ability.OWN_TARGET))
+                             has_ability(session, Ability.OWN_TARGET), bool(getattr(args, "cleanup", False)))
     except BaseException:
         session.close()
         raise

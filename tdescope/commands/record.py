@@ -36,6 +36,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--sql", help="with --dsn: run this SQL on tdescope's connection, again and again")
     parser.add_argument("--target-pid", type=int, help="with --dsn: watch this backend (from pg_stat_activity) "
                         "instead of tdescope's own")
+    parser.add_argument("--cleanup", action="store_true",
+                        help="with --dsn: drop what the workload created on the server (tables, a scratch database)")
     parser.add_argument("--captures", type=int, default=50, metavar="N",
                         help="page pairs to capture in the probe window (0: no probe; default 50)")
     parser.add_argument("--recipe", default="decrypt", help="probe recipe: decrypt (default), encrypt or a key")

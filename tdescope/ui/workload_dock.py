@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QSpinBox,
@@ -83,6 +84,11 @@ class WorkloadDock(QDockWidget):
         self.watch_button.setToolTip("Arm the probe on the target and run nothing: capture what the server does for "
                                      "its own clients (Ctrl+Shift+R)")
         self.watch_button.clicked.connect(self._on_watch)
+        self.drop_button = QPushButton("Drop what it created")
+        self.drop_button.setToolTip("Drop the tables or scratch database this workload created on the server")
+        self.drop_button.clicked.connect(self._on_drop)
+        self.drop_button.hide()
+        self.tasks = None  # the window's TaskRunner: database work never runs on the GUI thread
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("Stop at the next statement; both databases stay consistent (Esc)")
         self.cancel_button.setEnabled(False)
@@ -91,6 +97,7 @@ class WorkloadDock(QDockWidget):
         buttons.addWidget(self.rounds)
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.watch_button)
+        buttons.addWidget(self.drop_button)
         buttons.addWidget(self.cancel_button)
         self.progress = QProgressBar()
         self.progress.setFormat("%p%")
@@ -138,7 +145,9 @@ class WorkloadDock(QDockWidget):
         w = self._workloads.get(self.combo.currentData())
         if w is None:
             return
-        self.description.setText(w.description)
+        creates = f"<br><i>Creates on the server: {', '.join(w.creates)}</i>" if w.creates else ""
+        self.description.setText(w.description + creates)
+        self.drop_button.setVisible(w.cleanup is not None)
         self.rounds.setEnabled(self._is_ab(w))
         for name, default in w.params.items():
             editor = _editor(default)
@@ -158,6 +167,18 @@ class WorkloadDock(QDockWidget):
         rounds = self.rounds.value() if w is not None and self._is_ab(w) else 0
         self.runRequested.emit(self.combo.currentData(), self.params(), recipe, self.max_captures.value(), rounds)
 
+    def _on_drop(self) -> None:
+        w = self._workloads.get(self.combo.currentData())
+        if w is None or w.cleanup is None or self.tasks is None:
+            return
+        what = ", ".join(w.creates)
+        if QMessageBox.question(self, "tdescope — drop", f"Drop {what}?") != QMessageBox.StandardButton.Yes:
+            return
+        self.status.setText(f"Dropping {what}…")
+        self.tasks.run(lambda _state: w.cleanup(), name="cleanup",
+                       on_done=lambda _none: self.status.setText(f"Dropped {what}."),
+                       on_exception=lambda exc: self.status.setText(f"Could not drop {what}: {exc}"))
+
     def _on_watch(self) -> None:
         if self._recipes:
             recipe = self._recipes[max(0, self.recipe.currentIndex())]
@@ -171,6 +192,7 @@ class WorkloadDock(QDockWidget):
         """Enable Run or Cancel."""
         self.run_button.setEnabled(not running and bool(self._workloads))
         self.watch_button.setEnabled(not running and bool(self._recipes))
+        self.drop_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
         self.combo.setEnabled(not running)
         self.rounds.setEnabled(not running and self._is_ab(self._workloads[self.combo.currentData()])

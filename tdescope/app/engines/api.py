@@ -260,6 +260,11 @@ class Workload:
     """The sides it compares (``("encrypted", "plain")``) when it is an A/B workload: then
     ``params["sides"]`` (comma-separated, see :func:`wanted_sides`) chooses which run, in
     that order, so the A/B runner can time each side of each round on its own."""
+    creates: tuple[str, ...] = ()
+    """What it creates on a server someone else owns ("table tdescope_ab_plain", "database
+    tdescope_pgbench"), said before it runs; empty for a lab, which is tdescope's own."""
+    cleanup: Callable[[], None] | None = None
+    """Drops what :attr:`creates` names (``--cleanup``, or the window's offer after a run)."""
 
 
 def wanted_sides(params: Mapping[str, Any], default: tuple[str, ...] = ("encrypted", "plain")) -> tuple[str, ...]:

@@ -73,15 +73,23 @@ class PostgresSession:
             Workload("ab_dml", "A/B DML (pgcrypto column vs plain)",
                      "Seed 000's insert/delete/update/select groups on a table with a pgp_sym_encrypt'ed "
                      "column, then on the same table plain.", wl.DEFAULTS["ab_dml"], run(wl.ab_dml, self.conn),
-                     sides=("encrypted", "plain")),
+                     sides=("encrypted", "plain"), **self._leaves("ab_dml")),
             Workload("matrix", "Column-crypto matrix (pgcrypto)",
                      "Seed 003 on pgcrypto: avg(length(pgp_sym_decrypt(col))) over N rows for plain, AES-128/"
                      "192/256 and 3DES, each with and without the MDC integrity check.",
-                     wl.DEFAULTS["matrix"], run(wl.column_crypto_matrix, self.conn)),
+                     wl.DEFAULTS["matrix"], run(wl.column_crypto_matrix, self.conn), **self._leaves("matrix")),
             Workload("pgbench", "pgbench read-only / read-write",
                      "Seed 004's shape: pgbench -S then the TPC-B-like run on a scratch database; TPS.",
-                     wl.DEFAULTS["pgbench"], lambda p, c: wl.pgbench_ro_rw(self.conn, p, c, self.libpq_env)),
+                     wl.DEFAULTS["pgbench"], lambda p, c: wl.pgbench_ro_rw(self.conn, p, c, self.libpq_env),
+                     **self._leaves("pgbench")),
         ]
+
+    def _leaves(self, name: str) -> dict:
+        """``creates`` and ``cleanup`` of workload ``name``: what it leaves in the server, and its removal."""
+        def cleanup() -> None:
+            with self._lock:
+                wl.drop(self.control, name)
+        return {"creates": wl.CREATES[name], "cleanup": cleanup}
 
     def wait_source(self) -> PgWaitSource:
         """pg_stat_activity (or pg_wait_sampling) for the target, on a connection of its own."""

@@ -21,7 +21,8 @@ from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
 
-__all__ = ["DEFAULTS", "MATRIX_CELLS", "ab_dml", "column_crypto_matrix", "pgbench_ro_rw", "run_sql"]
+__all__ = ["CREATES", "DEFAULTS", "MATRIX_CELLS", "ab_dml", "column_crypto_matrix", "drop", "pgbench_ro_rw",
+           "run_sql"]
 
 LAB_KEY = "tdescope-lab-passphrase"  # a lab table's key: the data is generated, nothing to protect
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -30,6 +31,27 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "pgbench": {"scale": 2, "clients": 2, "seconds": 5, "database": "tdescope_pgbench"},
     "sql": {"sql": "SELECT 1", "repeat": 1},
 }
+#: What each workload creates in the server, by name: said before it runs, dropped by :func:`drop`.
+CREATES: dict[str, tuple[str, ...]] = {
+    "ab_dml": ("table tdescope_ab_encrypted", "table tdescope_ab_plain"),
+    "matrix": ("table tdescope_matrix",),
+    "pgbench": ("database tdescope_pgbench (or the one named in its parameters)",),
+}
+
+
+def drop(conn, workload: str, params: Mapping[str, Any] | None = None) -> None:
+    """Drop what ``workload`` created (tables, or pgbench's scratch database); nothing else."""
+    if workload == "ab_dml":
+        conn.execute("DROP TABLE IF EXISTS tdescope_ab_encrypted, tdescope_ab_plain")
+    elif workload == "matrix":
+        conn.execute("DROP TABLE IF EXISTS tdescope_matrix")
+    elif workload == "pgbench":
+        db = str((params or DEFAULTS["pgbench"]).get("database", DEFAULTS["pgbench"]["database"]))
+        if not re.fullmatch(r"tdescope_[a-z0-9_]*", db):
+            raise UserError(f"will not drop database {db!r}: tdescope drops only the tdescope_* databases it made")
+        conn.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
 #: (label, pgp_sym_encrypt options or None for the plain column)
 MATRIX_CELLS = (
     ("plain", None),

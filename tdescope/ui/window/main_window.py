@@ -107,6 +107,7 @@ class MainWindow(QMainWindow):
         self.replay.entered.connect(self._on_replay_entered)
         self.replay.left.connect(lambda: self.setWindowTitle(f"tdescope — {self.engine.label}"))
         self.workload_dock.runRequested.connect(self.run_workload)
+        self.workload_dock.tasks = self.tasks
         self.workload_dock.cancelRequested.connect(self.cancel)
         self.captures_dock.captureSelected.connect(self.show_capture)
         self.engine_dock.change_target.clicked.connect(self.pick_target)
