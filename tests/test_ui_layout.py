@@ -111,3 +111,15 @@ def test_a_lost_connection_offers_reconnect_and_reconnect_connects_again(qtbot, 
     qtbot.waitUntil(lambda: win.session is not None and win.workload_dock.run_button.isEnabled(), timeout=30000)
     assert win.session.server_pid() != first  # a new lab: nothing else restarted
     assert not win.engine_dock.reconnect.isVisibleTo(win)
+
+
+def test_the_hotspot_sampling_rate_is_a_choice_in_the_observe_menu(qtbot, lab_window):
+    from tdescope.ui.window.menus import Menu
+
+    win = lab_window
+    menu = next(a.menu() for a in win.menus[Menu.OBSERVE].actions() if a.menu() is not None)
+    choices = {a.text(): a for a in menu.actions()}
+    assert any(t.startswith("499 Hz") and a.isChecked() for t, a in choices.items())
+    next(a for t, a in choices.items() if t.startswith("99 Hz")).trigger()
+    qtbot.waitUntil(lambda: win.observation.observation is not None
+                    and win.observation.observation.frequency == 99, timeout=10000)

@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QMenu, QWidget
 
 from tdescope.app.engines.api import Engine, EngineSession
+from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.app.events import Event, HotspotLeaves, HotspotWindow, Marker, WaitSample, WorkloadProgress
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.observe.sampling import Observation
@@ -61,6 +62,8 @@ class ObservationController(QObject):
         self.pump = pump
         self.tasks = tasks
         self.run = ObservedRun()
+        self.frequency = DEFAULT_HZ  # perf's sampling rate (Observe → Hotspot sampling rate)
+        self._session: EngineSession | None = None
         self.observation: Observation | None = None
         self._generation = 0  # bumped by stop(): a wait source that opens later starts nothing
         self.refresh_ms: list[float] = []  # GUI time of each refresh, for the bench
@@ -87,16 +90,31 @@ class ObservationController(QObject):
         self.timer.start()
 
     def fill_menu(self, menu: QMenu) -> None:
-        """Add the sampler switches and Clear to ``menu`` (the Observe menu)."""
+        """Add the sampler switches, the hotspot sampling rate and Clear to ``menu`` (the Observe menu)."""
         menu.addAction(self.hotspots_action)
         menu.addAction(self.waits_action)
+        rates = menu.addMenu("Hotspot sampling &rate")
+        group = QActionGroup(rates)
+        for hz, words in ((99, "99 Hz (lightest)"), (DEFAULT_HZ, f"{DEFAULT_HZ} Hz (default: ≥ 1000 samples in 5 s)"),
+                          (999, "999 Hz (finest; more cost)")):
+            action = QAction(words, rates, checkable=True, checked=hz == self.frequency)
+            action.triggered.connect(lambda _checked, hz=hz: self.set_frequency(hz))
+            group.addAction(action)
+            rates.addAction(action)
         menu.addSeparator()
         menu.addAction(self.clear_action)
+
+    def set_frequency(self, hz: int) -> None:
+        """Sample hotspots at ``hz`` from now on (perf restarts on the same target)."""
+        self.frequency = int(hz)
+        if self._session is not None:
+            self.observe(self._session)
 
     # -- observation -------------------------------------------------------------------
     def observe(self, session: EngineSession) -> None:
         """Observe ``session``'s server process from now on (connected, or its target changed)."""
         self.stop()
+        self._session = session
         generation = self._generation
         self.hotspots_dock.set_glossary(glossary_of(self.engine))
         pid = session.server_pid()
@@ -110,7 +128,7 @@ class ObservationController(QObject):
         if generation != self._generation:
             return  # stopped, or told to observe another process, while the source opened
         self.observation = Observation(
-            pid, self._publish, wait_source=source,
+            pid, self._publish, wait_source=source, frequency=self.frequency,
             hotspots=self.hotspots_action.isChecked(), waits=self.waits_action.isChecked(),
         ).start()
 
