@@ -168,3 +168,45 @@ def test_status_bar_shows_the_ebpf_rate_and_losses_live(qtbot, window):
     window.cancel()
     qtbot.waitUntil(lambda: window.workload_dock.run_button.isEnabled(), timeout=30000)
     assert "not armed" in window.probe_status.armed_label.text()
+
+
+@pytest.mark.gdb
+def test_the_arming_stop_in_the_summary_matches_the_targets_own_view(sqlcipher_app):
+    """``capture``'s arming_stop_ms agrees within 20 % with the longest stop /proc shows for the target."""
+    import json
+    import subprocess
+    import sys
+    import threading
+
+    app = sqlcipher_app()
+    app.go()
+    stops: list[float] = []
+    done = threading.Event()
+
+    def watch() -> None:  # the target's own view: how long /proc says it sat in a stopped state
+        since = None
+        while not done.is_set():
+            state = proc_state(app.pid)
+            now = time.perf_counter()
+            if state in ("t", "T") and since is None:
+                since = now
+            elif state not in ("t", "T") and since is not None:
+                stops.append(now - since)
+                since = None
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        out = subprocess.run([sys.executable, "-m", "tdescope", "capture", "--pid", str(app.pid), "--backend", "gdb",
+                              "--count", "1", "--timeout", "20", "--json"], capture_output=True, text=True, timeout=60)
+    finally:
+        done.set()
+        watcher.join()
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.splitlines()[-1])
+    arming, longest = summary["arming_stop_ms"], max(stops) * 1000
+    assert summary["total_stopped_ms"] >= arming > 0
+    assert abs(arming - longest) <= 0.2 * longest, (arming, sorted(stops)[-3:])
+    app.stop()
+    assert app.finish()[0] == 0

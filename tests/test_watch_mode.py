@@ -149,3 +149,28 @@ def test_the_window_says_what_a_workload_creates_and_drops_it(qtbot, qsettings, 
     qtbot.waitUntil(lambda: dock.status.text().startswith("Dropped"), timeout=10000)
     assert pg_cluster.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'tdescope_matrix'").strip() == "0"
     win.shutdown()
+
+
+def test_pgbench_runs_from_the_window(qtbot, qsettings, pg_cluster):
+    from PySide6.QtCore import Qt
+
+    from tdescope.app.engines import ConnectParams, discover_engines
+    from tdescope.ui.window.main_window import MainWindow
+
+    win = MainWindow(discover_engines()[0]["postgres"], qsettings)
+    qtbot.addWidget(win)
+    win.connect_engine(ConnectParams(dsn=pg_cluster.dsn()))
+    qtbot.waitUntil(lambda: win.session is not None and win.workload_dock.combo.count() > 0, timeout=30000)
+    dock = win.workload_dock
+    dock.combo.setCurrentIndex(dock.combo.findData("pgbench"))
+    assert dock.params()["database"] == "tdescope_pgbench"  # a text parameter reaches the workload (KeyError before)
+    for name, value in (("scale", 1), ("clients", 1), ("seconds", 1)):
+        dock._spins[name].setValue(value)
+    dock.capture.setChecked(False)
+    qtbot.mouseClick(dock.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=90000)
+    table = dock.results.table
+    rows = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(table.rowCount())]
+    assert [r[0] for r in rows] == ["read-only", "read-write"] and all(float(r[-1]) > 0 for r in rows), rows
+    win.shutdown()
+    pg_cluster.psql("DROP DATABASE IF EXISTS tdescope_pgbench")
