@@ -131,7 +131,8 @@ def page_before_after(run: LessonRun) -> LessonCard:
         h_before, h_after = shannon_entropy(page.ciphertext), shannon_entropy(page.plaintext)
         figures.update({"seq": page.seq, "pgno": page.pgno, "entropy_ciphertext": round(h_before, 3),
                         "entropy_plaintext": round(h_after, 3), "marker_offset": page.plaintext.find(marker)})
-        ours.append(f"capture #{page.seq} (page {page.pgno}): ciphertext {h_before:.2f} bits/byte, "
+        where = f" (page {page.pgno})" if page.pgno is not None and page.pgno >= 0 else f" ({len(page.plaintext)} bytes)"
+        ours.append(f"capture #{page.seq}{where}: ciphertext {h_before:.2f} bits/byte, "
                     f"plaintext {h_after:.2f} bits/byte")
         evidence.append(f"capture #{page.seq}: the marker at offset 0x{page.plaintext.find(marker):04x} of the "
                         f"plaintext; ciphertext starts {page.ciphertext[:16].hex(' ')}")
