@@ -26,6 +26,10 @@ def test_lessons_dock_runs_a_lesson_to_its_card_and_adds_it_to_the_notes(lab_win
     cap, _ = win.captures_dock.model.row(win.captures_dock.proxy.mapToSource(
         win.captures_dock.view.currentIndex()).row())
     assert cap.seq == card.figures["seq"]
+    # the lesson's time range is the one selected on the timeline (the hotspot and wait docks follow it)
+    rng = win.observation.timeline_dock.selected_range()
+    assert rng is not None and win.observation.timeline_dock.filter.isChecked()
+    assert abs(rng[0] - win.lessons._started["block-before-after"]) < 0.01 and abs(rng[1] - card.ts) < 0.01
     assert dock.add_note.isEnabled()
     qtbot.mouseClick(dock.add_note, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: any("Block before and after decryption" in n.text

@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Callable
 
 from tdescope.app.events import LessonCard, PageCapture, WorkloadProgress, WorkloadResult
+from tdescope.app.lessons.hotspots import RoundHotspots
 from tdescope.app.lessons.run import LessonRun
 from tdescope.app.probe.entropy import shannon_entropy
 from tdescope.app.probe.window import CaptureLimits
@@ -33,7 +34,8 @@ def ab_ratio(run: LessonRun) -> LessonCard:
     workload = run.workload()
     params = run.params(workload)
     run.step(1, f"{workload.label}: {run.binding.rounds} timed rounds after a warm-up")
-    ran = run.experiment(workload, params, rounds=max(1, run.binding.rounds))
+    with RoundHotspots(run.session.server_pid(), run.hotspots) as hot:
+        ran = run.experiment(workload, params, rounds=max(1, run.binding.rounds))
     result = ran.experiment.ab_result
     total = result.total() if result is not None else None
     if total is None:
@@ -49,6 +51,9 @@ def ab_ratio(run: LessonRun) -> LessonCard:
     evidence = [f"phase {p.phase}: {p.ratio_median:.2f}× ({p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}×)"
                 for p in result.phases if p.phase != "total"]
     evidence += [f"warning: {w}" for w in result.warnings()]
+    hot_lines, hot_figures = hot.evidence(ran.of(WorkloadProgress))
+    evidence += hot_lines
+    figures.update(hot_figures)
     published = _published_range(run)
     if total.ratio_ci_low > 1:
         verdict, text = SAME, (f"encrypted slower here too: {total.ratio_median:.2f}× (the whole interval above 1) "
@@ -131,7 +136,8 @@ def page_before_after(run: LessonRun) -> LessonCard:
         h_before, h_after = shannon_entropy(page.ciphertext), shannon_entropy(page.plaintext)
         figures.update({"seq": page.seq, "pgno": page.pgno, "entropy_ciphertext": round(h_before, 3),
                         "entropy_plaintext": round(h_after, 3), "marker_offset": page.plaintext.find(marker)})
-        ours.append(f"capture #{page.seq} (page {page.pgno}): ciphertext {h_before:.2f} bits/byte, "
+        where = f" (page {page.pgno})" if page.pgno is not None and page.pgno >= 0 else f" ({len(page.plaintext)} bytes)"
+        ours.append(f"capture #{page.seq}{where}: ciphertext {h_before:.2f} bits/byte, "
                     f"plaintext {h_after:.2f} bits/byte")
         evidence.append(f"capture #{page.seq}: the marker at offset 0x{page.plaintext.find(marker):04x} of the "
                         f"plaintext; ciphertext starts {page.ciphertext[:16].hex(' ')}")

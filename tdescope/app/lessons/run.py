@@ -57,12 +57,14 @@ class LessonRun:
         Called with ``(done, total, text)`` as the lesson moves through its steps.
     first_seq : callable, optional
         The number the next capture gets (a window numbers its captures on across runs).
+    hotspots : bool
+        Record perf on the engine's process during timed rounds (the DML lesson's evidence).
     """
 
     def __init__(self, lesson: Lesson, engine: Engine, session: EngineSession,
                  sink: Callable[[Event], None] | None = None, fast: bool = False, backend_choice: str = "auto",
                  on_step: Callable[[int, int, str], None] | None = None,
-                 first_seq: Callable[[], int] | None = None) -> None:
+                 first_seq: Callable[[], int] | None = None, hotspots: bool = True) -> None:
         self.lesson = lesson
         self.engine = engine
         self.binding: Binding = lesson.binding(engine.name)
@@ -72,6 +74,7 @@ class LessonRun:
         self.backend_choice = backend_choice
         self.on_step = on_step or (lambda done, total, text: None)
         self.first_seq = first_seq or (lambda: 1)
+        self.hotspots = hotspots
         self._cancel = threading.Event()
         self._current: Experiment | None = None
         self.backend_note: str | None = None

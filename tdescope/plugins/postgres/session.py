@@ -78,6 +78,10 @@ class PostgresSession:
                      "Seed 003 on pgcrypto: avg(length(pgp_sym_decrypt(col))) over N rows for plain, AES-128/"
                      "192/256 and 3DES, each with and without the MDC integrity check.",
                      wl.DEFAULTS["matrix"], run(wl.column_crypto_matrix, self.conn), **self._leaves("matrix")),
+            Workload("io_path", "Page reads in the I/O path (cold then warm scan)",
+                     "Seed 003's finding on stock PostgreSQL (no TDE): a first scan of a table rewritten by "
+                     "VACUUM FULL reads its pages through mdread; a second finds them in shared buffers.",
+                     wl.DEFAULTS["io_path"], run(wl.io_path, self.conn), **self._leaves("io_path")),
             Workload("pgbench", "pgbench read-only / read-write",
                      "Seed 004's shape: pgbench -S then the TPC-B-like run on a scratch database; TPS.",
                      wl.DEFAULTS["pgbench"], lambda p, c: wl.pgbench_ro_rw(self.conn, p, c, self.libpq_env),
@@ -137,12 +141,20 @@ class PostgresSession:
             self._wait_source.follow(self.target.pid)  # the engine's waits move with the probe
 
     def require_extension(self, name: str) -> None:
-        """UserError when ``name`` is not created in the connected database."""
+        """UserError when ``name`` is not created in the connected database.
+
+        pgcrypto's library is then loaded into the workload's backend (one ``digest`` call), so a probe
+        on it attaches when armed instead of waiting for the library to appear mid-workload (a short
+        workload can end before an eBPF probe's pending attach).
+        """
         with self._lock:
-            n = self.control.execute("SELECT count(*) FROM pg_extension WHERE extname = %s", (name,)).fetchone()[0]
-        if not n:
+            row = self.control.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
+                                       "WHERE extname = %s", (name,)).fetchone()
+        if row is None:
             raise UserError(f"extension {name} is missing in database {self.conn.info.dbname}: "
                             f"CREATE EXTENSION {name} (needs a privileged role)")
+        if name == "pgcrypto" and self.target.pid == self.own_pid:
+            self.conn.execute(f"SELECT {row[0]}.digest('', 'md5')")
 
     def columns(self, relation: str) -> tuple[PgColumn, ...]:
         """The relation's attributes in attnum order (dropped ones too: they still occupy tuple slots)."""

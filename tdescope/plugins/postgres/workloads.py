@@ -1,4 +1,5 @@
-"""Experiments on a PostgreSQL server: seed 000's A/B DML, seed 003's column-crypto matrix, seed 004's pgbench.
+"""Experiments on a PostgreSQL server: seed 000's A/B DML, seed 003's column-crypto matrix and I/O path,
+seed 004's pgbench.
 
 Each function takes the workload connection (whose backend is the probe
 target), the parameters and a :class:`~tdescope.app.engines.api.WorkloadControl`,
@@ -21,13 +22,14 @@ from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
 
-__all__ = ["CREATES", "DEFAULTS", "MATRIX_CELLS", "ab_dml", "column_crypto_matrix", "drop", "pgbench_ro_rw",
-           "run_sql"]
+__all__ = ["CREATES", "DEFAULTS", "MATRIX_CELLS", "ab_dml", "column_crypto_matrix", "drop", "io_path",
+           "pgbench_ro_rw", "run_sql"]
 
 LAB_KEY = "tdescope-lab-passphrase"  # a lab table's key: the data is generated, nothing to protect
 DEFAULTS: dict[str, dict[str, Any]] = {
     "ab_dml": {"groups": 10, "ids_per_group": 500},
     "matrix": {"rows": 2000, "value_bytes": 256, "s2k_mode": 3},
+    "io_path": {"rows": 500},  # ~5 heap pages: under a quarter of even a 256 kB shared_buffers
     "pgbench": {"scale": 2, "clients": 2, "seconds": 5, "database": "tdescope_pgbench"},
     "sql": {"sql": "SELECT 1", "repeat": 1},
 }
@@ -35,6 +37,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 CREATES: dict[str, tuple[str, ...]] = {
     "ab_dml": ("table tdescope_ab_encrypted", "table tdescope_ab_plain"),
     "matrix": ("table tdescope_matrix",),
+    "io_path": ("table tdescope_io_path",),
     "pgbench": ("database tdescope_pgbench (or the one named in its parameters)",),
 }
 
@@ -45,6 +48,8 @@ def drop(conn, workload: str, params: Mapping[str, Any] | None = None) -> None:
         conn.execute("DROP TABLE IF EXISTS tdescope_ab_encrypted, tdescope_ab_plain")
     elif workload == "matrix":
         conn.execute("DROP TABLE IF EXISTS tdescope_matrix")
+    elif workload == "io_path":
+        conn.execute("DROP TABLE IF EXISTS tdescope_io_path")
     elif workload == "pgbench":
         db = str((params or DEFAULTS["pgbench"]).get("database", DEFAULTS["pgbench"]["database"]))
         if not re.fullmatch(r"tdescope_[a-z0-9_]*", db):
@@ -223,6 +228,53 @@ def pgbench_ro_rw(conn, params: Mapping[str, Any], control: WorkloadControl,
         table.append((mode, str(scale), str(clients), str(secs), f"{tps:.0f}"))
         _progress(control, "pgbench", mode, step + 1, 3, f"{mode}: {tps:.0f} TPS")
     return WorkloadResult(time.time(), "pgbench", dict(params), tuple(timings), {}, control.cancelled, tuple(table))
+
+
+def _scan_blocks(conn, table: str) -> tuple[int, int]:
+    """One full scan of ``table`` under EXPLAIN (ANALYZE, BUFFERS): shared blocks read and hit."""
+    plan = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) SELECT count(*), sum(length(note)) "
+                        f"FROM {table}").fetchone()[0][0]["Plan"]
+    return int(plan.get("Shared Read Blocks", 0)), int(plan.get("Shared Hit Blocks", 0))
+
+
+def io_path(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+    """Seed 003's I/O-path finding on stock PostgreSQL: a cold then a warm scan of one small table.
+
+    ``VACUUM FULL`` rewrites the table into a new file without passing through
+    shared buffers, so none of its pages is cached: the cold scan reads each
+    through ``mdread`` (from the OS page cache or disk), the warm one finds them
+    all in shared buffers. A sequential scan of more than a quarter of
+    shared_buffers goes through a small ring and would read again, so a bigger
+    table is refused. The server's own counts (EXPLAIN BUFFERS) come with each scan.
+    """
+    rows = int(params["rows"])
+    if rows < 1:
+        raise UserError("rows must be positive")
+    table = "tdescope_io_path"
+    _progress(control, "io_path", "setup", 0, 3, f"creating {table} ({rows} rows)…")
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f"CREATE TABLE {table} (id int, note text)")
+    conn.execute(f"INSERT INTO {table} SELECT g, 'tdescope-pg-marker ' || g || ' ' || md5(g::text) "
+                 "FROM generate_series(1, %s) g", (rows,))
+    conn.execute(f"VACUUM FULL {table}")  # the new file's pages are in no buffer
+    pages, buffers = conn.execute("SELECT pg_relation_size(%s) / 8192, setting::bigint FROM pg_settings "
+                                  "WHERE name = 'shared_buffers'", (table,)).fetchone()
+    if pages * 4 >= buffers:
+        raise UserError(f"{table} has {pages} pages, a quarter or more of shared_buffers ({buffers} pages): a scan "
+                        "would go through a small ring and the second one read again; lower rows")
+    conn.execute(f"EXPLAIN SELECT count(*), sum(length(note)) FROM {table}")  # catalogs read before the cold scan
+    timings, counts = [], {}
+    for step, side in enumerate(("cold", "warm"), start=1):
+        if control.cancelled:
+            break
+        _progress(control, "io_path", side, step - 1, 2, f"{side} scan…")  # the scan's start, for per-scan counts
+        t = time.perf_counter()
+        read, hit = _scan_blocks(conn, table)
+        timings.append(PhaseTiming(side, "scan", time.perf_counter() - t))
+        counts[side] = {"blocks read (EXPLAIN BUFFERS)": read, "blocks hit in shared buffers": hit,
+                        "table pages": pages}
+        _progress(control, "io_path", side, step, 2, f"{side} scan: {read} blocks read, {hit} hit")
+    return WorkloadResult(time.time(), "io_path", dict(params), tuple(timings), counts, control.cancelled)
 
 
 def run_sql(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:

@@ -3,8 +3,9 @@
 A lesson's experiments publish into the window's live session like any run: the
 captures land in the Captures dock, progress and results in the Workload dock, and
 the card (a :class:`~tdescope.app.events.LessonCard`) is recorded with the session,
-so a replay shows it too. When a card names a capture (``seq``) it is selected and
-shown in the page view; "Add card to notes" writes it as a note over the lesson's time range.
+so a replay shows it too. A live lesson's card selects the lesson's time range on the
+timeline (so the hotspot and wait docks show that stretch); when a card names a capture
+(``seq``) it is selected and shown in the page view; "Add card to notes" writes it as a note over the lesson's time range.
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ class LessonsController(QObject):
     def _on_cards(self, batch: list[LessonCard]) -> None:
         for card in batch:
             self.dock.show_card(card)
+            start = self._started.get(card.lesson)
+            if start is not None and card.verdict not in ("cannot run", "cancelled") and card.ts > start:
+                self.window.observation.timeline_dock.set_range(start, card.ts)
             seq = card.figures.get("seq")
             if isinstance(seq, int):  # the page the card speaks of, in the Captures dock and the page view
                 self.window.captures_dock.select_capture(None, seq)
