@@ -174,3 +174,13 @@ def test_pgbench_runs_from_the_window(qtbot, qsettings, pg_cluster):
     assert [r[0] for r in rows] == ["read-only", "read-write"] and all(float(r[-1]) > 0 for r in rows), rows
     win.shutdown()
     pg_cluster.psql("DROP DATABASE IF EXISTS tdescope_pgbench")
+
+
+def test_top_with_pgbench_watches_a_pgbench_client_backend(pg_cluster):
+    out = _cli("top", "--engine", "postgres", "--dsn", pg_cluster.dsn(), "--workload", "pgbench", "--seconds", "3",
+               "--json")
+    pg_cluster.psql("DROP DATABASE IF EXISTS tdescope_pgbench")
+    assert out.returncode == 0, out.stderr
+    assert "watching pgbench's client backend pid" in out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert sum(r.get("samples", 0) for r in rows) > 100, rows[:3]  # a busy backend, not tdescope's idle one

@@ -7,6 +7,7 @@ to observe; with ``--pid`` the process is observed as it is.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -86,6 +87,20 @@ def _await_window_after(events: list, lock, epoch: float, grace_s: float) -> Non
         time.sleep(0.05)
 
 
+def _await_client(target, deadline_s: float) -> int:
+    """Wait for the workload's busy client backend, make it the session's target, say so; its pid."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        pid = target.workload.clients(target.session.targets())
+        if pid is not None:
+            target.session.choose_target(pid)
+            print(f"watching {target.workload.name}'s client backend pid {pid} (the work runs on its own "
+                  "connections, not tdescope's)", file=sys.stderr)
+            return pid
+        time.sleep(0.2)
+    raise UserError(f"no {target.workload.name} client backend became busy within {deadline_s:g} s")
+
+
 def observe(args, hotspots: bool, waits: bool) -> Observed:
     """Observe the target of ``args`` for ``args.seconds``."""
     from tdescope.app.engines.api import WorkloadControl
@@ -105,6 +120,12 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
     runner = None
     control = WorkloadControl()
     try:
+        if target.workload is not None and target.workload.clients is not None and target.session is not None:
+            # the work happens on the workload's own client connections (pgbench): watch one of them
+            runner = threading.Thread(target=_repeat_workload, args=(target.workload, target.params, control),
+                                      daemon=True)
+            runner.start()
+            target.pid = _await_client(target, deadline_s=60.0)
         source = target.session.wait_source() if waits and target.session is not None else None
         # Short runs get shorter windows (above), so a 2 s run still yields several.
         obs = Observation(target.pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s,
@@ -114,7 +135,7 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
             problem = next((e.message for e in events if isinstance(e, Problem)), "perf did not start")
             obs.stop()
             raise UserError(problem)
-        if target.workload is not None:
+        if target.workload is not None and runner is None:
             runner = threading.Thread(target=_repeat_workload, args=(target.workload, target.params, control),
                                       daemon=True)
             runner.start()

@@ -265,6 +265,9 @@ class Workload:
     tdescope_pgbench"), said before it runs; empty for a lab, which is tdescope's own."""
     cleanup: Callable[[], None] | None = None
     """Drops what :attr:`creates` names (``--cleanup``, or the window's offer after a run)."""
+    clients: Callable[[list["TargetChoice"]], int | None] | None = None
+    """When the work happens on other connections than tdescope's (pgbench's clients): picks, among
+    the session's targets, the one to watch while it runs (None while none is busy yet)."""
 
 
 def wanted_sides(params: Mapping[str, Any], default: tuple[str, ...] = ("encrypted", "plain")) -> tuple[str, ...]:

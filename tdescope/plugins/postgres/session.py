@@ -85,7 +85,7 @@ class PostgresSession:
             Workload("pgbench", "pgbench read-only / read-write",
                      "Seed 004's shape: pgbench -S then the TPC-B-like run on a scratch database; TPS.",
                      wl.DEFAULTS["pgbench"], lambda p, c: wl.pgbench_ro_rw(self.conn, p, c, self.libpq_env),
-                     **self._leaves("pgbench")),
+                     clients=wl.busy_pgbench_client, **self._leaves("pgbench")),
         ]
 
     def _leaves(self, name: str) -> dict:

@@ -22,7 +22,7 @@ from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
 
-__all__ = ["CREATES", "DEFAULTS", "MATRIX_CELLS", "ab_dml", "column_crypto_matrix", "drop", "io_path",
+__all__ = ["CREATES", "DEFAULTS", "MATRIX_CELLS", "ab_dml", "busy_pgbench_client", "column_crypto_matrix", "drop", "io_path",
            "pgbench_ro_rw", "run_sql"]
 
 LAB_KEY = "tdescope-lab-passphrase"  # a lab table's key: the data is generated, nothing to protect
@@ -184,6 +184,14 @@ def column_crypto_matrix(conn, params: Mapping[str, Any], control: WorkloadContr
 
 
 _TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
+
+
+def busy_pgbench_client(targets) -> int | None:
+    """The pid of a pgbench client backend running the benchmark (not ``pgbench -i``'s loader), or None."""
+    for t in targets:
+        if t.application == "pgbench" and "pgbench_accounts" in t.activity and "copy" not in t.activity.lower():
+            return t.pid
+    return None
 
 
 def pgbench_ro_rw(conn, params: Mapping[str, Any], control: WorkloadControl,
