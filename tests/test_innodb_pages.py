@@ -87,11 +87,15 @@ def test_fil_header_and_page_types_match_innochecksum(facts, decoder, table):
         fil = page.fields[0]
         assert fil.name.startswith("FIL header") and fil.start == 0
         kids = {c.name: c for c in fil.children}
+        if label == "Freshly allocated page":  # never written: zeros, page number 0 included
+            assert data == bytes(len(data)) and page.page_type == "ALLOCATED" and not page.problems
+            continue
         assert kids["page number"].value == str(pgno) and (kids["page number"].start, kids["page number"].end) == (4, 8)
         assert kids["page type"].value.startswith(CHECKSUM_TYPES[label])
         assert kids["page type"].value.endswith(f"({struct.unpack_from('>H', data, 24)[0]})")
         assert kids["LSN"].value == str(struct.unpack_from(">Q", data, 16)[0])
-        if label.startswith("Encrypted"):
+        if table == "types_enc" and pgno > 0:  # innochecksum says "Encrypted" of index pages only
+            assert data[:4] == struct.pack(">I", facts.encryption[table][1])  # the key version
             assert page.page_type == "encrypted" and page.space_id is None and not page.records
             assert "space id" not in kids and fil.end == 26
             continue
@@ -116,6 +120,10 @@ def test_root_pages_and_index_ids_are_the_data_dictionarys(facts, decoder):
         page = decoder.decode(facts.page(table, root), root)
         if table == "types_enc":
             assert page.page_type == "encrypted"
+            continue
+        if table == "pc_plain":
+            assert page.page_type == "PAGE_COMPRESSED" and f"index {index_id}" in page.fields[1].value
+            assert page.space_id == space
             continue
         header = {c.name: c.value for c in page.fields[1].children}
         assert header["index id"] == str(index_id) and page.space_id == space, (table, index)
