@@ -74,7 +74,7 @@ TARGETS = (
     Target("postgres pages", ("tdescope/plugins/postgres/pages.py", "tdescope/plugins/postgres/_tuples.py",
                               "tdescope/plugins/postgres/_btree.py"), ("tests/test_pg_pages.py",), ("postgres",)),
     Target("innodb pages", ("tdescope/plugins/mariadb/pages.py", "tdescope/plugins/mariadb/records.py"),
-           ("tests/test_innodb_pages.py",)),
+           ("tests/test_innodb_pages.py", "tests/test_innodb_page_branches.py")),
     Target("oracle blocks", ("tdescope/plugins/oracle/blocks.py", "tdescope/plugins/oracle/_kdb.py"),
            ("tests/test_oracle_blocks.py", "tests/test_oracle_block_fields.py")),
     Target("oracle block dump", ("tdescope/plugins/oracle/blockdump.py", "tdescope/plugins/oracle/_dump_grammar.py",

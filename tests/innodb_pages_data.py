@@ -160,7 +160,9 @@ def _from_the_server() -> InnoDbPages:
                     f"FROM {DB}.seq_1_to_{BIG_ROWS}")
         cur.execute(f"CREATE TABLE {DB}.pc_plain (id INT PRIMARY KEY, v VARCHAR(100)) ENCRYPTED=NO PAGE_COMPRESSED=1")
         cur.execute(f"INSERT INTO {DB}.pc_plain SELECT seq, REPEAT(CHAR(97 + seq % 26), 100) FROM {DB}.seq_1_to_50")
-        tables = ("types_plain", "types_compact", "types_enc", "big_plain", "pc_plain")
+        cur.execute(f"CREATE TABLE {DB}.red_plain (id INT PRIMARY KEY, v VARCHAR(10)) ENCRYPTED=NO ROW_FORMAT=REDUNDANT")
+        cur.execute(f"INSERT INTO {DB}.red_plain VALUES (1, 'one'), (2, 'two')")
+        tables = ("types_plain", "types_compact", "types_enc", "big_plain", "pc_plain", "red_plain")
         for table in tables:
             cur.execute(f"SELECT * FROM {DB}.{table}")
             names = [d[0] for d in cur.description]

@@ -47,7 +47,7 @@ def _shown(value) -> str:
     return str(value)
 
 
-def _records(page, index_fields=False):
+def _records(page):
     """Each record of a decoded page as {field name: shown value} (the record header left out)."""
     out = []
     for f in page.fields:
@@ -255,3 +255,4 @@ def test_page_compressed_pages_are_inflated_to_the_page_the_server_wrote(facts, 
     assert payload.start == 26 and "INDEX" in payload.value and f"{(ptype & 0xFF) << 8} bytes stored" in payload.value
     inflated = zlib.decompressobj().decompress(data[26:])
     assert struct.unpack_from(">I", inflated, 34)[0] == space and len(inflated) == len(data)
+
