@@ -78,9 +78,11 @@ TARGETS = (
     Target("oracle blocks", ("tdescope/plugins/oracle/blocks.py", "tdescope/plugins/oracle/_kdb.py"),
            ("tests/test_oracle_blocks.py", "tests/test_oracle_block_fields.py")),
     Target("oracle block dump", ("tdescope/plugins/oracle/blockdump.py", "tdescope/plugins/oracle/_dump_grammar.py",
-                                 "tdescope/plugins/oracle/_dump_records.py"), ("tests/test_oracle_blockdump.py", "tests/test_oracle_blockdump_fields.py")),
+                                 "tdescope/plugins/oracle/_dump_records.py"),
+           ("tests/test_oracle_blockdump.py", "tests/test_oracle_blockdump_fields.py")),
     Target("oracle trace", ("tdescope/plugins/oracle/trace.py", "tdescope/plugins/oracle/_trace_grammar.py",
-                            "tdescope/plugins/oracle/_trace_records.py"), ("tests/test_oracle_trace.py",)),
+                            "tdescope/plugins/oracle/_trace_records.py"),
+           ("tests/test_oracle_trace.py", "tests/test_oracle_trace_fields.py")),
 )
 
 #: mutant name -> why it changes nothing observable. Names are mutmut's (stable for an unchanged source).
