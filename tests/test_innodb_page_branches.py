@@ -6,6 +6,7 @@ an unknown page type, layouts that do not fit, the layout loader's throttle).
 from __future__ import annotations
 
 import struct
+import zlib
 
 import pytest
 
@@ -76,6 +77,16 @@ def test_records_without_a_layout_show_their_bytes(facts):
     assert (body.start, body.end) == (first.start + 5, first.start + 5 + nxt) == (first.start + 5, first.end)
     assert body.value == "".join(chr(b) if 32 <= b < 127 else "." for b in data[body.start:body.end][:80])
     assert page.records[0] == (body.value,)
+    for a, b in zip(records, records[1:]):  # each record's bytes run to the next record's origin
+        assert a.children[3].end == b.start + 5 and a.children[3].value == "".join(
+            chr(x) if 32 <= x < 127 else "." for x in data[a.start + 5:b.start + 5][:80])
+    edited = bytearray(data)
+    struct.pack_into(">h", edited, first.start + 3, 8192)
+    far = [f for f in InnoDbPageDecoder().decode(bytes(edited), 5).fields if f.name == "record 1"][0]
+    assert far.children[3].end == first.start + 5 + 8192
+    struct.pack_into(">h", edited, first.start + 3, 8193)
+    far = [f for f in InnoDbPageDecoder().decode(bytes(edited), 5).fields if f.name == "record 1"][0]
+    assert far.children[3].end == first.start + 5 + 64  # a next pointer that far is not believed
     last = records[-1]
     assert last.end == int(page.fields[1].children[1].value, 16) or last.end - last.start <= 69
 
@@ -93,6 +104,9 @@ def test_a_deleted_record_and_the_owned_count(facts, decoder):
     heap = first.children[1]
     raw = struct.unpack_from(">H", data, first.start + 1)[0]
     assert heap.value == f"{raw >> 3}, type {raw & 7}" and raw >> 3 > 1
+    struct.pack_into(">H", data, first.start + 1, 0x8003)
+    high = [f for f in decoder.decode(bytes(data), 5).fields if f.name.startswith("record ")][0]
+    assert high.children[1].value == "4096, type 3"
 
 
 def test_a_broken_chain_and_a_wrong_count_are_problems(facts, decoder):
@@ -104,12 +118,22 @@ def test_a_broken_chain_and_a_wrong_count_are_problems(facts, decoder):
     assert broken.cells == 89 and len(broken.records) == 3
     assert broken.problems == (f"record chain broken after offset 0x{third.start + 5:04x} (next 0x0000)",
                                "walked 3 records, the header says 89")
-    struct.pack_into(">h", data, third.start + 3, -(third.start + 5 - 100))  # back into the infimum
-    assert "record chain broken" in decoder.decode(bytes(data), 5).problems[0]
+    last = [f for f in page.fields if f.name.startswith("record ")][-1]
+    tail = bytearray(facts.page("big_plain", 5))
+    struct.pack_into(">h", tail, last.start + 3, 0)
+    raw = InnoDbPageDecoder().decode(bytes(tail), 5)
+    heap_top = int(raw.fields[1].children[1].value, 16)
+    assert [f for f in raw.fields if f.name == last.name][0].end == heap_top  # no next: the data runs to the heap top
+    for target in (100, 120, len(data) - 8, len(data) - 6):  # the infimum, the supremum's bytes, the directory
+        struct.pack_into(">h", data, third.start + 3, target - (third.start + 5))
+        edited = decoder.decode(bytes(data), 5)
+        assert edited.problems[0] == f"record chain broken after offset 0x{third.start + 5:04x} (next 0x{target:04x})"
+        assert len(edited.records) == 3
     data = bytearray(facts.page("big_plain", 5))
     loop = [f for f in page.fields if f.name.startswith("record ")][1]
     struct.pack_into(">h", data, third.start + 3, loop.start - third.start)  # a cycle
-    assert "record chain broken" in decoder.decode(bytes(data), 5).problems[0]
+    cycle = decoder.decode(bytes(data), 5)
+    assert "record chain broken" in cycle.problems[0] and len(cycle.records) == 3
 
 
 def test_short_pages_wrong_numbers_and_unknown_types(facts, decoder):
@@ -140,14 +164,20 @@ def test_an_unknown_index_asks_the_loader_at_most_every_reload(facts, monkeypatc
     page = dec.decode(facts.page("big_plain", 5), 5)
     assert calls == [100.0] and page.records[0][-1].startswith("row")
     dec.decode(facts.page("big_plain", 5), 5)
-    assert calls == [100.0]  # known now: not asked again
+    clock[0] += pages.RELOAD_S * 3
+    dec.decode(facts.page("big_plain", 5), 5)
+    assert calls == [100.0]  # known now: not asked again, however long after
+    dec.layouts = {}
+    dec.decode(facts.page("big_plain", 5), 5)
+    assert calls == [100.0, clock[0]]  # unknown again, long enough after: asked
+    calls.clear()
     dec.layouts = {}
     clock[0] += pages.RELOAD_S - 0.01
     assert dec.decode(facts.page("big_plain", 5), 5).records[0][0].startswith(".")  # raw bytes shown
-    assert calls == [100.0]
+    assert calls == []
     clock[0] += 0.01
     dec.decode(facts.page("big_plain", 5), 5)
-    assert len(calls) == 2
+    assert len(calls) == 1
 
     def gone():
         raise OSError("server gone")
@@ -169,3 +199,46 @@ def test_a_record_that_does_not_fit_its_layout_keeps_its_bytes(facts):
         "does not fit pages/big_plain.PRIMARY: field runs past the page") for p in page.problems)
     raw = InnoDbPageDecoder().decode(facts.page("big_plain", 5), 5)
     assert page.records == raw.records  # the bytes, as without a layout
+
+
+def test_encrypted_and_compressed_field_names(facts, decoder):
+    enc = decoder.decode(facts.page("types_enc", 3), 3)
+    assert [(f.name, f.start) for f in enc.fields] == [("FIL header (clear part)", 0), ("encrypted", 26),
+                                                      ("FIL trailer", len(facts.page("types_enc", 3)) - 4)]
+    assert [c.name for c in enc.fields[-1].children] == ["checksum / LSN"]
+    root = facts.indexes[("pc_plain", "PRIMARY")][1]
+    data = facts.page("pc_plain", root)
+    page = decoder.decode(data, root)
+    stored = (struct.unpack_from(">H", data, 24)[0] & 0xFF) << 8
+    payload = page.fields[1]
+    inner = decoder.decode(zlib.decompressobj().decompress(data[26:stored]), root)
+    assert (payload.name, payload.start, payload.end) == ("compressed payload", 26, stored)
+    assert payload.value == (f"zlib, {stored} bytes stored, {len(data)} inflated: "
+                             f"{inner.fields[0].value}; {inner.fields[1].value}")
+    assert [c.name for c in payload.children] == [f"inflated {f.name}" for f in inner.fields]
+    bad = bytearray(data)
+    bad[26:stored] = bytes(range(256))[: stored - 26]
+    broken = decoder.decode(bytes(bad), root)
+    assert [(f.name, f.start, f.end) for f in broken.fields[:2]] == [("FIL header (clear part)", 0, 26),
+                                                                    ("compressed payload", 26, stored)]
+    assert broken.fields[1].value.startswith(f"{stored - 26} bytes stored, ") and broken.problems == (
+        "page-compressed payload that does not inflate to a page with zlib (another algorithm, or still encrypted)",)
+
+
+def test_the_old_page_compressed_format(facts, decoder):
+    """Before full_crc32: type 34354, the FIL header clear, a 2-byte header at 38, the zlib stream from 40."""
+    body = zlib.compress(b"tdescope" * 100)
+    page = bytearray(facts.page("big_plain", 5))
+    page[24:26] = struct.pack(">H", 34354)
+    page[38:] = bytes(len(page) - 38)
+    page[40:40 + len(body)] = body
+    got = decoder.decode(bytes(page), 5)
+    assert got.page_type == "PAGE_COMPRESSED" and not got.problems
+    payload = got.fields[1]
+    assert (payload.name, payload.start, payload.end) == ("compressed payload", 40, len(page))
+    assert payload.value == f"zlib, {len(page) - 40} bytes stored, 800 inflated"
+    assert payload.children[0].name == "inflated (page bytes 40..)" and payload.children[0].value == "tdescope" * 25
+    page[40:42] = b"\xff\xff"
+    bad = decoder.decode(bytes(page), 5)
+    assert bad.fields[1].value == "not zlib" and bad.problems == (
+        "page-compressed payload that does not inflate with zlib (another algorithm, or still encrypted)",)
