@@ -70,7 +70,7 @@ TARGETS = (
     Target("entropy", ("tdescope/app/probe/entropy.py",), ("tests/test_entropy.py",)),
     Target("sqlite pages", ("tdescope/plugins/sqlcipher/pages.py", "tdescope/plugins/sqlcipher/_records.py",
                             "tdescope/plugins/sqlcipher/_page_walk.py"),
-           ("tests/test_sqlite_pages.py", "tests/test_sqlite_dbstat.py"), sample=50),
+           ("tests/test_sqlite_pages.py", "tests/test_sqlite_dbstat.py", "tests/test_sqlite_page_fields.py"), sample=50),
     Target("postgres pages", ("tdescope/plugins/postgres/pages.py", "tdescope/plugins/postgres/_tuples.py",
                               "tdescope/plugins/postgres/_btree.py"), ("tests/test_pg_pages.py",), ("postgres",)),
     Target("innodb pages", ("tdescope/plugins/mariadb/pages.py", "tdescope/plugins/mariadb/records.py"),
