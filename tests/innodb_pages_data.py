@@ -160,7 +160,8 @@ def _from_the_server() -> InnoDbPages:
                     f"FROM {DB}.seq_1_to_{BIG_ROWS}")
         cur.execute(f"CREATE TABLE {DB}.pc_plain (id INT PRIMARY KEY, v VARCHAR(100)) ENCRYPTED=NO PAGE_COMPRESSED=1")
         cur.execute(f"INSERT INTO {DB}.pc_plain SELECT seq, REPEAT(CHAR(97 + seq % 26), 100) FROM {DB}.seq_1_to_50")
-        cur.execute(f"CREATE TABLE {DB}.red_plain (id INT PRIMARY KEY, v VARCHAR(10)) ENCRYPTED=NO ROW_FORMAT=REDUNDANT")
+        cur.execute(f"CREATE TABLE {DB}.red_plain (id INT PRIMARY KEY, v VARCHAR(10)) "
+                    "ENCRYPTED=NO ROW_FORMAT=REDUNDANT")
         cur.execute(f"INSERT INTO {DB}.red_plain VALUES (1, 'one'), (2, 'two')")
         tables = ("types_plain", "types_compact", "types_enc", "big_plain", "pc_plain", "red_plain")
         for table in tables:
@@ -170,7 +171,8 @@ def _from_the_server() -> InnoDbPages:
         cur.execute("SELECT NAME, SPACE, TABLE_ID, ROW_FORMAT FROM information_schema.INNODB_SYS_TABLES "
                     "WHERE NAME LIKE %s", (f"{DB}/%",))
         facts.tables = {n.split("/")[1]: (s, t, f) for n, s, t, f in cur.fetchall()}
-        cur.execute("SELECT t.NAME, i.NAME, i.INDEX_ID, i.PAGE_NO, i.SPACE FROM information_schema.INNODB_SYS_INDEXES i "
+        cur.execute("SELECT t.NAME, i.NAME, i.INDEX_ID, i.PAGE_NO, i.SPACE "
+                    "FROM information_schema.INNODB_SYS_INDEXES i "
                     "JOIN information_schema.INNODB_SYS_TABLES t USING (TABLE_ID) WHERE t.NAME LIKE %s", (f"{DB}/%",))
         facts.indexes = {(t.split("/")[1], i): (x, p, s) for t, i, x, p, s in cur.fetchall()}
         index_layouts(RecordingConnection(conn, facts.dictionary))

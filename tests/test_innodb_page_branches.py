@@ -53,7 +53,8 @@ def test_header_field_names_spans_and_values(facts, decoder):
     leaf = decoder.decode(facts.page("big_plain", 5), 5)
     kids = {c.name: c.value for c in leaf.fields[0].children}
     assert kids["previous page"] == "4" and kids["next page"] == "6" and "(leaf)" in leaf.fields[1].value
-    assert decoder.summarize(data, 3) == ("INDEX", 8) and decoder.summarize(facts.page("big_plain", 0)) == ("FSP_HDR", 0)
+    assert decoder.summarize(data, 3) == ("INDEX", 8)
+    assert decoder.summarize(facts.page("big_plain", 0)) == ("FSP_HDR", 0)
     assert decoder.summarize(data[:93]) == ("unknown", 0)
     assert decoder.summarize(bytes(24) + b"\x12\x34" + bytes(100)) == ("unknown", 0)
 

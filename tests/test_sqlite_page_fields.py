@@ -25,7 +25,8 @@ def pages(tmp_path_factory):
     conn.execute(f"PRAGMA page_size={PAGE}")
     conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, n)")
     conn.execute("CREATE INDEX t_name ON t(name)")
-    conn.executemany("INSERT INTO t VALUES (?,?,?)", [(i, f"name {i:05d}", None if i % 3 else i) for i in range(1, 600)])
+    conn.executemany("INSERT INTO t VALUES (?,?,?)",
+                     [(i, f"name {i:05d}", None if i % 3 else i) for i in range(1, 600)])
     conn.commit()
     conn.close()
     data = path.read_bytes()

@@ -11,8 +11,11 @@ What a captured page shows, by offset (MariaDB 10.11, 16 KiB pages):
   user records in COMPACT/DYNAMIC format, walked through their next-record
   offsets from the infimum; each record's 5-byte header (deleted flag, owned
   count, heap number, type) and its bytes.
-- Other page types are named (FSP_HDR, XDES, INODE, UNDO, BLOB, ...); a
-  page-compressed page is recognised, and its zlib stream inflated when it can be.
+- Other page types are named (FSP_HDR, XDES, INODE, UNDO, BLOB, ...); an all-zero
+  page is ALLOCATED. A page-compressed page is recognised and its zlib stream
+  inflated when it can be: in ``full_crc32`` only bytes 0-25 are clear and the
+  stream (from byte 26) is the whole page, which is decoded in turn (its space id,
+  records and cell count are the page's).
 
 The decoder never raises on bad bytes: what does not decode is a problem.
 """
@@ -147,7 +150,8 @@ class InnoDbPageDecoder:
                 "encrypted)",))
         inner = self.decode(inflated, pgno)
         summary = "; ".join(f.value for f in inner.fields[:2])
-        payload = DecodedField("compressed payload", 26, end, f"zlib, {stored} bytes stored, {size} inflated: {summary}",
+        payload = DecodedField("compressed payload", 26, end,
+                               f"zlib, {stored} bytes stored, {size} inflated: {summary}",
                                tuple(DecodedField(f"inflated {f.name}", 26, end, f.value) for f in inner.fields))
         return DecodedPage("PAGE_COMPRESSED", (clear, payload, trailer), inner.cells, inner.records, inner.problems,
                            inner.space_id)

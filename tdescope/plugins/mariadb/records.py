@@ -5,7 +5,11 @@ NULL bitmap of its nullable fields and the lengths of its variable-length fields
 in field order. The fields of a clustered index leaf are the primary key (or the
 6-byte ``DB_ROW_ID``), ``DB_TRX_ID`` (6), ``DB_ROLL_PTR`` (7) and the other columns;
 a secondary index leaf holds its columns and then the primary key; a node pointer
-(level > 0) its key and a 4-byte child page number. The layout comes from
+(level > 0) its key and a 4-byte child page number. A long value stored off-page
+keeps a local prefix (768 bytes in COMPACT, none in DYNAMIC) and a 20-byte reference
+to its first BLOB page; it is shown as that prefix, its whole length and that page.
+Integers, DATE, YEAR, DATETIME(0), TIMESTAMP(0) (UTC), FLOAT and DOUBLE are decoded;
+text in latin1 or UTF-8 (CHAR without its padding); other types as hex. The layout comes from
 ``information_schema.INNODB_SYS_INDEXES`` / ``_FIELDS`` / ``_COLUMNS``
 (:func:`index_layouts`).
 """
@@ -130,7 +134,8 @@ def _value(col: Column, raw: bytes) -> str:
     if col.mtype in (_FLOAT, _DOUBLE) and len(raw) in (4, 8):
         return repr(struct.unpack("<f" if len(raw) == 4 else "<d", raw)[0])  # machine order, not sortable
     collation = (col.prtype >> 16) & 0xFF
-    if col.mtype in (_VARCHAR, _CHAR, _VARMYSQL, _MYSQL) or (col.mtype == _BLOB and collation not in (0, _BINARY_COLLATION)):
+    text_blob = col.mtype == _BLOB and collation not in (0, _BINARY_COLLATION)  # TEXT, not BLOB
+    if col.mtype in (_VARCHAR, _CHAR, _VARMYSQL, _MYSQL) or text_blob:
         text = raw.decode("latin-1" if collation in _LATIN1 else "utf-8", errors="replace")
         return text.rstrip(" ") if col.mtype in (_CHAR, _MYSQL) else text  # CHAR is padded, VARCHAR kept as is
     if col.name in ("DB_TRX_ID", "DB_ROW_ID"):
