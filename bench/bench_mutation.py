@@ -90,6 +90,12 @@ TARGETS = (
 EQUIVALENT: dict[str, str] = {
     "tdescope.plugins.mariadb.records.x__off_page__mutmut_21":
         "ref[12:20] -> ref[12:21]: the reference is the last 20 bytes, so both slices are its last 8",
+    "tdescope.plugins.oracle.trace.xǁ_Parserǁfeed__mutmut_42":
+        "after_parse_error = None instead of False: both are false, and the flag is only tested for truth",
+    "tdescope.plugins.oracle.trace.x_parse_trace_file__mutmut_10":
+        "encoding 'UTF-8' instead of 'utf-8': codec names are case-insensitive",
+    "tdescope.plugins.oracle.trace.xǁ_Parserǁhandle__mutmut_57":
+        "v.get('e') without its default: a call without e= is Malformed before it gets here (CLOSE returns first)",
 }
 
 

@@ -80,3 +80,31 @@ def test_records_keep_their_line_numbers_and_cursors():
     (op,) = summary.pga_operations
     assert (op.line_no, op.cursor, op.ela_us, op.p1, op.obj, op.tim) == (5, "7", 3, 1, 4, 5)
     assert summary.commits == 1 and summary.truncated is False
+
+
+def test_a_record_cut_by_the_end_of_the_file_is_a_skipped_sample():
+    lines = (PARSING + "EXEC #7:c=1,e=2\nWAIT #7: nam='db file sequential read' ela= 19").splitlines(True)
+    summary = parse_trace(lines)
+    assert summary.truncated is True and summary.skipped_samples == (
+        (5, "WAIT #7: nam='db file sequential read' ela= 19"),)
+    empty = parse_trace([])
+    assert empty.truncated is False and empty.statements == () and empty.header == ()
+
+
+def test_what_a_line_keeps_of_its_ending(tmp_path):
+    """Only the line break goes: a trailing X stays, a lone CR inside a statement's text stays."""
+    path = tmp_path / "cr.trc"
+    path.write_bytes(b" indented first line\nVersion X\n" + PARSING.replace("select 1", "select\r1").encode())
+    summary = parse_trace_file(path)
+    assert summary.header == (" indented first line", "Version X")
+    assert summary.statements[0].text == "select\r1"
+
+
+def test_calls_without_optional_values_and_the_statement_total():
+    summary = parse_trace((PARSING + "PARSE #7:c=3,e=4\nEXEC #7:c=1,e=2,cr=5\nFETCH #7:c=10,e=20,r=1,mis=1\n"
+                           "CLOSE #7:c=0,e=1\nEXEC #7:c=1,e=1\n").splitlines(True))
+    (stmt,) = summary.statements
+    assert stmt.calls["execute"].misses == 0 and stmt.calls["parse"].misses == 0
+    assert summary.unattributed_calls == 1  # a CLOSE without type= is a hard close
+    total = stmt.total()
+    assert (total.count, total.cpu_us, total.elapsed_us, total.query, total.rows, total.misses) == (3, 14, 26, 5, 1, 1)
