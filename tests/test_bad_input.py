@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLIENTS, assert_one_line_error, proc_state, run_tdescope, tracer_pid
+from conftest import CLIENTS, assert_one_line_error, proc_state, run_tdescope, tracer_pid, wait_for
 from pgcluster import PASSWORD, PASSWORD_ROLE
 from tdescope.app.errors import UserError
 
@@ -65,7 +65,8 @@ def test_gdb_too_old(old_gdb):
 @pytest.fixture
 def nobodys_process():
     proc = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60"])
-    time.sleep(0.1)
+    # setpriv has dropped to nobody and exec'd sleep: the process to be denied exists
+    wait_for(lambda: Path(f"/proc/{proc.pid}/comm").read_text().strip() == "sleep", timeout=10, what="sleep as nobody")
     yield proc.pid
     proc.kill()
     proc.wait()

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import wait_for
 from tdescope.app.session.notes import NoteStore, NoteTarget
 from tdescope.app.session.reader import SessionReader
 
@@ -53,18 +54,18 @@ def test_kill_9_keeps_what_was_committed(tmp_path):
     proc = subprocess.Popen([*TDESCOPE, "record", "--lab", "sqlcipher", "--captures", "0", "--no-hotspots",
                              "--seconds", "120", "-o", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        seen = 0
-        while time.monotonic() < deadline and seen < 150:
-            time.sleep(0.3)
-            if path.exists():
-                try:
-                    with SessionReader(path) as reader:
-                        seen = sum(reader.counts().values())
-                except Exception:  # noqa: BLE001 - the file is being created
-                    seen = 0
-        assert seen >= 150, proc.stderr.read1().decode() if proc.poll() is not None else "no events in 60 s"
-        time.sleep(1.0)
+        def committed() -> int:
+            if proc.poll() is not None:
+                raise AssertionError(proc.stderr.read1().decode())
+            try:
+                with SessionReader(path) as reader:
+                    return sum(reader.counts().values())
+            except Exception:  # noqa: BLE001 - the file is being created
+                return 0
+
+        seen = wait_for(lambda: (n := committed()) >= 150 and n, timeout=60, interval=0.3, what="150 committed events")
+        # one more commit after that: the recorder is mid-run, between commits, when it is killed
+        wait_for(lambda: committed() > seen, timeout=30, interval=0.1, what="the next commit")
         killed_at = time.time()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)

@@ -1,13 +1,17 @@
-"""The real window on a real X server (Xvfb): start, run with capture from the keyboard, screenshot."""
+"""The real window on a real X server (Xvfb): start, run with capture from the keyboard, check what the
+window shows (titles, labels, the captures table, read from the widgets by ``clients/gui_state.py``), screenshot.
+"""
 
+import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from conftest import CLIENTS, wait_for
 
 pytestmark = pytest.mark.xvfb
 ARTIFACTS = Path(os.environ.get("TDESCOPE_ARTIFACTS", Path(__file__).parent.parent / "build" / "screenshots"))
@@ -27,9 +31,7 @@ def xvfb():
     n = _free_display()
     proc = subprocess.Popen(["Xvfb", f":{n}", "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 10
-    while not Path(f"/tmp/.X11-unix/X{n}").exists() and time.time() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: Path(f"/tmp/.X11-unix/X{n}").exists(), timeout=10, what=f"Xvfb's socket X{n}")
     yield f":{n}"
     proc.terminate()
     proc.wait(5)
@@ -46,25 +48,43 @@ def _colors(png: Path) -> int:
     return len(seen)
 
 
+def _shown(path: Path) -> dict:
+    """What the window shows, as ``clients/gui_state.py`` last wrote it ({} before its first write)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def test_real_window_runs_the_workload_and_shows_pages(xvfb, tmp_path):
     env = {**os.environ, "DISPLAY": xvfb, "QT_QPA_PLATFORM": "xcb", "XDG_CONFIG_HOME": str(tmp_path)}
-    gui = subprocess.Popen([sys.executable, "-m", "tdescope", "gui"], env=env,
+    state = tmp_path / "state.json"
+    gui = subprocess.Popen([sys.executable, str(CLIENTS / "gui_state.py"), str(state)], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        # the window appears (xdotool sees it) within a few seconds
-        wid = ""
-        deadline = time.time() + 30
-        while not wid and time.time() < deadline:
-            time.sleep(0.3)
-            wid = subprocess.run(["xdotool", "search", "--name", "tdescope"], env=env,
-                                 capture_output=True, text=True).stdout.split()
-            wid = wid[0] if wid else ""
-        assert wid, "the tdescope window never appeared"
-        time.sleep(2.0)  # the lab connects in the background
+        # the window appears on the X server (xdotool, another X client, sees it)
+        wid = wait_for(lambda: subprocess.run(["xdotool", "search", "--name", "tdescope"], env=env,
+                                              capture_output=True, text=True).stdout.split(),
+                       timeout=30, interval=0.3, what="the tdescope window")[0]
+        # the lab connects in the background: Run is enabled once it has
+        before = wait_for(lambda: (s := _shown(state)).get("connected") and s.get("run_enabled") and s,
+                          timeout=60, what="the lab connecting")
+        assert before["title"].startswith("tdescope — ") and before["captures"] == 0
+        assert {"Captures", "Workload"} <= set(before["docks"]), before["docks"]
+        assert any(t.startswith("No captures yet.") for t in before["labels"]), before["labels"]
         # no window manager on Xvfb: focus the window ourselves, then type through XTEST
         subprocess.run(["xdotool", "windowfocus", "--sync", wid], env=env, check=False)
         subprocess.run(["xdotool", "key", "ctrl+r"], env=env, check=True)
-        time.sleep(12.0)
+        after = wait_for(lambda: (s := _shown(state)).get("captures", 0) > 0 and s, timeout=60,
+                         what="a capture row")
+        assert after["captures_table_visible"]
+        assert f"{after['captures']} captures" in after["labels"] or any(
+            t.endswith(" captures") for t in after["labels"]), after["labels"]
+        assert not any(t.startswith("No captures yet.") for t in after["labels"])
+        # the first capture is shown in the page view: its two hex panes are captioned
+        shown = wait_for(lambda: (s := _shown(state)) and any(t.startswith("Before (") for t in s["labels"]) and s,
+                         timeout=20, what="the page view showing a capture")
+        assert any(t.startswith("After (") for t in shown["labels"]), shown["labels"]
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shot = ARTIFACTS / "main-window.png"
         subprocess.run([sys.executable, str(Path(__file__).with_name("screengrab.py")), str(shot)],

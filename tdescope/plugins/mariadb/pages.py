@@ -11,8 +11,11 @@ What a captured page shows, by offset (MariaDB 10.11, 16 KiB pages):
   user records in COMPACT/DYNAMIC format, walked through their next-record
   offsets from the infimum; each record's 5-byte header (deleted flag, owned
   count, heap number, type) and its bytes.
-- Other page types are named (FSP_HDR, XDES, INODE, UNDO, BLOB, ...); a
-  page-compressed page is recognised, and its zlib stream inflated when it can be.
+- Other page types are named (FSP_HDR, XDES, INODE, UNDO, BLOB, ...); an all-zero
+  page is ALLOCATED. A page-compressed page is recognised and its zlib stream
+  inflated when it can be: in ``full_crc32`` only bytes 0-25 are clear and the
+  stream (from byte 26) is the whole page, which is decoded in turn (its space id,
+  records and cell count are the page's).
 
 The decoder never raises on bad bytes: what does not decode is a problem.
 """
@@ -97,13 +100,17 @@ class InnoDbPageDecoder:
             _field("flush LSN or key version", 26, 34, flush),
             _field("space id", 34, 38, space),
         ))
+        trailer = DecodedField("FIL trailer", size - 4, size, "CRC-32C (full_crc32) or the old format's LSN low half",
+                               (_field("checksum / LSN", size - 4, size, f"0x{data[-4:].hex()}"),))
+        if not any(data):
+            return DecodedPage("ALLOCATED", (fil, trailer))  # never written (page number 0 included)
+        if ptype & FCRC32_COMPRESSED and ptype not in PAGE_TYPES:
+            return self._fcrc32_compressed(data, pgno, fil, trailer)
         problems: list[str] = []
         if 0 <= pgno != page_no:
             problems.append(f"page number {page_no} in the header, {pgno} from the probe: still encrypted?")
-        if ptype not in PAGE_TYPES and not ptype & FCRC32_COMPRESSED:
+        if ptype not in PAGE_TYPES:
             problems.append(f"unknown page type {ptype}: encrypted bytes, or not an InnoDB page")
-        trailer = DecodedField("FIL trailer", size - 4, size, "CRC-32C (full_crc32) or the old format's LSN low half",
-                               (_field("checksum / LSN", size - 4, size, f"0x{data[-4:].hex()}"),))
         fields = [fil]
         cells, records = 0, ()
         body_bits = shannon_entropy(data[FIL_HEADER:size - 8])
@@ -119,12 +126,35 @@ class InnoDbPageDecoder:
             problems.extend(more)
         elif ptype in (34354, 37401):
             fields.append(_compressed(data, FIL_HEADER + 2, problems))
-        elif ptype & FCRC32_COMPRESSED:
-            stored = (ptype & 0xFF) << 8
-            # full_crc32 compresses from byte 26, the same range encryption covers
-            fields.append(_compressed(data[:stored] if 26 < stored <= size else data, 26, problems))
         fields.append(trailer)
         return DecodedPage(type_name, tuple(fields), cells, records, tuple(problems), space)
+
+    def _fcrc32_compressed(self, data: bytes, pgno: int, fil: DecodedField, trailer: DecodedField) -> DecodedPage:
+        """A full_crc32 page_compressed page: bytes 0-25 clear, then a zlib stream of the whole page as
+        the server had it (the page type's low byte is the stored size / 256). The inflated page is
+        decoded; its records, cell count and space id are the page's."""
+        size = len(data)
+        stored = (struct.unpack_from(">H", data, 24)[0] & 0xFF) << 8
+        end = stored if 26 < stored <= size else size
+        page_no = struct.unpack_from(">I", data, 4)[0]
+        clear = DecodedField("FIL header (clear part)", 0, 26, f"PAGE_COMPRESSED, page {page_no}", fil.children[:6])
+        try:
+            inflated = zlib.decompressobj().decompress(data[26:end])
+        except zlib.error:
+            inflated = b""
+        if len(inflated) != size:
+            bits = shannon_entropy(data[26:end])
+            payload = DecodedField("compressed payload", 26, end, f"{end - 26} bytes stored, {bits:.2f} bits/byte")
+            return DecodedPage("PAGE_COMPRESSED", (clear, payload, trailer), problems=(
+                "page-compressed payload that does not inflate to a page with zlib (another algorithm, or still "
+                "encrypted)",))
+        inner = self.decode(inflated, pgno)
+        summary = "; ".join(f.value for f in inner.fields[:2])
+        payload = DecodedField("compressed payload", 26, end,
+                               f"zlib, {stored} bytes stored, {size} inflated: {summary}",
+                               tuple(DecodedField(f"inflated {f.name}", 26, end, f.value) for f in inner.fields))
+        return DecodedPage("PAGE_COMPRESSED", (clear, payload, trailer), inner.cells, inner.records, inner.problems,
+                           inner.space_id)
 
     def summarize(self, data: bytes, pgno: int = -1) -> tuple[str, int]:
         """``(page_type, user records)`` from the headers alone."""

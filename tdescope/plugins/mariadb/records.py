@@ -5,23 +5,37 @@ NULL bitmap of its nullable fields and the lengths of its variable-length fields
 in field order. The fields of a clustered index leaf are the primary key (or the
 6-byte ``DB_ROW_ID``), ``DB_TRX_ID`` (6), ``DB_ROLL_PTR`` (7) and the other columns;
 a secondary index leaf holds its columns and then the primary key; a node pointer
-(level > 0) its key and a 4-byte child page number. The layout comes from
+(level > 0) its key and a 4-byte child page number. A long value stored off-page
+keeps a local prefix (768 bytes in COMPACT, none in DYNAMIC) and a 20-byte reference
+to its first BLOB page; it is shown as that prefix, its whole length and that page.
+Integers, DATE, YEAR, DATETIME(0), TIMESTAMP(0) (UTC), FLOAT and DOUBLE are decoded;
+text in latin1 or UTF-8 (CHAR without its padding); other types as hex. The layout comes from
 ``information_schema.INNODB_SYS_INDEXES`` / ``_FIELDS`` / ``_COLUMNS``
 (:func:`index_layouts`).
 """
 
 from __future__ import annotations
 
+import struct
+import time
 from dataclasses import dataclass
 
 from tdescope.app.engines.api import DecodedField
 
-__all__ = ["Column", "IndexLayout", "decode_record", "index_layouts"]
+__all__ = ["BLOB_REF", "Column", "IndexLayout", "decode_record", "index_layouts"]
 
-_VARCHAR, _CHAR, _FIXBINARY, _BINARY, _BLOB, _INT, _VARMYSQL, _MYSQL = 1, 2, 3, 4, 5, 6, 12, 13
+_VARCHAR, _CHAR, _FIXBINARY, _BINARY, _BLOB, _INT, _FLOAT, _DOUBLE, _VARMYSQL, _MYSQL = 1, 2, 3, 4, 5, 6, 9, 10, 12, 13
 _NOT_NULL, _UNSIGNED = 256, 512
+#: MySQL field types (``prtype & 0xFF``) stored in ways of their own.
+_TIMESTAMP, _DATE, _YEAR, _DATETIME = 7, 10, 13, 12
 #: Single-byte character sets' collation ids (latin1, ascii, binary...): their CHAR columns are fixed-length.
 _SINGLE_BYTE = {5, 8, 11, 15, 31, 47, 48, 49, 63, 65, 94}
+#: latin1's collation ids: text in those columns is decoded as latin1, the rest as UTF-8.
+_LATIN1 = {5, 8, 15, 31, 47, 48, 49, 94}
+_BINARY_COLLATION = 63
+#: A field stored off-page leaves a 20-byte reference at the end of its local part: space id, page
+#: number, offset, and an 8-byte length whose top bits are flags.
+BLOB_REF = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +116,41 @@ def index_layouts(conn) -> dict[int, IndexLayout]:
 
 
 def _value(col: Column, raw: bytes) -> str:
+    kind = col.prtype & 0xFF
     if col.mtype == _INT and len(raw) in (1, 2, 3, 4, 8):
         n = int.from_bytes(raw, "big")
         if not col.prtype & _UNSIGNED:
             n -= 1 << (8 * len(raw) - 1)  # InnoDB flips the sign bit so integers sort as bytes
+        if kind == _DATE and len(raw) == 3:
+            return f"{n >> 9:04d}-{(n >> 5) & 0xF:02d}-{n & 0x1F:02d}"
+        if kind == _YEAR and len(raw) == 1:
+            return f"{1900 + n:04d}" if n else "0000"
         return str(n)
-    if col.mtype == _FIXBINARY and col.length == 5 and (col.prtype & 0xFF) == 12:
+    if col.mtype == _FIXBINARY and col.length == 5 and kind == _DATETIME:
         return _datetime(raw)
-    if col.mtype in (_VARCHAR, _CHAR, _VARMYSQL, _MYSQL):
-        return raw.decode("utf-8", errors="replace").rstrip(" ")
+    if col.mtype == _FIXBINARY and col.length == 4 and kind == _TIMESTAMP:
+        seconds = int.from_bytes(raw, "big")  # seconds since 1970, UTC
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
+    if col.mtype in (_FLOAT, _DOUBLE) and len(raw) in (4, 8):
+        return repr(struct.unpack("<f" if len(raw) == 4 else "<d", raw)[0])  # machine order, not sortable
+    collation = (col.prtype >> 16) & 0xFF
+    text_blob = col.mtype == _BLOB and collation not in (0, _BINARY_COLLATION)  # TEXT, not BLOB
+    if col.mtype in (_VARCHAR, _CHAR, _VARMYSQL, _MYSQL) or text_blob:
+        text = raw.decode("latin-1" if collation in _LATIN1 else "utf-8", errors="replace")
+        return text.rstrip(" ") if col.mtype in (_CHAR, _MYSQL) else text  # CHAR is padded, VARCHAR kept as is
     if col.name in ("DB_TRX_ID", "DB_ROW_ID"):
         return str(int.from_bytes(raw, "big"))
     return raw.hex()
+
+
+def _off_page(col: Column, local: bytes) -> str:
+    """A field stored off-page: its local prefix (COMPACT keeps 768 bytes, DYNAMIC none), its whole
+    length and the first page of its chain, from the 20-byte reference at the end."""
+    prefix, ref = local[:-BLOB_REF], local[-BLOB_REF:]
+    page = int.from_bytes(ref[4:8], "big")
+    total = len(prefix) + (int.from_bytes(ref[12:20], "big") & 0x3FFFFFFFFFFFFFFF)
+    shown = _value(col, prefix) + " " if prefix else ""
+    return f"{shown}({total} bytes, off-page from page {page})"
 
 
 def _datetime(raw: bytes) -> str:
@@ -147,20 +184,22 @@ def decode_record(data: bytes, origin: int, layout: IndexLayout, leaf: bool) -> 
             fields.append(DecodedField(c.name, at, at, "NULL"))
             values.append(None)
             continue
+        external = False
         if c.variable:
             pos -= 1
             size = data[pos]
             if c.wide and size & 0x80:
                 pos -= 1
-                if size & 0x40:
-                    raise ValueError("externally stored field")
+                external = bool(size & 0x40)
                 size = ((size & 0x3F) << 8) | data[pos]
         else:
             size = c.length
         if at + size > len(data) - 8:
             raise ValueError("field runs past the page")
+        if external and size < BLOB_REF:
+            raise ValueError(f"off-page field {c.name} with {size} local bytes")
         raw = data[at:at + size]
-        shown = _value(c, raw)
+        shown = _off_page(c, raw) if external else _value(c, raw)
         fields.append(DecodedField(c.name, at, at + size, shown))
         values.append(shown)
         at += size

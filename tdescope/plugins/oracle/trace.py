@@ -250,9 +250,10 @@ def parse_trace(lines: Iterable[str]) -> TraceSummary:
 def parse_trace_file(path: str | os.PathLike[str]) -> TraceSummary:
     """:func:`parse_trace` on a file; bytes that are not UTF-8 become U+FFFD.
 
-    Raises ``OSError`` when the file cannot be read.
+    Raises ``OSError`` when the file cannot be read. Lines end at ``\n`` only (a ``\r\n`` ending is
+    stripped by the parser): a lone carriage return inside a statement's text stays part of it.
     """
-    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:
         return parse_trace(fh)
 
 

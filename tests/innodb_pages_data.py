@@ -1,0 +1,204 @@
+"""Real InnoDB pages and what the server says about them, made once by a private MariaDB (the lab).
+
+:func:`innodb_pages` starts :class:`~tdescope.plugins.mariadb.lab.MariaLab`, creates tables with known
+rows (every common column type, NULLs, empty, long and off-page values; a table big enough for a
+level-1 root; an encrypted twin; a page_compressed table), flushes them (``FLUSH TABLES ... FOR
+EXPORT``), and keeps the ``.ibd`` bytes, the rows as the server returns them, the data dictionary's
+view (``INNODB_SYS_TABLES`` / ``_INDEXES``, ``INNODB_TABLESPACES_ENCRYPTION``), the replies to the
+queries :func:`~tdescope.plugins.mariadb.records.index_layouts` makes, and ``innochecksum -D``'s
+per-page report. The server is gone before a test runs.
+
+With ``TDESCOPE_TEST_INNODB_PAGES`` naming a file, the facts are saved there on the first run and read
+back afterwards (the mutation driver runs the tests once per mutant; the server starts once).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+DB = "pages"
+PAGE = 16384
+#: Columns of the ``types_*`` tables; the decoder's field names are these.
+TYPES = """id INT PRIMARY KEY, ti TINYINT, su SMALLINT UNSIGNED, mi MEDIUMINT, bi BIGINT, dt DATETIME, d DATE,
+ ts TIMESTAMP NULL, yr YEAR, db DOUBLE, fl FLOAT, vc VARCHAR(300), vl VARCHAR(20) CHARACTER SET latin1,
+ ch CHAR(10), cl CHAR(10) CHARACTER SET latin1, vb VARBINARY(40), tx TEXT, bl BLOB, en ENUM('a','b','c'),
+ nn INT NOT NULL, KEY k_vc (vc(20))"""
+ROWS = [
+    "(1, -5, 65535, -3, -9000000000, '2024-02-29 13:14:15', '2024-02-29', '2024-02-29 01:02:03', 2024, 1.5,"
+    " -2.25, 'hello', 'caf\u00e9', 'ab', 'cd', x'00ff', 'text', x'0102', 'b', 7)",
+    "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+    " NULL, 0)",
+    "(3, 127, 0, 8388607, 1, '1999-12-31 23:59:59', '1000-01-01', '1970-01-02 00:00:00', 1901, -1e300, 3.5,"
+    " REPEAT('x', 300), 'z', '\u00e9\u20ac', '\u00e9', '', REPEAT('y', 200), REPEAT('b', 20000), 'c', -1)",
+    "(4, -128, 1, -8388608, -9223372036854775808, '9999-12-31 23:59:59', '9999-12-31', '2038-01-19 03:14:07',"
+    " 2155, 0, 0, 'ab  ', '', '', '', x'', '', x'', 'a', 2147483647)",
+    "(5, 0, 256, 0, 9223372036854775807, '2000-01-01 00:00:00', '2000-01-01', NULL, 0, 123456.789, -0.5,"
+    " 'k\u00e4se', 'x ', 'zz', 'y', x'41', REPEAT('\u00e9', 30), REPEAT(x'00', 100), NULL, -2147483648)",
+]
+#: Rows of ``big_plain``: enough for several leaf pages under a level-1 root.
+BIG_ROWS = 600
+
+
+@dataclass
+class InnoDbPages:
+    """What one lab run leaves: page bytes and the server's own view of them.
+
+    Attributes
+    ----------
+    files : dict
+        table -> the whole ``.ibd`` file.
+    rows : dict
+        table -> {primary key: {column: value as pymysql returns it}}.
+    tables : dict
+        table -> (space id, table id, row format) from ``INNODB_SYS_TABLES``.
+    indexes : dict
+        (table, index name) -> (index id, root page number, space id) from ``INNODB_SYS_INDEXES``.
+    encryption : dict
+        table -> (scheme, current key version) from ``INNODB_TABLESPACES_ENCRYPTION``.
+    dictionary : dict
+        SQL text -> the rows the server returned (for a replayed :func:`index_layouts`).
+    checksum_report : dict
+        table -> innochecksum ``-D`` lines: page number -> (page type label, extra info); empty when
+        innochecksum is not installed.
+    checksum_ok : dict
+        table -> innochecksum's exit status checking every page's checksum.
+    """
+
+    files: dict = field(default_factory=dict)
+    rows: dict = field(default_factory=dict)
+    tables: dict = field(default_factory=dict)
+    indexes: dict = field(default_factory=dict)
+    encryption: dict = field(default_factory=dict)
+    dictionary: dict = field(default_factory=dict)
+    checksum_report: dict = field(default_factory=dict)
+    checksum_ok: dict = field(default_factory=dict)
+
+    def page(self, table: str, pgno: int) -> bytes:
+        """Page ``pgno`` of ``table``'s file."""
+        return self.files[table][pgno * PAGE:(pgno + 1) * PAGE]
+
+    def pages(self, table: str) -> range:
+        """The page numbers of ``table``'s file."""
+        return range(len(self.files[table]) // PAGE)
+
+
+class RecordingConnection:
+    """A DB-API connection wrapper that keeps each query's rows (``index_layouts`` is replayed from them)."""
+
+    def __init__(self, conn, log: dict) -> None:
+        self._conn, self._log = conn, log
+
+    def cursor(self):
+        return _Cursor(self._conn.cursor(), self._log)
+
+
+class ReplayConnection:
+    """Answers the queries a :class:`RecordingConnection` saw, with the rows it saw."""
+
+    def __init__(self, log: dict) -> None:
+        self._log = log
+
+    def cursor(self):
+        return _Cursor(None, self._log)
+
+
+class _Cursor:
+    def __init__(self, real, log: dict) -> None:
+        self._real, self._log, self._rows = real, log, []
+
+    def execute(self, sql, args=None):
+        if self._real is not None:
+            self._real.execute(sql, args)
+            self._log[sql] = list(self._real.fetchall())
+        self._rows = self._log[sql]
+
+    def fetchall(self):
+        return list(self._rows)
+
+    def fetchone(self):
+        return self._rows[0] if self._rows else None
+
+
+def innodb_pages() -> InnoDbPages:
+    """The facts, from the cache file when ``TDESCOPE_TEST_INNODB_PAGES`` names one that exists."""
+    cache = os.environ.get("TDESCOPE_TEST_INNODB_PAGES")
+    if cache and os.path.exists(cache):
+        with open(cache, "rb") as fh:
+            return pickle.load(fh)
+    facts = _from_the_server()
+    if cache:
+        with open(cache, "wb") as fh:
+            pickle.dump(facts, fh)
+    return facts
+
+
+def _from_the_server() -> InnoDbPages:
+    import pymysql
+
+    from tdescope.plugins.mariadb.lab import MariaLab
+    from tdescope.plugins.mariadb.records import index_layouts
+
+    facts = InnoDbPages()
+    lab = MariaLab()
+    try:
+        conn = pymysql.connect(unix_socket=lab.socket, user="root", autocommit=True, charset="utf8mb4")
+        cur = conn.cursor()
+        cur.execute("SET time_zone = '+00:00'")
+        cur.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
+        for table, options in (("types_plain", "ENCRYPTED=NO ROW_FORMAT=DYNAMIC"),
+                               ("types_compact", "ENCRYPTED=NO ROW_FORMAT=COMPACT"),
+                               ("types_enc", "ENCRYPTED=YES ENCRYPTION_KEY_ID=2")):
+            cur.execute(f"CREATE TABLE {DB}.{table} ({TYPES}) ENGINE=InnoDB {options}")
+            cur.execute(f"INSERT INTO {DB}.{table} VALUES {', '.join(ROWS)}")
+        cur.execute(f"CREATE TABLE {DB}.big_plain (id INT PRIMARY KEY, pad VARCHAR(200)) ENCRYPTED=NO")
+        cur.execute(f"INSERT INTO {DB}.big_plain SELECT seq, CONCAT('row', seq, REPEAT('.', 140)) "
+                    f"FROM {DB}.seq_1_to_{BIG_ROWS}")
+        cur.execute(f"CREATE TABLE {DB}.pc_plain (id INT PRIMARY KEY, v VARCHAR(100)) ENCRYPTED=NO PAGE_COMPRESSED=1")
+        cur.execute(f"INSERT INTO {DB}.pc_plain SELECT seq, REPEAT(CHAR(97 + seq % 26), 100) FROM {DB}.seq_1_to_50")
+        cur.execute(f"CREATE TABLE {DB}.red_plain (id INT PRIMARY KEY, v VARCHAR(10)) "
+                    "ENCRYPTED=NO ROW_FORMAT=REDUNDANT")
+        cur.execute(f"INSERT INTO {DB}.red_plain VALUES (1, 'one'), (2, 'two')")
+        tables = ("types_plain", "types_compact", "types_enc", "big_plain", "pc_plain", "red_plain")
+        for table in tables:
+            cur.execute(f"SELECT * FROM {DB}.{table}")
+            names = [d[0] for d in cur.description]
+            facts.rows[table] = {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
+        cur.execute("SELECT NAME, SPACE, TABLE_ID, ROW_FORMAT FROM information_schema.INNODB_SYS_TABLES "
+                    "WHERE NAME LIKE %s", (f"{DB}/%",))
+        facts.tables = {n.split("/")[1]: (s, t, f) for n, s, t, f in cur.fetchall()}
+        cur.execute("SELECT t.NAME, i.NAME, i.INDEX_ID, i.PAGE_NO, i.SPACE "
+                    "FROM information_schema.INNODB_SYS_INDEXES i "
+                    "JOIN information_schema.INNODB_SYS_TABLES t USING (TABLE_ID) WHERE t.NAME LIKE %s", (f"{DB}/%",))
+        facts.indexes = {(t.split("/")[1], i): (x, p, s) for t, i, x, p, s in cur.fetchall()}
+        index_layouts(RecordingConnection(conn, facts.dictionary))
+        cur.execute(f"FLUSH TABLES {', '.join(f'{DB}.{t}' for t in tables)} FOR EXPORT")
+        for table in tables:
+            path = lab.dir / "data" / DB / f"{table}.ibd"
+            facts.files[table] = path.read_bytes()
+            facts.checksum_report[table], facts.checksum_ok[table] = _innochecksum(path)
+        cur.execute("UNLOCK TABLES")
+        # the encryption threads have seen every space by now (each table was just written)
+        cur.execute("SELECT NAME, ENCRYPTION_SCHEME, CURRENT_KEY_VERSION "
+                    "FROM information_schema.INNODB_TABLESPACES_ENCRYPTION WHERE NAME LIKE %s", (f"{DB}/%",))
+        facts.encryption = {n.split("/")[1]: (s, v) for n, s, v in cur.fetchall()}
+        conn.close()
+    finally:
+        lab.close()
+    return facts
+
+
+def _innochecksum(path) -> tuple[dict, int | None]:
+    exe = shutil.which("innochecksum")
+    if exe is None:
+        return {}, None
+    dump = subprocess.run([exe, "-D", "/dev/stdout", str(path)], capture_output=True, text=True, timeout=60)
+    report = {}
+    for m in re.finditer(r"^#::(\d+)\s*\|\s*(.+?)\s*\|\s*(.*)$", dump.stdout, re.M):
+        report[int(m.group(1))] = (m.group(2), m.group(3).strip())
+    check = subprocess.run([exe, str(path)], capture_output=True, text=True, timeout=60)
+    return report, check.returncode

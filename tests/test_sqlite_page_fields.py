@@ -1,0 +1,125 @@
+"""SQLite page decoder details the engine comparisons do not reach: interior index pages, cell
+summaries, header spans, edge geometry (pointer arrays that just fit, long freeblock chains, odd-sized
+ciphertext), unknown text encodings and the cheap summary of a truncated interior page.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import struct
+
+import pytest
+
+from tdescope.plugins.sqlcipher._records import format_value
+from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
+
+PAGE = 1024
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    """Pages of a plain 1 KiB-page database with a two-level index and a table."""
+    path = tmp_path_factory.mktemp("sqlite") / "fields.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA page_size={PAGE}")
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, n)")
+    conn.execute("CREATE INDEX t_name ON t(name)")
+    conn.executemany("INSERT INTO t VALUES (?,?,?)",
+                     [(i, f"name {i:05d}", None if i % 3 else i) for i in range(1, 600)])
+    conn.commit()
+    conn.close()
+    data = path.read_bytes()
+    return [data[i:i + PAGE] for i in range(0, len(data), PAGE)]
+
+
+def test_interior_index_pages_decode_with_their_child_pointers(pages):
+    dec = SqlitePageDecoder(reserve=0)
+    interior = [(n, p) for n, p in enumerate(pages, 1) if n > 1 and p[0] == 0x02]
+    assert interior
+    for pgno, data in interior:
+        page = dec.decode(data, pgno)
+        assert page.page_type == "index interior" and not page.problems, page.problems
+        ncells = struct.unpack_from(">H", data, 3)[0]
+        assert page.cells == ncells and dec.summarize(data, pgno) == ("index interior", ncells)
+        header = page.fields[0]
+        assert [(c.name, c.start, c.end) for c in header.children][-1] == ("right-most child page", 8, 12)
+        cells = [f for f in page.fields if f.name.split()[-1].isdigit() and f.name.startswith("cell ")]
+        assert len(cells) == ncells
+        for cell in cells:
+            child = struct.unpack_from(">I", data, cell.start)[0]
+            assert cell.value.startswith(f"left child {child}, ") and cell.children[0].value == str(child)
+        # a capture cut 2 bytes into the pointer array: the cheap summary does not trust the header
+        short = data[:8 + 2 * ncells + 2]
+        assert dec.summarize(short, pgno) == (dec.decode(short, pgno).page_type, dec.decode(short, pgno).cells)
+        assert dec.summarize(short, pgno)[0] != "index interior"
+
+
+def test_table_cells_summarise_rowid_first_and_nulls_by_name(pages):
+    dec = SqlitePageDecoder(reserve=0)
+    leaf = next(p for n, p in enumerate(pages, 1) if n > 1 and p[0] == 0x0D)
+    page = dec.decode(leaf)
+    cells = [f for f in page.fields if f.name.split()[-1].isdigit() and f.name.startswith("cell ")]
+    rowid = page.records[0][0]
+    first = next(c for c in cells if c.value.startswith(f"rowid {rowid}: "))
+    assert first.value == f"rowid {rowid}: NULL, 'name {rowid:05d}', " + ("NULL" if rowid % 3 else str(rowid))
+    assert format_value(None) == "NULL"
+
+
+def test_page_one_header_spans_and_the_unallocated_gap(pages):
+    page = SqlitePageDecoder(reserve=0).decode(pages[0], 1)
+    header = next(f for f in page.fields if f.name == "database header")
+    assert (header.children[0].name, header.children[0].start, header.children[0].end) == ("header string", 0, 16)
+    assert header.children[0].value == repr("SQLite format 3\0")
+    gap = next(f for f in page.fields if f.name == "unallocated space")
+    assert gap.value == f"{gap.end - gap.start} bytes, all zero"
+
+
+def test_an_unknown_text_encoding_keeps_the_decoders(pages):
+    p1 = bytearray(pages[0])
+    p1[56:60] = b"\0\0\0\x09"
+    page = SqlitePageDecoder(reserve=0, encoding="utf-16-be").decode(bytes(p1), 1)
+    assert not page.problems and page.page_type == "table leaf"
+    assert page.records[0][1] == "table".encode().decode("utf-16-be", errors="replace")  # the decoder's own
+    p1[56:60] = b"\0\0\0\x03"
+    assert SqlitePageDecoder(reserve=0).decode(bytes(p1), 1).records[0][1] != "table"  # the header's, UTF-16be
+
+
+def test_a_pointer_array_that_ends_exactly_at_the_page_end():
+    ncells = (512 - 8) // 2
+    data = bytearray(512)
+    data[0] = 0x0D
+    struct.pack_into(">HHHB", data, 1, 0, ncells, 512, 0)
+    page = SqlitePageDecoder(reserve=0).decode(bytes(data), 2)
+    assert page.page_type == "table leaf" and page.cells == ncells
+    assert not any("do not fit" in p for p in page.problems)
+    data[0:1] = b"\x0d"
+    struct.pack_into(">H", data, 3, ncells + 1)
+    assert "looks like a b-tree page but 253 cell pointers do not fit the page" in \
+        SqlitePageDecoder(reserve=0).decode(bytes(data), 2).problems
+
+
+def test_a_long_freeblock_chain_is_walked_to_its_end():
+    size, first, count = 32768, 8, 2100  # 8 bytes apart: adjacent freeblocks would be a problem
+    data = bytearray(size)
+    data[0] = 0x0D
+    struct.pack_into(">HHHB", data, 1, first, 0, size, 0)
+    for k in range(count):
+        fb = first + 8 * k
+        struct.pack_into(">HH", data, fb, fb + 8 if k < count - 1 else 0, 4)
+    page = SqlitePageDecoder(reserve=0).decode(bytes(data), 2)
+    assert sum(f.name.startswith("freeblock @") for f in page.fields) == count and not page.problems
+
+
+def test_too_short_for_a_btree_header():
+    page = SqlitePageDecoder().decode(b"\x0d\x00\x00\x00\x01\x00", 2)
+    assert "looks like a b-tree page but too short for a b-tree page header" in page.problems
+
+
+def test_ciphertext_of_no_page_size_has_no_reserve():
+    body = random.Random(5).randbytes(1000)
+    page = SqlitePageDecoder().decode(body, 3)
+    assert page.page_type == "encrypted"
+    assert [(f.name, f.start, f.end) for f in page.fields] == [("ciphertext", 0, 1000)]
+    sized = SqlitePageDecoder().decode(random.Random(5).randbytes(1024), 3)
+    assert [(f.name, f.start, f.end) for f in sized.fields] == [("ciphertext", 0, 944), ("reserved space", 944, 1024)]
