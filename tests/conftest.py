@@ -139,6 +139,31 @@ def sqlcipher_app(tmp_path):
         app.kill()
 
 
+@pytest.fixture(autouse=True)
+def _cycles_collected_on_the_main_thread(request):
+    """Qt objects in reference cycles are freed on the main thread, never by a worker's collection.
+
+    A test that shows a window starts the GUI-thread collector (the app's own, ``ui.app.gui_thread_gc``),
+    which disables automatic collection; after every test the main thread collects what is left.
+    """
+    global _COLLECTOR
+    if "qtbot" in request.fixturenames or "qapp" in request.fixturenames:
+        if _COLLECTOR is None:
+            request.getfixturevalue("qapp")
+            from tdescope.ui.app import gui_thread_gc
+
+            _COLLECTOR = gui_thread_gc()
+    qt = "qtbot" in request.fixturenames or "qapp" in request.fixturenames
+    yield
+    if _COLLECTOR is not None:
+        import gc
+
+        gc.collect() if qt else gc.collect(1)  # dead windows fully; elsewhere the young generations
+
+
+_COLLECTOR = None
+
+
 @pytest.fixture
 def lab():
     """A running SQLCipher lab worker."""
