@@ -140,28 +140,20 @@ def sqlcipher_app(tmp_path):
 
 
 @pytest.fixture(autouse=True)
-def _cycles_collected_on_the_main_thread(request):
-    """Qt objects in reference cycles are freed on the main thread, never by a worker's collection.
+def _dead_windows_stay_out_of_worker_collections(request):
+    """After a Qt test, freeze what is left (``gc.freeze``): the test's closed windows, and their
+    pyqtgraph items, are never collected by a later worker thread's cyclic collection.
 
-    A test that shows a window starts the GUI-thread collector (the app's own, ``ui.app.gui_thread_gc``),
-    which disables automatic collection; after every test the main thread collects what is left.
+    A sampler thread's collection once destroyed a dead window's QObjects on that thread and deadlocked
+    with the GUI thread (``~QObject`` waiting for the GIL, the GUI thread holding it while waiting for Qt's
+    mutex); collecting them on the main thread from a timer instead crashed in pytest-qt's teardown. A test
+    process may keep a few dozen dead windows; the workbench itself freezes its objects once built.
     """
-    global _COLLECTOR
-    if "qtbot" in request.fixturenames or "qapp" in request.fixturenames:
-        if _COLLECTOR is None:
-            request.getfixturevalue("qapp")
-            from tdescope.ui.app import gui_thread_gc
-
-            _COLLECTOR = gui_thread_gc()
-    qt = "qtbot" in request.fixturenames or "qapp" in request.fixturenames
     yield
-    if _COLLECTOR is not None:
+    if "qtbot" in request.fixturenames or "qapp" in request.fixturenames:
         import gc
 
-        gc.collect() if qt else gc.collect(1)  # dead windows fully; elsewhere the young generations
-
-
-_COLLECTOR = None
+        gc.freeze()
 
 
 @pytest.fixture

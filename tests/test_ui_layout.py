@@ -123,31 +123,3 @@ def test_the_hotspot_sampling_rate_is_a_choice_in_the_observe_menu(qtbot, lab_wi
     next(a for t, a in choices.items() if t.startswith("99 Hz")).trigger()
     qtbot.waitUntil(lambda: win.observation.observation is not None
                     and win.observation.observation.frequency == 99, timeout=10000)
-
-
-def test_cycles_of_qt_objects_are_collected_on_the_gui_thread_only(qtbot):
-    """A worker thread's allocations never run the cyclic collector (it could destroy QObjects there and
-    deadlock with the GUI thread); the GUI thread's timer frees such cycles."""
-    import gc
-    import threading
-    import weakref
-
-    from PySide6.QtWidgets import QWidget
-
-    from tdescope.ui.app import gui_thread_gc
-
-    collector = gui_thread_gc()
-    assert not gc.isenabled()
-    w = QWidget()
-    w.me = w  # a cycle: only the cyclic collector frees it
-    dead = weakref.ref(w)
-    del w
-    freed_on: list[str] = []
-    threading.Thread(target=lambda: [object() for _ in range(200_000)] and freed_on.append(
-        "worker" if dead() is None else "")).start()
-    qtbot.waitUntil(lambda: bool(freed_on), timeout=5000)
-    assert freed_on == [""]  # the worker's allocations collected nothing
-    gc.collect(0)  # what the GUI thread's timer does once enough was allocated
-    gc.collect()
-    assert dead() is None
-    collector.timer.stop()

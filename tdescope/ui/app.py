@@ -21,21 +21,6 @@ def _require_display() -> None:
                     "headless commands: tdescope capture | top | waits | record | report")
 
 
-def gui_thread_gc():
-    """Run Python's cyclic garbage collector on the GUI thread only, on a timer.
-
-    A collection runs on whichever thread happens to allocate: on a sampler's thread
-    it can destroy a dead window's QObjects there, holding a Qt mutex while it waits
-    for the GIL, while the GUI thread holds the GIL waiting for that mutex (seen as a
-    hung test run). pyqtgraph's collector disables automatic collection and collects
-    from a QTimer instead; reference counting still frees everything that is not in a
-    cycle, on any thread. Returns the collector (keep it alive).
-    """
-    from pyqtgraph.util.garbage_collector import GarbageCollector
-
-    return GarbageCollector(interval=0.5)
-
-
 def _run_replay(path: str) -> int:
     """Open the workbench on a recorded session: no database, no process."""
     from PySide6.QtCore import QTimer
@@ -51,7 +36,6 @@ def _run_replay(path: str) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
     app.setOrganizationName("tdescope")
-    collector = gui_thread_gc()  # noqa: F841 - kept alive with the loop
     passphrase = ask_passphrase(None, path)  # the dialog needs the QApplication
     window = open_replay_window(path, passphrase=passphrase)
     window.show()
@@ -89,7 +73,6 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
     app.setOrganizationName("tdescope")
-    collector = gui_thread_gc()  # noqa: F841 - kept alive with the loop
     window = MainWindow(engines[lab])
     window.workload_dock.backend.setCurrentIndex(max(0, window.workload_dock.backend.findData(backend)))
     window.show()
