@@ -187,9 +187,14 @@ _TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
 
 
 def busy_pgbench_client(targets) -> int | None:
-    """The pid of a pgbench client backend running the benchmark (not ``pgbench -i``'s loader), or None."""
+    """The pid of a pgbench client backend running the benchmark's transactions, or None.
+
+    ``pgbench -i``'s loader also names pgbench_accounts (COPY, VACUUM, ALTER TABLE) and exits when the
+    load is done: only a client running the benchmark's own statements is chosen.
+    """
     for t in targets:
-        if t.application == "pgbench" and "pgbench_accounts" in t.activity and "copy" not in t.activity.lower():
+        statement = t.activity.lstrip().upper()
+        if t.application == "pgbench" and statement.startswith(("SELECT ABALANCE", "UPDATE PGBENCH_")):
             return t.pid
     return None
 
