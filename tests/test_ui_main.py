@@ -24,7 +24,7 @@ def test_inventory_fills_the_engine_panel(window):
 def test_run_from_the_dock_shows_progress_and_the_ratio(qtbot, window):
     dock = window.workload_dock
     dock.capture.setChecked(False)
-    dock._spins["groups"].setValue(6)
+    dock._spins["groups"].setValue(30)  # long enough that progress shows between 0 and 100 % (batched repaints)
     dock._spins["ids_per_group"].setValue(300)
     dock.rounds.setValue(0)  # a single run first
     seen = []
@@ -38,7 +38,7 @@ def test_run_from_the_dock_shows_progress_and_the_ratio(qtbot, window):
     table = dock.results.table
     phases = [table.item(r, 0).text() for r in range(table.rowCount())]
     assert phases == ["insert", "delete", "update", "select", "commit", "total"]
-    assert "Insert = 1800" in dock.results.note.text()
+    assert "Insert = 9000" in dock.results.note.text()
     assert window.captures_dock.model.rowCount() == 0
     # then three interleaved rounds: a median with its interval, and both runs kept
     dock.rounds.setValue(3)
