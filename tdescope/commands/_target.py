@@ -19,7 +19,7 @@ from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.errors import UserError
 from tdescope.commands._dsn import open_dsn_session
 
-__all__ = ["CommandTarget", "resolve_target"]
+__all__ = ["CommandTarget", "resolve_target", "run_to_end"]
 
 
 @dataclass(slots=True)
@@ -139,4 +139,17 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
                              has_ability(session, Ability.OWN_TARGET), bool(getattr(args, "cleanup", False)))
     except BaseException:
         session.close()
+        raise
+
+
+def run_to_end(exp, grace_s: float) -> None:
+    """Start ``exp`` (an Experiment) and wait for it; Ctrl+C cancels it, waits up to ``grace_s`` for the
+    probe to disarm and detach, and goes on as KeyboardInterrupt."""
+    exp.start()
+    try:
+        while not exp.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        exp.cancel()
+        exp.wait(grace_s)
         raise

@@ -9,7 +9,7 @@ import sys
 from tdescope.app.errors import UserError
 from tdescope.commands._args import engine_named, positive_int
 from tdescope.commands._dsn import add_dsn_arguments
-from tdescope.commands._target import resolve_target
+from tdescope.commands._target import resolve_target, run_to_end
 
 HELP = "time a workload encrypted vs plain over interleaved rounds: median ratio and its 95 % interval"
 
@@ -67,14 +67,7 @@ def run(args) -> int:
         params = _params(dict(target.params), args.set)
         exp = Experiment(target.session, target.workload, params, None, CaptureLimits(), engine.name, sink,
                          rounds=args.rounds, warmup=args.warmup)
-        exp.start()
-        try:
-            while not exp.wait(0.2):
-                pass
-        except KeyboardInterrupt:
-            exp.cancel()
-            exp.wait(60)
-            raise
+        run_to_end(exp, 60)
     finally:
         if progress_line[0]:
             print("\r" + " " * len(progress_line[0]) + "\r", end="", file=sys.stderr, flush=True)

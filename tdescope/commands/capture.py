@@ -14,7 +14,7 @@ from tdescope.commands._args import (
 )
 from tdescope.commands._dsn import add_dsn_arguments
 from tdescope.commands._stdout import ReaderGone, emit
-from tdescope.commands._target import resolve_target
+from tdescope.commands._target import resolve_target, run_to_end
 
 HELP = "capture pages before and after decryption, headless"
 
@@ -97,14 +97,7 @@ def run(args) -> int:
                          pid=target.pid, repeat_until_captured=target.workload is not None,
                          allow_critical=args.allow_critical, backend=backend)
         running.append(exp)
-        exp.start()
-        try:
-            while not exp.wait(0.2):
-                pass
-        except KeyboardInterrupt:
-            exp.cancel()
-            exp.wait(15)
-            raise
+        run_to_end(exp, 15)
     finally:
         target.close()
     if reader_gone.is_set() and not exp.error:
