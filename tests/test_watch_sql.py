@@ -123,6 +123,45 @@ def test_watch_mode_runs_only_the_listed_statements_on_postgres(logged_pg, app_b
     assert 3 <= polls <= 15, polls  # 5 a second for 2 s: the stated rate, not 10 or 20
 
 
+def test_the_window_watching_runs_only_the_listed_statements(qtbot, qsettings, logged_pg, app_backend,
+                                                            monkeypatch):
+    """The window connected to a backend it watches: the engine-wait rate on screen and adjustable, sampling
+    offered with what it reads (declined here), and nothing outside the list in the server's log."""
+    from PySide6.QtWidgets import QMessageBox
+
+    from tdescope.app.engines import ConnectParams, discover_engines
+    from tdescope.plugins.postgres.statements import WATCH_STATEMENTS
+    from tdescope.ui.window.main_window import MainWindow
+
+    log_path = logged_pg.root / "server.log"
+    start = log_path.stat().st_size
+    win = MainWindow(discover_engines()[0]["postgres"], qsettings)
+    qtbot.addWidget(win)
+    win.observation.hotspots_action.setChecked(False)
+    win.connect_engine(ConnectParams(dsn=logged_pg.dsn(user=WATCHER), options={"pid": app_backend}))
+    qtbot.waitUntil(lambda: win.session is not None, timeout=30000)
+    waits = win.observation.waits_dock
+    qtbot.waitUntil(lambda: "polled every 200 ms" in waits.engine_poll.text(), timeout=15000)
+    assert f"the row of pid {app_backend}" in waits.engine_poll.text()
+    win.observation.set_engine_hz(1.0)  # Observe ▸ Engine wait polling ▸ every 1000 ms
+    qtbot.waitUntil(lambda: "polled every 1000 ms" in waits.engine_poll.text(), timeout=15000)
+    assert win.engine_dock.sample_columns.isVisibleTo(win)
+    assert win.session.inventory().get("pgcrypto columns").startswith("not sampled (1 bytea column(s)")
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question",
+                        lambda _parent, _title, text, *a, **k: asked.append(text) or QMessageBox.StandardButton.No)
+    win.engine_dock.sample_columns.click()
+    qtbot.waitUntil(lambda: bool(asked), timeout=15000)
+    assert "public.cards.pan" in asked[0] and "first 64 bytes of up to 20 rows" in asked[0]
+    win.shutdown()
+    with open(log_path, errors="replace") as fh:
+        fh.seek(start)
+        statements, errors = _logged_by(fh.read(), WATCHER)
+    allowed = {_as_logged(s) for s in WATCH_STATEMENTS}
+    assert statements and [s for s in statements if s not in allowed] == []
+    assert errors == []
+
+
 def test_the_readme_lists_exactly_the_watch_statements():
     from tdescope.plugins.mariadb.statements import WATCH_STATEMENTS as MARIADB
     from tdescope.plugins.postgres.statements import WATCH_STATEMENTS as POSTGRES
