@@ -9,6 +9,7 @@ refusals of watch mode (a wrong MariaDB pid, tdescope's own idle backend, MariaD
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -51,7 +52,13 @@ def logged_pg():
     if not Path("/usr/lib/postgresql/15/bin/initdb").exists():
         pytest.skip("PostgreSQL server binaries (initdb) are not installed")
     cluster = PgCluster().start()
+    cluster.wait_sampling = Path("/usr/lib/postgresql/15/lib/pg_wait_sampling.so").exists()
     try:
+        if cluster.wait_sampling:  # the server samples waits itself: its history, in a database of its own
+            cluster.psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_wait_sampling'")
+            cluster.restart()
+            cluster.psql("CREATE DATABASE sampled")
+            cluster.psql("CREATE EXTENSION pg_wait_sampling", dbname="sampled")
         cluster.psql("ALTER SYSTEM SET log_statement = 'all'")
         cluster.psql("ALTER SYSTEM SET log_line_prefix = '[%u] '")
         cluster.psql("SELECT pg_reload_conf()")
@@ -160,6 +167,37 @@ def test_the_window_watching_runs_only_the_listed_statements(qtbot, qsettings, l
     allowed = {_as_logged(s) for s in WATCH_STATEMENTS}
     assert statements and [s for s in statements if s not in allowed] == []
     assert errors == []
+
+
+def test_with_pg_wait_sampling_its_history_is_read_once_a_second(logged_pg):
+    from tdescope.plugins.postgres.statements import WAIT_HISTORY, WAIT_POLL, WATCH_STATEMENTS
+
+    if not logged_pg.wait_sampling:
+        pytest.skip("pg_wait_sampling is not installed (apt-get install postgresql-15-pg-wait-sampling)")
+    sleeper = psycopg.connect(logged_pg.dsn(), autocommit=True)  # waits on PgSleep: what 1.1 samples (not CPU)
+    pid = sleeper.info.backend_pid
+    thread = threading.Thread(target=lambda: sleeper.execute("SELECT pg_sleep(8)"), daemon=True)
+    thread.start()
+    log_path = logged_pg.root / "server.log"
+    start = log_path.stat().st_size
+    try:
+        out = _cli("waits", "--engine", "postgres", "--dsn", logged_pg.dsn("sampled", user=WATCHER), "--target-pid",
+                   str(pid), "--seconds", "3", "--json", "--idle")
+    finally:
+        thread.join(30)
+        sleeper.close()
+    assert out.returncode == 0, out.stderr
+    assert f"pg_wait_sampling_history of pid {pid}, read once a second" in out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    engine = {r["event"]: r["samples"] for r in rows if r["source"] == "postgres"}
+    assert engine.get("PgSleep", 0) > 50, rows  # the server's own samples, every 10 ms
+    with open(log_path, errors="replace") as fh:
+        fh.seek(start)
+        statements, errors = _logged_by(fh.read(), WATCHER)
+    allowed = {_as_logged(s) for s in WATCH_STATEMENTS}
+    assert [s for s in statements if s not in allowed] == [] and errors == []
+    assert statements.count(_as_logged(WAIT_POLL)) == 0
+    assert 2 <= statements.count(_as_logged(WAIT_HISTORY)) <= 5  # once a second, not at the poll rate
 
 
 def test_the_readme_lists_exactly_the_watch_statements():
