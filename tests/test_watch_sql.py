@@ -106,6 +106,8 @@ def _logged_by(log: str, user: str) -> tuple[list[str], list[str]]:
             s = re.match(r"(?:statement|execute [^:]+):\s(.*)", text)
             if s:
                 statements.append(s.group(1))
+        elif level == "STATEMENT" and who == user:  # the text of one that failed (an ERROR), maybe before it ran
+            statements.append(text)
     return statements, errors
 
 
@@ -318,7 +320,7 @@ def test_a_mariadb_target_pid_other_than_the_servers_is_refused(logged_mariadb):
                                   f"{logged_mariadb.pid}, serves every connection")
 
 
-def test_mariadb_waits_switched_off_are_said_with_the_fix(logged_mariadb):
+def test_mariadb_waits_switched_off_are_said_with_the_fix(logged_mariadb, tmp_path):
     from tdescope.app.engines import ConnectParams
     from tdescope.plugins.mariadb import ENGINE
 
@@ -331,6 +333,9 @@ def test_mariadb_waits_switched_off_are_said_with_the_fix(logged_mariadb):
         assert out.returncode == 0, out.stderr  # the OS view still answers
         notes = [ln for ln in out.stderr.splitlines() if "events_waits_current is off" in ln]
         assert len(notes) == 1 and fix in notes[0], out.stderr
+        out = _cli("record", "--engine", "mariadb", "--dsn", f"socket={logged_mariadb.socket} user={WATCHER}",
+                   "--seconds", "1", "--captures", "0", "--no-hotspots", "-o", str(tmp_path / "off.tds"))
+        assert out.returncode == 0 and fix in out.stderr, out.stderr
         session = ENGINE.connect(ConnectParams(dsn=f"socket={logged_mariadb.socket} user={WATCHER}"))
         try:
             assert fix in session.inventory().get("engine waits")  # the Engine dock's row

@@ -119,7 +119,7 @@ def _inventory(session, engine, sample_columns: bool) -> tuple:
 
 def run(args) -> int:
     from tdescope.app.probe.window import CaptureLimits, stop_budget
-    from tdescope.app.events import PageCapture
+    from tdescope.app.events import PageCapture, Problem
     from tdescope.app.experiment import Experiment
     from tdescope.app.session.file import SessionRecorder
     from tdescope.app.session.live import LiveSession
@@ -157,6 +157,8 @@ def run(args) -> int:
     def count(event) -> None:
         if isinstance(event, PageCapture):
             captured[0] += 1
+        elif isinstance(event, Problem) and event.source == "engine waits" and event.message not in notes:
+            notes.append(event.message)  # e.g. performance_schema off, with the fix: said at the end, never silent
 
     live.subscribe(count)
     try:
