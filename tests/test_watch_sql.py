@@ -305,6 +305,9 @@ def test_watch_mode_runs_only_the_listed_statements_on_mariadb(logged_mariadb, t
                "--seconds", "2", "--captures", "0", "--no-hotspots", "-o", str(tmp_path / "m.tds"))
     assert out.returncode == 0, out.stderr
     assert "engine waits: performance_schema.events_waits_current" in out.stderr
+    out = _cli("capture", "--engine", "mariadb", "--dsn", f"socket={logged_mariadb.socket} user={WATCHER}",
+               "--count", "1", "--timeout", "1", "--backend", "ebpf")  # nothing scans: armed, then no hit
+    assert out.returncode == 2 and "no decrypt hit on encryption_scheme_decrypt within 1 s" in out.stderr, out.stderr
     with open(log, errors="replace") as fh:
         fh.seek(start)
         queries = _general_log_by(fh.read(), WATCHER)

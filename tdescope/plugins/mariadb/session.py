@@ -22,7 +22,7 @@ from tdescope.plugins.mariadb.lab import LAB_DATABASE, MariaLab
 from tdescope.plugins.mariadb.pages import InnoDbPageDecoder
 from tdescope.plugins.mariadb.recipes import ENCRYPTED_TABLESPACES
 from tdescope.plugins.mariadb.records import index_layouts
-from tdescope.plugins.mariadb.statements import PID_FILE
+from tdescope.plugins.mariadb.statements import ENCRYPTED_SPACES, PID_FILE
 from tdescope.plugins.mariadb.waits import MariaWaitSource
 
 __all__ = ["MariaDbSession", "server_pid"]
@@ -122,8 +122,7 @@ class MariaDbSession:
         with self._lock:
             cur = self.control.cursor()
             if name == ENCRYPTED_TABLESPACES:
-                cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TABLESPACES_ENCRYPTION "
-                            "WHERE ENCRYPTION_SCHEME <> 0")
+                cur.execute(ENCRYPTED_SPACES)
                 if not cur.fetchone()[0]:
                     raise UserError("no encrypted tablespaces on this server: nothing is decrypted (it needs a key "
                                     "management plugin and ENCRYPTED=YES tables or innodb_encrypt_tables=ON)")

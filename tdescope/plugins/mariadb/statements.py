@@ -9,7 +9,8 @@ sends them whole: they carry no parameters). The README lists the same set and
 
 from __future__ import annotations
 
-__all__ = ["CHARSET", "CONSUMERS", "PERFORMANCE_SCHEMA_ON", "PID_FILE", "PLUGINS", "SETTINGS", "TABLESPACES", "VARIABLES",
+__all__ = ["CHARSET", "CONSUMERS", "DICTIONARY_COLUMNS", "DICTIONARY_INDEXES", "ENCRYPTED_SPACES",
+           "PERFORMANCE_SCHEMA_ON", "PID_FILE", "PLUGINS", "SETTINGS", "TABLESPACES", "VARIABLES",
            "VERSION", "WAIT_INSTRUMENTS", "WAIT_POLL", "WATCH_STATEMENTS"]
 
 #: PyMySQL's, on each new connection: the connection's character set (a session setting).
@@ -27,6 +28,15 @@ PLUGINS = ("SELECT PLUGIN_NAME, PLUGIN_STATUS FROM information_schema.PLUGINS "
 TABLESPACES = ("SELECT NAME, ENCRYPTION_SCHEME, KEYSERVER_REQUESTS, MIN_KEY_VERSION, CURRENT_KEY_VERSION, "
                "CURRENT_KEY_ID, ROTATING_OR_FLUSHING FROM information_schema.INNODB_TABLESPACES_ENCRYPTION "
                "ORDER BY NAME")
+#: ``capture``'s check before arming a page recipe: are any tablespaces encrypted?
+ENCRYPTED_SPACES = ("SELECT COUNT(*) FROM information_schema.INNODB_TABLESPACES_ENCRYPTION "
+                    "WHERE ENCRYPTION_SCHEME <> 0")
+#: The data dictionary's tables, columns, indexes and their fields: a captured page's records decoded to values.
+DICTIONARY_COLUMNS = ("SELECT t.TABLE_ID, t.NAME, c.NAME, c.POS, c.MTYPE, c.PRTYPE, c.LEN "
+                      "FROM information_schema.INNODB_SYS_TABLES t JOIN information_schema.INNODB_SYS_COLUMNS c "
+                      "USING (TABLE_ID) ORDER BY t.TABLE_ID, c.POS")
+DICTIONARY_INDEXES = ("SELECT i.INDEX_ID, i.TABLE_ID, i.NAME, i.TYPE, f.NAME FROM information_schema.INNODB_SYS_INDEXES "
+                      "i LEFT JOIN information_schema.INNODB_SYS_FIELDS f USING (INDEX_ID) ORDER BY i.INDEX_ID, f.POS")
 #: The checks that say whether the server gives engine waits (once per connection).
 PERFORMANCE_SCHEMA_ON = "SELECT @@performance_schema"
 CONSUMERS = ("SELECT NAME FROM performance_schema.setup_consumers WHERE NAME IN "
@@ -43,5 +53,5 @@ WAIT_POLL = ("SELECT t.THREAD_OS_ID, IF(w.TIMER_END IS NULL, w.EVENT_NAME, NULL)
              "AND t.PROCESSLIST_ID <> CONNECTION_ID())")
 
 #: What watch mode may run on a server tdescope did not start.
-WATCH_STATEMENTS = (CHARSET, PID_FILE, VERSION, VARIABLES, PLUGINS, TABLESPACES, PERFORMANCE_SCHEMA_ON, CONSUMERS,
-                    WAIT_INSTRUMENTS, WAIT_POLL)
+WATCH_STATEMENTS = (CHARSET, PID_FILE, VERSION, VARIABLES, PLUGINS, TABLESPACES, ENCRYPTED_SPACES, DICTIONARY_COLUMNS,
+                    DICTIONARY_INDEXES, PERFORMANCE_SCHEMA_ON, CONSUMERS, WAIT_INSTRUMENTS, WAIT_POLL)
