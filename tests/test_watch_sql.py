@@ -132,6 +132,23 @@ def test_watch_mode_runs_only_the_listed_statements_on_postgres(logged_pg, app_b
     assert 3 <= polls <= 15, polls  # 5 a second for 2 s: the stated rate, not 10 or 20
 
 
+@pytest.mark.ebpf
+def test_a_watch_mode_capture_runs_only_the_listed_statements(logged_pg, app_backend):
+    from tdescope.plugins.postgres.statements import WATCH_STATEMENTS
+
+    log_path = logged_pg.root / "server.log"
+    start = log_path.stat().st_size
+    out = _cli("capture", "--engine", "postgres", "--dsn", logged_pg.dsn(user=WATCHER), "--target-pid",
+               str(app_backend), "--count", "2", "--timeout", "30", "--backend", "ebpf")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.startswith("2 buffer pairs captured"), out.stderr
+    with open(log_path, errors="replace") as fh:
+        fh.seek(start)
+        statements, errors = _logged_by(fh.read(), WATCHER)
+    assert statements and [s for s in statements if s not in {_as_logged(s) for s in WATCH_STATEMENTS}] == []
+    assert errors == []
+
+
 def test_the_window_watching_runs_only_the_listed_statements(qtbot, qsettings, logged_pg, app_backend,
                                                             monkeypatch):
     """The window connected to a backend it watches: the engine-wait rate on screen and adjustable, sampling
