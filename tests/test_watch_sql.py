@@ -219,6 +219,30 @@ def test_with_pg_wait_sampling_its_history_is_read_once_a_second(logged_pg):
     assert 2 <= statements.count(_as_logged(WAIT_HISTORY)) <= 5  # once a second, not at the poll rate
 
 
+def test_sample_columns_in_the_engine_dock_reads_when_told(qtbot, qsettings, logged_pg, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    from tdescope.app.engines import ConnectParams, discover_engines
+    from tdescope.ui.window.main_window import MainWindow
+
+    win = MainWindow(discover_engines()[0]["postgres"], qsettings)
+    qtbot.addWidget(win)
+    win.observation.hotspots_action.setChecked(False)
+    win.connect_engine(ConnectParams(dsn=logged_pg.dsn()))
+    qtbot.waitUntil(lambda: win.session is not None, timeout=30000)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    tree = win.engine_dock.tree
+
+    def rows() -> dict:
+        return {tree.topLevelItem(i).child(j).text(0): tree.topLevelItem(i).child(j).text(1)
+                for i in range(tree.topLevelItemCount()) for j in range(tree.topLevelItem(i).childCount())}
+    assert "public.cards.pan" not in rows()
+    win.engine_dock.sample_columns.click()
+    qtbot.waitUntil(lambda: "public.cards.pan" in rows(), timeout=15000)
+    assert "AES" in rows()["public.cards.pan"]
+    win.shutdown()
+
+
 def test_the_readme_lists_exactly_the_watch_statements():
     from tdescope.plugins.mariadb.statements import WATCH_STATEMENTS as MARIADB
     from tdescope.plugins.postgres.statements import WATCH_STATEMENTS as POSTGRES
