@@ -86,7 +86,8 @@ def run(seconds: float, code: str | None) -> dict:
         stop.set()
         polls = [s for s in statements if "FROM pg_stat_activity WHERE pid = $1" in s and "wait_event" in s]
         user_tables = [s for s in statements if s.startswith("SELECT substring(")]  # the pgcrypto column sampling
-        return {"code": code or "this checkout", "ran": done.stderr.strip().splitlines()[-1:], "seconds": seconds, "exit": done.returncode,
+        return {"code": code or "this checkout", "ran": done.stderr.strip().splitlines()[-1:], "seconds": seconds,
+                "exit": done.returncode,
                 "statements": len(statements), "distinct": len(set(statements)),
                 "statements_per_s": round(len(statements) / seconds, 2), "polls_per_s": round(len(polls) / seconds, 2),
                 "user_table_reads": len(user_tables), "errors": len(errors),

@@ -36,7 +36,8 @@ def cards(pg_cluster):
     ("postgres", "SELECT 'it''s', E'a\\'b', $$x'y$$, $q$ z $q$", "SELECT $1, $2, $3, $4"),
     ("postgres", "SELECT t1.c2, 3.5e-2, .5, 0x1F FROM t1", "SELECT t1.c2, $1, $2, $3 FROM t1"),
     ("postgres", "UPDATE t SET a = $1 WHERE b = 'x'", "UPDATE t SET a = $1 WHERE b = $2"),  # after its own params
-    ("postgres", "SELECT \"it's\" -- 'no'\n/* 'c' /* nested */ */ 1", "SELECT \"it's\" -- 'no'\n/* 'c' /* nested */ */ $1"),
+    ("postgres", "SELECT \"it's\" -- 'no'\n/* 'c' /* nested */ */ 1",
+     "SELECT \"it's\" -- 'no'\n/* 'c' /* nested */ */ $1"),
     ("postgres", "SELECT U&'d\\0061t', B'101', X'1F', N'x'", "SELECT $1, $2, $3, $4"),
     ("postgres", "SELECT pgp_sym_decrypt(pan, 'hunter2 truncat", "SELECT pgp_sym_decrypt(pan, $1"),  # cut short
     ("postgres", "", ""),

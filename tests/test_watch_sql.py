@@ -64,7 +64,8 @@ def logged_pg():
         cluster.psql("SELECT pg_reload_conf()")
         cluster.psql(f"CREATE ROLE {WATCHER} LOGIN; GRANT pg_monitor TO {WATCHER}; "
                      "CREATE TABLE cards (id int, pan bytea); INSERT INTO cards SELECT g, "
-                     "pgp_sym_encrypt('4111-' || g, 'k') FROM generate_series(1, 50) g; REVOKE ALL ON cards FROM PUBLIC")
+                     "pgp_sym_encrypt('4111-' || g, 'k') FROM generate_series(1, 50) g; "
+                     "REVOKE ALL ON cards FROM PUBLIC")
         yield cluster
     finally:
         cluster.stop()

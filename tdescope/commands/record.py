@@ -17,7 +17,8 @@ import time
 
 from tdescope.app.errors import UserError
 from tdescope.commands._args import (
-    add_engine_wait_argument, add_perf_hz_argument, add_probe_arguments, add_stop_budget_argument, engine_named, positive_int, probe_backend,
+    add_engine_wait_argument, add_perf_hz_argument, add_probe_arguments, add_stop_budget_argument, engine_named,
+    positive_int, probe_backend,
     recipe_named, seconds,
 )
 from tdescope.commands._target import resolve_target

@@ -35,8 +35,9 @@ ENCRYPTED_SPACES = ("SELECT COUNT(*) FROM information_schema.INNODB_TABLESPACES_
 DICTIONARY_COLUMNS = ("SELECT t.TABLE_ID, t.NAME, c.NAME, c.POS, c.MTYPE, c.PRTYPE, c.LEN "
                       "FROM information_schema.INNODB_SYS_TABLES t JOIN information_schema.INNODB_SYS_COLUMNS c "
                       "USING (TABLE_ID) ORDER BY t.TABLE_ID, c.POS")
-DICTIONARY_INDEXES = ("SELECT i.INDEX_ID, i.TABLE_ID, i.NAME, i.TYPE, f.NAME FROM information_schema.INNODB_SYS_INDEXES "
-                      "i LEFT JOIN information_schema.INNODB_SYS_FIELDS f USING (INDEX_ID) ORDER BY i.INDEX_ID, f.POS")
+DICTIONARY_INDEXES = ("SELECT i.INDEX_ID, i.TABLE_ID, i.NAME, i.TYPE, f.NAME "
+                      "FROM information_schema.INNODB_SYS_INDEXES i LEFT JOIN information_schema.INNODB_SYS_FIELDS f "
+                      "USING (INDEX_ID) ORDER BY i.INDEX_ID, f.POS")
 #: The checks that say whether the server gives engine waits (once per connection).
 PERFORMANCE_SCHEMA_ON = "SELECT @@performance_schema"
 CONSUMERS = ("SELECT NAME FROM performance_schema.setup_consumers WHERE NAME IN "

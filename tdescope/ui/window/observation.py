@@ -63,7 +63,7 @@ class ObservationController(QObject):
         self.tasks = tasks
         self.run = ObservedRun()
         self.frequency = DEFAULT_HZ  # perf's sampling rate (Observe → Hotspot sampling rate)
-        self.engine_hz = ENGINE_WAIT_HZ  # engine-wait polls a second, each one statement (Observe → Engine wait polling)
+        self.engine_hz = ENGINE_WAIT_HZ  # engine-wait polls a second, one statement each (Observe menu)
         self._session: EngineSession | None = None
         self.observation: Observation | None = None
         self._generation = 0  # bumped by stop(): a wait source that opens later starts nothing
