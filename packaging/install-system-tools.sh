@@ -17,6 +17,10 @@ command -v bpftool >/dev/null 2>&1 || need+=(bpftool)
 command -v sqlcipher >/dev/null 2>&1 || need+=(sqlcipher)
 # MariaDB's server, for the MariaDB engine's lab and tests (InnoDB encryption)
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+# pg_wait_sampling for PostgreSQL 15: the engine waits the server samples itself (tests/test_watch_sql.py)
+if [ -d /usr/lib/postgresql/15 ]; then
+  dpkg -s postgresql-15-pg-wait-sampling >/dev/null 2>&1 || need+=(postgresql-15-pg-wait-sampling)
+fi
 for pkg in libbpf1 libbpf-dev linux-libc-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done

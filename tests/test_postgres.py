@@ -147,7 +147,9 @@ def test_pgp_settings_from_headers(session):
 
 
 def test_inventory_finds_pgcrypto_column(session):
-    inv = session.inventory()
+    assert session.inventory().get("pgcrypto columns").startswith("not sampled (")  # user tables: only when asked
+    assert "bytea column(s) of user tables (public.secrets.s" in session.sampling_reads()
+    inv = session.sample_columns()
     assert inv.get("cluster level") == "no cluster-level encryption; column encryption via pgcrypto"
     assert inv.get("pgcrypto").startswith("installed")
     assert "AES-256" in inv.get("public.secrets.s")

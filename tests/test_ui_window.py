@@ -36,12 +36,22 @@ class _Engine:
         return {}
 
 
+class _Source:
+    """A wait source that is never sampled (the samplers are off): what it says of itself only."""
+
+    def sample(self) -> list:
+        return []
+
+    def describe(self) -> str:
+        return "nothing"
+
+
 class _Session:
     """Records the thread that opens its wait source (a database connection in real engines)."""
 
     def __init__(self) -> None:
         self.opened_on: list[threading.Thread] = []
-        self.source = object()
+        self.source = _Source()
 
     def server_pid(self) -> int:
         return 1  # nothing is sampled: both samplers are switched off below

@@ -7,7 +7,7 @@ import argparse
 from tdescope.app.errors import UserError
 
 __all__ = ["positive_int", "seconds", "percent", "hertz", "add_stop_budget_argument", "add_perf_hz_argument",
-           "engine_named", "recipe_named"]
+           "add_engine_wait_argument", "engine_named", "recipe_named"]
 
 
 def positive_int(text: str) -> int:
@@ -61,6 +61,28 @@ def add_perf_hz_argument(parser) -> None:
     parser.add_argument("--perf-hz", type=hertz, default=DEFAULT_HZ, metavar="HZ",
                         help=f"perf samples per second while the process runs (default {DEFAULT_HZ}: a 5 s run of a "
                              "busy process gives ~2500); stacks are unwound with DWARF, so higher rates cost more")
+
+
+def poll_rate(text: str) -> float:
+    """argparse type: polls per second, 0.1 to 20."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of polls per second: {text!r}") from None
+    if not 0.1 <= value <= 20:
+        raise argparse.ArgumentTypeError(f"must be between 0.1 and 20 Hz, not {value:g}")
+    return value
+
+
+def add_engine_wait_argument(parser) -> None:
+    """``--engine-wait-hz HZ``, shared by the commands that poll the engine's waits."""
+    from tdescope.app.observe.sampling import ENGINE_WAIT_HZ
+
+    parser.add_argument("--engine-wait-hz", type=poll_rate, default=ENGINE_WAIT_HZ, metavar="HZ",
+                        help=f"engine-wait polls per second, each one statement on the server (default "
+                             f"{ENGINE_WAIT_HZ:g}: every {1000 / ENGINE_WAIT_HZ:.0f} ms PostgreSQL's pg_stat_activity "
+                             "row of the one backend, or MariaDB's performance_schema.events_waits_current; with "
+                             "pg_wait_sampling installed its history is read once a second instead)")
 
 
 def add_stop_budget_argument(parser) -> None:

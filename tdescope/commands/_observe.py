@@ -105,7 +105,7 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
     """Observe the target of ``args`` for ``args.seconds``."""
     from tdescope.app.engines.api import WorkloadControl
     from tdescope.app.events import Problem
-    from tdescope.app.observe.sampling import Observation
+    from tdescope.app.observe.sampling import ENGINE_WAIT_HZ, Observation, engine_poll_text
 
     events: list = []
     lock = threading.Lock()
@@ -128,8 +128,11 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
             target.pid = _await_client(target, deadline_s=60.0)
         source = target.session.wait_source() if waits and target.session is not None else None
         # Short runs get shorter windows (above), so a 2 s run still yields several.
+        engine_hz = getattr(args, "engine_wait_hz", ENGINE_WAIT_HZ)
+        if source is not None:
+            print(f"tdescope: {engine_poll_text(source, engine_hz)}", file=sys.stderr)
         obs = Observation(target.pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s,
-                          frequency=getattr(args, "perf_hz", DEFAULT_HZ))
+                          frequency=getattr(args, "perf_hz", DEFAULT_HZ), engine_hz=engine_hz)
         obs.start_blocking()
         if hotspots and not obs.hotspots_on:
             problem = next((e.message for e in events if isinstance(e, Problem)), "perf did not start")

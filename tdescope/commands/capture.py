@@ -18,6 +18,10 @@ from tdescope.commands._target import resolve_target, run_to_end
 
 HELP = "capture pages before and after decryption, headless"
 
+#: Said when ``--dsn`` names neither a backend to watch nor work for tdescope's own.
+OWN_IDLE = ("the watched backend, pid {pid}, is tdescope's own idle connection: name an application's busy "
+            "backend with --target-pid PID (from pg_stat_activity), or give it work with --sql")
+
 
 def add_arguments(cap) -> None:
     cap.add_argument("--engine", default="sqlcipher")
@@ -88,6 +92,10 @@ def run(args) -> int:
     target = resolve_target(args, engine, probing=True, stops_target=backend.stops_target)
     if target.session is not None and has_ability(target.session, Ability.CATALOG_DECODER):
         decoder = target.session.catalog_decoder()
+    own_idle = (target.session is not None and target.workload is None and args.target_pid is None
+                and has_ability(target.session, Ability.CHOOSE_TARGET))
+    if own_idle:  # watching the backend of tdescope's own connection, which runs nothing: say so up front
+        print(f"tdescope: {OWN_IDLE.format(pid=target.pid)}", file=sys.stderr, flush=True)
     try:
         if recipe.requires and has_ability(target.session, Ability.REQUIRE_EXTENSIONS):
             target.session.require_extension(recipe.requires)  # before anything is armed

@@ -17,7 +17,8 @@ import time
 
 from tdescope.app.errors import UserError
 from tdescope.commands._args import (
-    add_perf_hz_argument, add_probe_arguments, add_stop_budget_argument, engine_named, positive_int, probe_backend,
+    add_engine_wait_argument, add_perf_hz_argument, add_probe_arguments, add_stop_budget_argument, engine_named,
+    positive_int, probe_backend,
     recipe_named, seconds,
 )
 from tdescope.commands._target import resolve_target
@@ -49,6 +50,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-hotspots", action="store_true", help="do not run perf")
     add_perf_hz_argument(parser)
     parser.add_argument("--no-waits", action="store_true", help="do not sample OS waits")
+    add_engine_wait_argument(parser)
+    parser.add_argument("--sample-columns", action="store_true",
+                        help="with --dsn: also sample bytea columns of user tables for pgcrypto messages (reads the "
+                             "first 64 bytes of up to 20 rows of each; by default tdescope reads catalogs and "
+                             "statistics views only)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.tds", help="the session file to write")
     parser.add_argument("--keep-plaintext", action="store_true",
                         help="with --pid: keep decrypted page contents in the unencrypted file (by default only a "
@@ -65,21 +71,56 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
     so the CLI and the GUI record the same streams. Returns its stop function.
     """
     from tdescope.app.hotspots.profile import check_perf
-    from tdescope.app.observe.sampling import Observation
+    from tdescope.app.observe.sampling import Observation, engine_poll_text
 
     hotspots = not args.no_hotspots
     if hotspots and (why := check_perf(pid)) is not None:
         notes.append(f"hotspots not recorded: {why}")
         hotspots = False
+    if wait_source is not None and not args.no_waits:
+        print(f"tdescope: {engine_poll_text(wait_source, args.engine_wait_hz)}", file=sys.stderr)
     obs = Observation(pid, record, hotspots=hotspots, waits=not args.no_waits, wait_source=wait_source,
-                      frequency=args.perf_hz)
+                      frequency=args.perf_hz, engine_hz=args.engine_wait_hz)
     obs.start_blocking()
     return [obs.stop]
 
 
+def _exit_watch(pid: int, captured: list[int]):
+    """A function saying ``pid N exited while armed (K pages captured)`` once ``pid`` is gone (or a zombie, or
+    its number reused by another process), else None: a recording notices its target's end (a restart)."""
+    from tdescope.app.system.procstat import stat_fields
+
+    first = stat_fields(pid)
+    started = first[19] if first else None  # starttime (field 22 of /proc/PID/stat)
+
+    def exited() -> str | None:
+        now = stat_fields(pid)
+        if now is None or now[0] in ("Z", "X") or now[19] != started:
+            return f"pid {pid} exited while armed ({captured[0]} pages captured)"
+        return None
+
+    return exited
+
+
+def _inventory(session, engine, sample_columns: bool) -> tuple:
+    """The session's inventory rows (catalogs only), with user tables sampled when ``--sample-columns`` asks."""
+    from tdescope.app.engines.capabilities import Ability, has_ability
+
+    if session is None:
+        if sample_columns:
+            raise UserError("--sample-columns needs --dsn (a database session)")
+        return ()
+    if not sample_columns:
+        return session.inventory().rows
+    if not has_ability(session, Ability.SAMPLE_COLUMNS):
+        raise UserError(f"the {engine.name} engine has no columns to sample (--sample-columns)")
+    print(f"tdescope: {session.sampling_reads()}", file=sys.stderr, flush=True)
+    return session.sample_columns().rows
+
+
 def run(args) -> int:
     from tdescope.app.probe.window import CaptureLimits, stop_budget
-    from tdescope.app.events import PageCapture
+    from tdescope.app.events import PageCapture, Problem
     from tdescope.app.experiment import Experiment
     from tdescope.app.session.file import SessionRecorder
     from tdescope.app.session.live import LiveSession
@@ -117,6 +158,8 @@ def run(args) -> int:
     def count(event) -> None:
         if isinstance(event, PageCapture):
             captured[0] += 1
+        elif isinstance(event, Problem) and event.source == "engine waits" and event.message not in notes:
+            notes.append(event.message)  # e.g. performance_schema off, with the fix: said at the end, never silent
 
     live.subscribe(count)
     try:
@@ -128,17 +171,19 @@ def run(args) -> int:
             from tdescope.app.probe.targets import refuse_unused_target
 
             refuse_unused_target(pid, recipe, engine.name)
-        inventory = session.inventory().rows if session is not None else ()
+        inventory = _inventory(session, engine, args.sample_columns)
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
         meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
         recorder = SessionRecorder(args.output, meta, passphrase=passphrase,
                                    keep_plaintext=keeps_plaintext(session) or args.keep_plaintext)
         live.attach(recorder)
-        stops = _start_samplers(pid, args, live.publish, session.wait_source() if session else None, notes)
+        stops = _start_samplers(pid, args, live.publish,
+                                session.wait_source() if session is not None and not args.no_waits else None, notes)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
                                **stop_budget(target.own_target, args.stop_budget))
+        exited = _exit_watch(pid, captured)
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:
             run_no += 1
@@ -150,18 +195,22 @@ def run(args) -> int:
             while not exp.wait(0.1):
                 if recorder.error:
                     stop.set()  # the disk is full: disarm now, what was committed stays
-                if stop.is_set() or time.monotonic() >= deadline:
+                if stop.is_set() or time.monotonic() >= deadline or exited() is not None:
                     exp.cancel()
                     exp.wait(15)
                     break
             live.run_ended(label)
-            failure = failure or exp.error
+            failure = failure or exited() or exp.error  # the target's exit explains a workload's broken connection
             if failure:
                 break
             if workload is None:
                 # watching only: the probe window ended, keep the samplers running to the deadline
                 while not stop.is_set() and time.monotonic() < deadline and not recorder.error:
+                    if (failure := exited()) is not None:
+                        break  # a server restart, pg_terminate_backend: the promised line, exit 2
                     stop.wait(0.1)
+                if failure:
+                    break
     except KeyboardInterrupt:
         pass
     finally:
@@ -177,7 +226,7 @@ def run(args) -> int:
     if recorder.error:
         raise UserError(recorder.error)
     if failure:
-        raise UserError(f"{failure} ({recorder.written} events recorded to {args.output})")
+        raise UserError(f"{failure}; {recorder.written} events recorded to {args.output}")
     if captured[0] and recorder.meta.plaintext_withheld:
         notes.append(PLAINTEXT_WITHHELD)
     for n in notes:

@@ -6,6 +6,7 @@ import json
 import sys
 
 from tdescope.app.errors import NothingObserved, UserError
+from tdescope.commands._args import add_engine_wait_argument
 from tdescope.commands._observe import add_target_arguments, observe
 from tdescope.commands._stdout import emit
 
@@ -19,6 +20,7 @@ def add_arguments(parser) -> None:
     add_target_arguments(parser)
     parser.add_argument("--engine", default=None, help="engine for --dsn (default postgres)")
     parser.add_argument("--idle", action="store_true", help="keep the Idle class in the ranking")
+    add_engine_wait_argument(parser)
 
 
 def run(args) -> int:

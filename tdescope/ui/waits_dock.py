@@ -149,6 +149,10 @@ class WaitsDock(QDockWidget):
         self.show_idle = QCheckBox("Show idle")
         self.summary = QLabel("Waiting for samples…")
         self.summary.setStyleSheet("color: #555;")
+        self.engine_poll = QLabel("")  # what each engine-wait poll reads on the server, and how often
+        self.engine_poll.setStyleSheet("color: #555;")
+        self.engine_poll.setWordWrap(True)
+        self.engine_poll.hide()
         self.chart = _StackedChart("threads (avg)", run.bucket_s, ticks_per_s)
         self.engine_chart = _StackedChart("engine waits", run.bucket_s, 10.0)
         self.engine_chart.setXLink(self.chart)
@@ -178,9 +182,17 @@ class WaitsDock(QDockWidget):
         lay = QVBoxLayout(body)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(top)
+        lay.addWidget(self.engine_poll)
         lay.addWidget(split)
         self.setWidget(body)
         self.show_idle.toggled.connect(lambda _on: self.refresh(force=True))
+
+    def set_engine_poll(self, text: str, hz: float) -> None:
+        """Say what the engine-wait source reads and how often (``text``; empty: no engine waits); its chart
+        counts ``hz`` polls a second."""
+        self.engine_poll.setText(text)
+        self.engine_poll.setVisible(bool(text))
+        self.engine_chart.scale = 1.0 / max(hz * self.run.bucket_s, 1e-9)
 
     def set_range(self, rng: tuple[float, float] | None) -> None:
         """Narrow the table to ``(start, end)`` epoch seconds and shade it on the chart."""

@@ -292,7 +292,12 @@ class WaitSource(Protocol):
     """The engine's own wait events for the target (pg_stat_activity, V$SESSION...)."""
 
     def sample(self) -> list[Event]:
-        """Take one sample; cheap enough to call at 10-20 Hz."""
+        """Take one sample (on a database, one statement per call); cheap enough to call at 10-20 Hz."""
+        ...
+
+    def describe(self) -> str:
+        """What each :meth:`sample` reads, for the window and the CLI ("pg_stat_activity, the row of pid
+        4242"); the caller says the rate it polls at."""
         ...
 
 

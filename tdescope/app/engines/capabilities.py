@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from tdescope.app.engines.api import PageDecoder, TargetChoice, Workload
+from tdescope.app.engines.api import Inventory, PageDecoder, TargetChoice, Workload
 
 __all__ = [
     "Ability",
@@ -33,6 +33,7 @@ __all__ = [
     "RequiresExtensions",
     "Role",
     "RunsSql",
+    "SamplesColumns",
     "SummarizesPages",
     "abilities",
     "ability_problems",
@@ -89,6 +90,20 @@ class RunsSql(Protocol):
 
 
 @runtime_checkable
+class SamplesColumns(Protocol):
+    """A session whose inventory can also sample user tables (pgcrypto columns): an explicit action,
+    never done by :meth:`~tdescope.app.engines.api.EngineSession.inventory` itself."""
+
+    def sampling_reads(self) -> str:
+        """What :meth:`sample_columns` will read (tables, columns, rows), said before it reads it."""
+        ...
+
+    def sample_columns(self) -> Inventory:
+        """The inventory with the sampled columns' findings."""
+        ...
+
+
+@runtime_checkable
 class DecodesWithCatalog(Protocol):
     """A session whose page decoder knows this database's tables (column definitions from its catalog)."""
 
@@ -129,6 +144,7 @@ class Ability(enum.Enum):
     OWN_TARGET = "own_target"
     REQUIRE_EXTENSIONS = "require_extensions"
     RUN_SQL = "run_sql"
+    SAMPLE_COLUMNS = "sample_columns"
     CATALOG_DECODER = "catalog_decoder"
     SUMMARIZE_PAGES = "summarize_pages"
     PANEL = "panel"
@@ -157,6 +173,7 @@ _SPECS: dict[Ability, _Spec] = {
     Ability.OWN_TARGET: _Spec(OwnsTarget, Role.SESSION, ("own_target",)),
     Ability.REQUIRE_EXTENSIONS: _Spec(RequiresExtensions, Role.SESSION, ("require_extension",)),
     Ability.RUN_SQL: _Spec(RunsSql, Role.SESSION, ("sql_workload",)),
+    Ability.SAMPLE_COLUMNS: _Spec(SamplesColumns, Role.SESSION, ("sampling_reads", "sample_columns")),
     Ability.CATALOG_DECODER: _Spec(DecodesWithCatalog, Role.SESSION, ("catalog_decoder",)),
     Ability.SUMMARIZE_PAGES: _Spec(SummarizesPages, Role.DECODER, ("summarize",)),
     Ability.PANEL: _Spec(HasPanel, Role.ENGINE, ("panel",)),

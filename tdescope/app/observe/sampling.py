@@ -26,7 +26,19 @@ from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.app.hotspots.profile import HotspotSampler, check_perf
 from tdescope.app.waits.os_sampler import OsWaitSampler
 
-__all__ = ["Observation", "leaves_of"]
+__all__ = ["ENGINE_WAIT_HZ", "Observation", "engine_poll_text", "leaves_of"]
+
+#: Engine-wait polls per second by default. Each poll is one statement on the database server
+#: (PostgreSQL: the one backend's pg_stat_activity row), so the rate is said and adjustable
+#: (``--engine-wait-hz``, Observe ▸ Engine wait polling).
+ENGINE_WAIT_HZ = 5.0
+
+
+def engine_poll_text(source: WaitSource | None, hz: float) -> str:
+    """What the engine wait source reads and how often, for the window and the CLI ("" without one)."""
+    if source is None:
+        return ""
+    return f"engine waits: {source.describe()}; polled every {1000.0 / hz:.0f} ms (one statement per poll)"
 
 
 def leaves_of(samples: list[Sample], pid: int, ts: float | None = None) -> HotspotLeaves:
@@ -58,7 +70,8 @@ class Observation:
         perf sampling frequency (default :data:`~tdescope.app.hotspots.perf_record.DEFAULT_HZ`) and
         window length.
     wait_hz, engine_hz : float
-        OS and engine wait sampling rates.
+        OS wait sampling and engine wait polling rates (:data:`ENGINE_WAIT_HZ`: each engine poll is
+        one statement on the server).
     """
 
     def __init__(
@@ -72,7 +85,7 @@ class Observation:
         frequency: int = DEFAULT_HZ,
         window_s: float = 1.0,
         wait_hz: float = 20.0,
-        engine_hz: float = 10.0,
+        engine_hz: float = ENGINE_WAIT_HZ,
     ) -> None:
         self.pid = pid
         self.sink = sink

@@ -2,7 +2,9 @@
 
 Secrets never enter a session file: every mapping key (and inventory row name)
 that looks like a password, key, secret or passphrase is dropped by
-:func:`scrub` before anything is written.
+:func:`scrub` before anything is written, and statement texts (``sql``,
+``query`` parameters) keep their literals masked (a key in
+``pgp_sym_decrypt(pan, 'hunter2')`` is a secret too).
 """
 
 from __future__ import annotations
@@ -18,24 +20,30 @@ from dataclasses import dataclass, field
 from tdescope import __version__
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.system.secret_env import is_secret_name
+from tdescope.app.system.statement_text import dialect_of, mask_literals
 
 __all__ = ["PLAINTEXT_WITHHELD", "SessionMeta", "keeps_plaintext", "scrub", "cpu_flags", "is_secret_name"]
 
 _NOT_STORED = "(not stored)"
+#: Parameter names whose values are statement texts: recorded with their literals masked.
+_STATEMENT_KEYS = frozenset({"sql", "query", "statement"})
 
 
-def scrub(value):
+def scrub(value, dialect: str = "postgres"):
     """A copy of ``value`` without secret-looking mapping keys, at any depth.
 
     Inventory-style rows ``(section, name, value)`` whose name looks secret keep
     their name and lose their value, so "Key state" still says a key was set.
+    Statement texts (keys in ``_STATEMENT_KEYS``) keep their shape with literals
+    masked (:func:`~tdescope.app.system.statement_text.mask_literals` in ``dialect``).
     """
     if isinstance(value, Mapping):
-        return {str(k): scrub(v) for k, v in value.items() if not is_secret_name(k)}
+        return {str(k): mask_literals(v, dialect) if str(k).lower() in _STATEMENT_KEYS and isinstance(v, str)
+                else scrub(v, dialect) for k, v in value.items() if not is_secret_name(k)}
     if isinstance(value, (list, tuple)):
         if len(value) == 3 and all(isinstance(v, str) for v in value) and is_secret_name(value[1]):
             return [value[0], value[1], _NOT_STORED]
-        return [scrub(v) for v in value]
+        return [scrub(v, dialect) for v in value]
     return value
 
 
@@ -141,7 +149,7 @@ class SessionMeta:
             os=f"{platform.system()} {platform.release()}",
             cpu=f"{_cpu_model()} ({os.cpu_count()} CPUs)",
             cpu_flags=cpu_flags(),
-            params=scrub(dict(params or {})),
+            params=scrub(dict(params or {}), dialect_of(engine)),
             inventory=tuple(tuple(r) for r in scrub([list(r) for r in inventory or ()])),
             started=time.time(),
             title=title,
@@ -150,7 +158,7 @@ class SessionMeta:
     def to_rows(self) -> dict[str, object]:
         """Field name -> JSON-able value, scrubbed (what the meta table holds)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["params"] = scrub(out["params"])
+        out["params"] = scrub(out["params"], dialect_of(self.engine))
         out["versions"] = scrub(out["versions"])
         out["inventory"] = scrub([list(r) for r in self.inventory])
         out["cpu_flags"] = list(self.cpu_flags)

@@ -31,7 +31,8 @@ class MariaDbEngine:
 
     def connect(self, params: ConnectParams):
         """``options["lab"]``: start a private encrypted server; else ``params.dsn`` (``host= port= user=
-        dbname= socket=`` or ``mariadb://user@host:port/db``), ``options["prompt"]`` asked for a password."""
+        dbname= socket=`` or ``mariadb://user@host:port/db``), ``options["prompt"]`` asked for a password;
+        ``options["pid"]`` (``--target-pid``) must be the server's own pid: one process serves every connection."""
         from tdescope.plugins.mariadb.connection import parse_dsn
         from tdescope.plugins.mariadb.session import MariaDbSession
 
@@ -43,7 +44,7 @@ class MariaDbEngine:
             from dataclasses import replace
 
             spec = replace(spec, password=params.password)
-        return MariaDbSession(spec, opts.get("prompt"))
+        return MariaDbSession(spec, opts.get("prompt"), target_pid=opts.get("pid"))
 
     def probe_recipes(self) -> list[ProbeRecipe]:
         """Page decrypt (the default), page encrypt, and the libcrypto-level fallback."""

@@ -1,15 +1,15 @@
-"""What a MariaDB server encrypts, with what, and its key state (keys are never shown)."""
+"""What a MariaDB server encrypts, with what, and its key state (keys are never shown).
+
+``information_schema`` and server variables only (:mod:`tdescope.plugins.mariadb.statements`).
+"""
 
 from __future__ import annotations
 
 from tdescope.app.engines.api import Inventory
+from tdescope.plugins.mariadb import statements as sql
+from tdescope.plugins.mariadb.waits import waits_unavailable
 
 __all__ = ["build_inventory"]
-
-_SETTINGS = ("innodb_encrypt_tables", "innodb_encrypt_log", "innodb_encrypt_temporary_tables",
-             "innodb_encryption_threads", "innodb_encryption_rotate_key_age", "innodb_page_size",
-             "innodb_buffer_pool_size", "file_key_management_encryption_algorithm", "performance_schema")
-
 
 def _rows(conn, sql: str, args=None) -> list[tuple]:
     cur = conn.cursor()
@@ -19,11 +19,9 @@ def _rows(conn, sql: str, args=None) -> list[tuple]:
 
 def build_inventory(conn, pid: int, lab: bool = False) -> Inventory:
     """Server, key management, InnoDB encryption settings and per-tablespace encryption state."""
-    version = _rows(conn, "SELECT VERSION()")[0][0]
-    variables = dict(_rows(conn, "SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s)" %
-                           ", ".join(["%s"] * len(_SETTINGS)), _SETTINGS))
-    plugins = _rows(conn, "SELECT PLUGIN_NAME, PLUGIN_STATUS FROM information_schema.PLUGINS "
-                          "WHERE PLUGIN_TYPE = 'ENCRYPTION'")
+    version = _rows(conn, sql.VERSION)[0][0]
+    variables = dict(_rows(conn, sql.VARIABLES))
+    plugins = _rows(conn, sql.PLUGINS)
     rows: list[tuple[str, str, str]] = [
         ("Server", "version", version),
         ("Server", "probe target", f"pid {pid}: mariadbd, the whole server (one process serves every connection; "
@@ -32,11 +30,14 @@ def build_inventory(conn, pid: int, lab: bool = False) -> Inventory:
         ("Key management", "algorithm", variables.get("file_key_management_encryption_algorithm", "n/a")),
         ("Key management", "keys", "never shown"),
     ]
-    rows += [("InnoDB", name, variables[name]) for name in _SETTINGS[:7] if name in variables]
+    rows += [("InnoDB", name, variables[name]) for name in sql.SETTINGS[:7] if name in variables]
     rows.append(("Waits", "performance_schema", variables.get("performance_schema", "OFF")))
-    spaces = _rows(conn, "SELECT NAME, ENCRYPTION_SCHEME, KEYSERVER_REQUESTS, MIN_KEY_VERSION, CURRENT_KEY_VERSION, "
-                         "CURRENT_KEY_ID, ROTATING_OR_FLUSHING FROM information_schema.INNODB_TABLESPACES_ENCRYPTION "
-                         "ORDER BY NAME")
+    try:
+        why_not = waits_unavailable(conn)
+    except Exception as exc:  # noqa: BLE001 - a user without SELECT on performance_schema: say so, go on
+        why_not = f"performance_schema not readable: {(str(exc).splitlines() or [''])[0]}"
+    rows.append(("Waits", "engine waits", why_not or "performance_schema.events_waits_current (every thread)"))
+    spaces = _rows(conn, sql.TABLESPACES)
     encrypted = [s for s in spaces if s[1]]
     rows.append(("Tablespaces", "encrypted", f"{len(encrypted)} of {len(spaces)}" if spaces else
                  "no encrypted tablespaces"))

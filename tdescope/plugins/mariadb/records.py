@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 from tdescope.app.engines.api import DecodedField
+from tdescope.plugins.mariadb.statements import DICTIONARY_COLUMNS, DICTIONARY_INDEXES
 
 __all__ = ["BLOB_REF", "Column", "IndexLayout", "decode_record", "index_layouts"]
 
@@ -82,16 +83,13 @@ class IndexLayout:
 def index_layouts(conn) -> dict[int, IndexLayout]:
     """index id -> layout, for every user table's indexes (from the data dictionary views)."""
     cur = conn.cursor()
-    cur.execute("SELECT t.TABLE_ID, t.NAME, c.NAME, c.POS, c.MTYPE, c.PRTYPE, c.LEN "
-                "FROM information_schema.INNODB_SYS_TABLES t JOIN information_schema.INNODB_SYS_COLUMNS c "
-                "USING (TABLE_ID) ORDER BY t.TABLE_ID, c.POS")
+    cur.execute(DICTIONARY_COLUMNS)
     columns: dict[int, list[Column]] = {}
     names: dict[int, str] = {}
     for table_id, table, name, _pos, mtype, prtype, length in cur.fetchall():
         names[table_id] = table
         columns.setdefault(table_id, []).append(Column(name, mtype, prtype, length))
-    cur.execute("SELECT i.INDEX_ID, i.TABLE_ID, i.NAME, i.TYPE, f.NAME FROM information_schema.INNODB_SYS_INDEXES i "
-                "LEFT JOIN information_schema.INNODB_SYS_FIELDS f USING (INDEX_ID) ORDER BY i.INDEX_ID, f.POS")
+    cur.execute(DICTIONARY_INDEXES)
     indexes: dict[int, tuple[int, str, int, list[str]]] = {}
     for index_id, table_id, name, itype, field in cur.fetchall():
         entry = indexes.setdefault(index_id, (table_id, name, itype, []))

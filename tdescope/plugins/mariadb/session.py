@@ -22,6 +22,7 @@ from tdescope.plugins.mariadb.lab import LAB_DATABASE, MariaLab
 from tdescope.plugins.mariadb.pages import InnoDbPageDecoder
 from tdescope.plugins.mariadb.recipes import ENCRYPTED_TABLESPACES
 from tdescope.plugins.mariadb.records import index_layouts
+from tdescope.plugins.mariadb.statements import ENCRYPTED_SPACES, PID_FILE
 from tdescope.plugins.mariadb.waits import MariaWaitSource
 
 __all__ = ["MariaDbSession", "server_pid"]
@@ -30,7 +31,7 @@ __all__ = ["MariaDbSession", "server_pid"]
 def server_pid(conn) -> int:
     """The pid of the ``mariadbd`` serving ``conn``, from its pid file (the server must run on this machine)."""
     cur = conn.cursor()
-    cur.execute("SELECT @@pid_file")
+    cur.execute(PID_FILE)
     path = cur.fetchone()[0]
     try:
         with open(path) as fh:
@@ -56,10 +57,12 @@ class MariaDbSession:
         Start a private encrypted server and connect to it.
     progress : callable, optional
         ``progress(message)`` while the lab starts.
+    target_pid : int, optional
+        ``--target-pid``: refused (UserError, one line) unless it is the server's own pid.
     """
 
     def __init__(self, spec: ConnectionSpec, prompt: Callable[[str], str | None] | None = None, lab: bool = False,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, target_pid: int | None = None) -> None:
         self.lab = MariaLab(progress) if lab else None
         self._lock = threading.Lock()
         try:
@@ -68,6 +71,9 @@ class MariaDbSession:
             self.conn, self._spec = open_connection(spec, prompt)
             self.control, _ = open_connection(self._spec)
             self.pid = self.lab.pid if self.lab is not None else server_pid(self.control)
+            if target_pid is not None and int(target_pid) != self.pid:
+                raise UserError(f"pid {target_pid} is not this MariaDB server: one process, mariadbd pid {self.pid}, "
+                                "serves every connection; leave --target-pid out")
             if self.lab is not None:
                 if progress is not None:
                     progress("MariaDB lab: encrypting the system tablespace…")
@@ -116,8 +122,7 @@ class MariaDbSession:
         with self._lock:
             cur = self.control.cursor()
             if name == ENCRYPTED_TABLESPACES:
-                cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TABLESPACES_ENCRYPTION "
-                            "WHERE ENCRYPTION_SCHEME <> 0")
+                cur.execute(ENCRYPTED_SPACES)
                 if not cur.fetchone()[0]:
                     raise UserError("no encrypted tablespaces on this server: nothing is decrypted (it needs a key "
                                     "management plugin and ENCRYPTED=YES tables or innodb_encrypt_tables=ON)")

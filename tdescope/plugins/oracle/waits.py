@@ -180,6 +180,10 @@ class OracleWaitSource:
         self.deltas = SnapperDeltas()
         self.last_report: SnapperReport | None = None
 
+    def describe(self) -> str:
+        """What each poll reads (the caller adds the rate)."""
+        return f"V$SESSION of SID {self.sid}, and V$SESSION_EVENT / V$SESS_TIME_MODEL once a second"
+
     def sample(self) -> list[Event]:
         """One V$SESSION sample; every ``delta_period_s`` also a snapper snapshot (kept in :attr:`last_report`)."""
         now = self._clock()

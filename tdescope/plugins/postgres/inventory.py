@@ -4,7 +4,10 @@ Stock PostgreSQL has no cluster-level encryption. Forks that add it are
 recognised by what they leave visible through SQL: Percona's ``pg_tde``
 extension, CYBERTEC PostgreSQL TDE's ``data_encryption`` setting. Columns
 holding pgcrypto PGP messages are found by sampling ``bytea`` columns and
-reading the packet headers (no key needed).
+reading the packet headers (no key needed): that reads user tables, so it
+happens only when asked (``sample_columns=True``); otherwise the inventory
+reads catalogs and statistics views only and lists the ``bytea`` columns it
+could sample (:mod:`tdescope.plugins.postgres.statements`).
 """
 
 from __future__ import annotations
@@ -12,37 +15,46 @@ from __future__ import annotations
 from collections import Counter
 
 from tdescope.app.engines.api import Inventory
+from tdescope.plugins.postgres import statements as sql
 from tdescope.plugins.postgres.pgp import parse_pgp_message
 
-__all__ = ["build_inventory", "EXTENSIONS", "find_pgp_columns"]
+__all__ = ["build_inventory", "EXTENSIONS", "find_pgp_columns", "sampling_reads"]
 
 EXTENSIONS = ("pgcrypto", "pageinspect", "pg_buffercache", "pg_wait_sampling", "pg_tde")
-_SAMPLE_ROWS = 20
 _MAX_COLUMNS = 200
+_SETTINGS = ("pg_tde.wal_encrypt", "data_encryption")
 
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _bytea_columns(conn) -> list[tuple[str, str, str, str]]:
+    return conn.execute(sql.BYTEA_COLUMNS, (_MAX_COLUMNS,)).fetchall()
+
+
+def sampling_reads(conn) -> str:
+    """What :func:`find_pgp_columns` will read, said before it reads it (one sentence)."""
+    cols = _bytea_columns(conn)
+    if not cols:
+        return "There is no bytea column in a user table: sampling reads nothing."
+    names = ", ".join(f"{s}.{t}.{c}" for s, t, c, _ in cols[:12]) + (", …" if len(cols) > 12 else "")
+    return (f"Sampling reads the first {sql.SAMPLE_BYTES} bytes of up to {sql.SAMPLE_ROWS} rows of each of "
+            f"{len(cols)} bytea column(s) of user tables ({names}) with SELECT, to find pgcrypto messages; "
+            "tables the role may not read are skipped (the server logs a permission error for each).")
+
+
 def find_pgp_columns(conn) -> list[tuple[str, str, str, int, str]]:
-    """``(table, column, size, rows sampled as PGP, settings seen)`` for bytea columns holding PGP messages."""
-    cols = conn.execute(
-        "SELECT n.nspname, c.relname, a.attname, pg_size_pretty(pg_total_relation_size(c.oid)) "
-        "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE a.atttypid = 'bytea'::regtype AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p') "
-        "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%%' "
-        "ORDER BY 1, 2, a.attnum LIMIT %s", (_MAX_COLUMNS,)
-    ).fetchall()
+    """``(table, column, size, rows sampled as PGP, settings seen)`` for bytea columns holding PGP messages.
+
+    Reads user tables (:func:`~tdescope.plugins.postgres.statements.sample_column`): only on request.
+    """
     found = []
-    for schema, table, column, size in cols:
-        qualified = f"{_quote(schema)}.{_quote(table)}"
+    for schema, table, column, size in _bytea_columns(conn):
         try:
             # the first bytes are enough to read the packet headers; TABLESAMPLE would miss small tables
-            rows = conn.execute(
-                f"SELECT substring({_quote(column)} from 1 for 64) FROM {qualified} "
-                f"WHERE {_quote(column)} IS NOT NULL LIMIT %s", (_SAMPLE_ROWS,)
-            ).fetchall()
+            rows = conn.execute(sql.sample_column(f"{_quote(schema)}.{_quote(table)}", _quote(column)),
+                                (sql.SAMPLE_ROWS,)).fetchall()
         except Exception:  # noqa: BLE001 - no privilege on one table must not hide the others
             continue
         seen = Counter()
@@ -55,21 +67,19 @@ def find_pgp_columns(conn) -> list[tuple[str, str, str, int, str]]:
     return found
 
 
-def _setting(conn, name: str) -> str | None:
-    row = conn.execute("SELECT setting FROM pg_settings WHERE name = %s", (name,)).fetchone()
-    return row[0] if row else None
+def build_inventory(conn, target_pid: int, target_label: str, sample_columns: bool = False) -> Inventory:
+    """Rows of (section, name, value) for the Engine panel and ``tdescope doctor``.
 
-
-def build_inventory(conn, target_pid: int, target_label: str) -> Inventory:
-    """Rows of (section, name, value) for the Engine panel and ``tdescope doctor``."""
+    Catalogs and statistics views only, unless ``sample_columns``: then the
+    ``bytea`` columns of user tables are sampled for pgcrypto messages too.
+    """
     rows: list[tuple[str, str, str]] = []
-    version = conn.execute("SHOW server_version").fetchone()[0]
-    rows.append(("Server", "version", version))
+    rows.append(("Server", "version", conn.info.parameter_status("server_version") or "unknown"))
     rows.append(("Server", "database", conn.info.dbname))
     rows.append(("Server", "probe target", f"pid {target_pid} ({target_label})"))
-    installed = dict(conn.execute("SELECT extname, extversion FROM pg_extension").fetchall())
-    available = {r[0] for r in conn.execute(
-        "SELECT name FROM pg_available_extensions WHERE name = ANY(%s)", (list(EXTENSIONS),)).fetchall()}
+    installed = dict(conn.execute(sql.EXTENSIONS_INSTALLED).fetchall())
+    available = {r[0] for r in conn.execute(sql.EXTENSIONS_AVAILABLE, (list(EXTENSIONS),)).fetchall()}
+    settings = dict(conn.execute(sql.SETTINGS, (list(_SETTINGS),)).fetchall())
     for ext in EXTENSIONS:
         if ext in installed:
             state = f"installed {installed[ext]}"
@@ -79,13 +89,19 @@ def build_inventory(conn, target_pid: int, target_label: str) -> Inventory:
             state = "not available"
         rows.append(("Extensions", ext, state))
     cluster = []
-    if "pg_tde" in installed or _setting(conn, "pg_tde.wal_encrypt") is not None:
+    if "pg_tde" in installed or settings.get("pg_tde.wal_encrypt") is not None:
         cluster.append("Percona pg_tde (table access method / WAL encryption)")
-    data_encryption = _setting(conn, "data_encryption")
+    data_encryption = settings.get("data_encryption")
     if data_encryption is not None:
         cluster.append(f"CYBERTEC PostgreSQL TDE (data_encryption = {data_encryption})")
     rows.append(("Encryption", "cluster level", "; ".join(cluster) if cluster else
                  "no cluster-level encryption; column encryption via pgcrypto"))
+    if not sample_columns:
+        n = len(_bytea_columns(conn))
+        rows.append(("Encryption", "pgcrypto columns",
+                     f"not sampled ({n} bytea column(s) in user tables; sampling reads them: --sample-columns, "
+                     "or Sample columns… in the Engine dock)" if n else "no bytea column in user tables"))
+        return Inventory("postgres", tuple(rows))
     pgp = find_pgp_columns(conn)
     if not pgp:
         rows.append(("Encryption", "pgcrypto columns", "none found in bytea columns"))

@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 from tdescope.app.engines.api import Inventory, TargetChoice, Workload
 from tdescope.app.errors import UserError
+from tdescope.plugins.postgres import statements
 from tdescope.plugins.postgres import workloads as wl
 from tdescope.plugins.postgres._tuples import PgColumn
 from tdescope.plugins.postgres.connection import ConnectionSpec, open_connection
-from tdescope.plugins.postgres.inventory import build_inventory
+from tdescope.plugins.postgres.inventory import build_inventory, sampling_reads
 from tdescope.plugins.postgres.target import Backend, check_backend, list_backends
 from tdescope.plugins.postgres.waits import PgWaitSource
 
@@ -49,7 +50,7 @@ class PostgresSession:
             self.conn.close()
             raise
         try:
-            self.own_pid = int(self.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+            self.own_pid = int(self.conn.info.backend_pid)  # from libpq: no statement
             self.target: Backend = check_backend(self.control, target_pid or self.own_pid, allow_critical)
         except Exception:
             self.close()
@@ -61,11 +62,21 @@ class PostgresSession:
         """The probed backend: the workload connection's own unless another was chosen."""
         return self.target.pid
 
-    def inventory(self) -> Inventory:
+    def inventory(self, sample_columns: bool = False) -> Inventory:
+        """Catalogs and statistics views only; ``sample_columns`` reads user tables too (:meth:`sample_columns`)."""
         with self._lock:
             label = "this workload connection" if self.target.pid == self.own_pid else \
                 f"{self.target.backend_type}, {self.target.user}, {self.target.application or 'no application'}"
-            return build_inventory(self.control, self.target.pid, label)
+            return build_inventory(self.control, self.target.pid, label, sample_columns)
+
+    def sampling_reads(self) -> str:
+        """What :meth:`sample_columns` will read, said before it reads it."""
+        with self._lock:
+            return sampling_reads(self.control)
+
+    def sample_columns(self) -> Inventory:
+        """The inventory with bytea columns of user tables sampled for pgcrypto messages (an explicit action)."""
+        return self.inventory(sample_columns=True)
 
     def workloads(self) -> list[Workload]:
         run = functools.partial
@@ -148,8 +159,7 @@ class PostgresSession:
         workload can end before an eBPF probe's pending attach).
         """
         with self._lock:
-            row = self.control.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
-                                       "WHERE extname = %s", (name,)).fetchone()
+            row = self.control.execute(statements.EXTENSION_SCHEMA, (name,)).fetchone()
         if row is None:
             raise UserError(f"extension {name} is missing in database {self.conn.info.dbname}: "
                             f"CREATE EXTENSION {name} (needs a privileged role)")
@@ -159,11 +169,7 @@ class PostgresSession:
     def columns(self, relation: str) -> tuple[PgColumn, ...]:
         """The relation's attributes in attnum order (dropped ones too: they still occupy tuple slots)."""
         with self._lock:
-            rows = self.control.execute(
-                "SELECT CASE WHEN a.attisdropped THEN '(dropped)' ELSE a.attname END, "
-                "coalesce(t.typname, 'dropped'), a.attlen, a.attalign::text FROM pg_attribute a "
-                "LEFT JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s::regclass AND a.attnum > 0 "
-                "ORDER BY a.attnum", (relation,)).fetchall()
+            rows = self.control.execute(statements.COLUMNS, (relation,)).fetchall()
         return tuple(PgColumn(*r) for r in rows)
 
     def libpq_env(self, dbname: str) -> dict:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from tdescope.app.system.critical import CriticalProcess
 from tdescope.app.errors import UserError
 from tdescope.app.system.procstat import stat_fields
+from tdescope.plugins.postgres import statements as sql
 
 __all__ = ["Backend", "CRITICAL_PROCESSES", "check_backend", "list_backends", "parent_pid"]
 
@@ -63,11 +64,7 @@ def _cmdline(pid: int) -> str:
 
 def list_backends(conn) -> list[Backend]:
     """Every process pg_stat_activity shows, client backends first."""
-    rows = conn.execute(
-        "SELECT pid, coalesce(backend_type, ''), coalesce(usename, ''), coalesce(application_name, ''), "
-        "coalesce(state, ''), coalesce(query, '') FROM pg_stat_activity "
-        "ORDER BY backend_type <> 'client backend', pid"
-    ).fetchall()
+    rows = conn.execute(sql.BACKENDS).fetchall()
     return [Backend(*r) for r in rows]
 
 
@@ -80,7 +77,7 @@ def check_backend(conn, pid: int, allow_critical: bool = False) -> Backend:
         The pid is not on this machine, not a process of this server, the
         postmaster, or a background process (unless ``allow_critical``).
     """
-    own = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    own = conn.info.backend_pid  # from libpq: no statement
     if not os.path.exists(f"/proc/{own}"):
         raise UserError(f"the server's backends are not on this machine (backend pid {own} not found here): "
                         "run tdescope on the database host")
@@ -92,10 +89,7 @@ def check_backend(conn, pid: int, allow_critical: bool = False) -> Backend:
             return Backend(pid, "postmaster", "", "", "", "")
         raise UserError(f"pid {pid} is the postmaster: probing it would stall every connection "
                         "(--allow-critical overrides)")
-    row = conn.execute(
-        "SELECT pid, coalesce(backend_type, ''), coalesce(usename, ''), coalesce(application_name, ''), "
-        "coalesce(state, ''), coalesce(query, '') FROM pg_stat_activity WHERE pid = %s", (pid,)
-    ).fetchone()
+    row = conn.execute(sql.BACKEND, (pid,)).fetchone()
     if row is None or parent_pid(pid) != postmaster:
         what = _cmdline(pid) or "unknown"
         raise UserError(f"pid {pid} is not a backend of this server ({what[:60]})")

@@ -203,6 +203,7 @@ class MainWindow(QMainWindow):
                 dock.show_inventory(ev.inventory)
         self.workload_dock.set_workloads(self.session.workloads(), self.engine.probe_recipes())
         self.engine_dock.change_target.setVisible(has_ability(self.session, Ability.CHOOSE_TARGET))
+        self.engine_dock.offer_sampling(self.session, self.tasks, self.recording.set_inventory)
         self.statusBar().showMessage(f"Connected: target pid {pid}", 5000)
         self.observation.observe(self.session)
 

@@ -23,7 +23,7 @@ from tdescope.app.engines.api import Engine, EngineSession
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.app.events import Event, HotspotLeaves, HotspotWindow, Marker, WaitSample, WorkloadProgress
 from tdescope.app.observe.observed import ObservedRun
-from tdescope.app.observe.sampling import Observation
+from tdescope.app.observe.sampling import ENGINE_WAIT_HZ, Observation, engine_poll_text
 from tdescope.ui.event_pump import EventPump
 from tdescope.ui.hotspots_dock import HotspotsDock, glossary_of
 from tdescope.ui.tasks import TaskRunner
@@ -63,6 +63,7 @@ class ObservationController(QObject):
         self.tasks = tasks
         self.run = ObservedRun()
         self.frequency = DEFAULT_HZ  # perf's sampling rate (Observe → Hotspot sampling rate)
+        self.engine_hz = ENGINE_WAIT_HZ  # engine-wait polls a second, one statement each (Observe menu)
         self._session: EngineSession | None = None
         self.observation: Observation | None = None
         self._generation = 0  # bumped by stop(): a wait source that opens later starts nothing
@@ -101,12 +102,26 @@ class ObservationController(QObject):
             action.triggered.connect(lambda _checked, hz=hz: self.set_frequency(hz))
             group.addAction(action)
             rates.addAction(action)
+        polls = menu.addMenu("Engine wait &polling")
+        group = QActionGroup(polls)
+        for hz in (1.0, 2.0, ENGINE_WAIT_HZ, 10.0):
+            words = f"every {1000 / hz:.0f} ms" + (" (default)" if hz == ENGINE_WAIT_HZ else "")
+            action = QAction(words, polls, checkable=True, checked=hz == self.engine_hz)
+            action.triggered.connect(lambda _checked, hz=hz: self.set_engine_hz(hz))
+            group.addAction(action)
+            polls.addAction(action)
         menu.addSeparator()
         menu.addAction(self.clear_action)
 
     def set_frequency(self, hz: int) -> None:
         """Sample hotspots at ``hz`` from now on (perf restarts on the same target)."""
         self.frequency = int(hz)
+        if self._session is not None:
+            self.observe(self._session)
+
+    def set_engine_hz(self, hz: float) -> None:
+        """Poll the engine's waits ``hz`` times a second from now on (one statement on the server each)."""
+        self.engine_hz = float(hz)
         if self._session is not None:
             self.observe(self._session)
 
@@ -128,9 +143,10 @@ class ObservationController(QObject):
         if generation != self._generation:
             return  # stopped, or told to observe another process, while the source opened
         self.observation = Observation(
-            pid, self._publish, wait_source=source, frequency=self.frequency,
+            pid, self._publish, wait_source=source, frequency=self.frequency, engine_hz=self.engine_hz,
             hotspots=self.hotspots_action.isChecked(), waits=self.waits_action.isChecked(),
         ).start()
+        self.waits_dock.set_engine_poll(engine_poll_text(source, self.engine_hz), self.engine_hz)
 
     def _toggle(self, which: str, on: bool) -> None:
         obs = self.observation
