@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument("file", nargs="?", help="a recorded session (.tds) to open")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+        # argparse reads help as a %-format ("95 % interval" was "% i"); a description is read as text.
+        module.add_arguments(sub.add_parser(name, help=module.HELP.replace("%", "%%"), description=module.HELP))
     return parser
 
 
