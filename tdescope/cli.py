@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             from tdescope.commands._dsn import refuse_password_in_dsn
             from tdescope.ui.app import run_gui
 
-            refuse_password_in_dsn(getattr(args, "dsn", ""))
+            refuse_password_in_dsn(getattr(args, "dsn", ""), getattr(args, "engine", None))
 
             return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
                            engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""),
