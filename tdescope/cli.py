@@ -67,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         _say(f"tdescope: {exc}")
         return 1 if isinstance(exc, NothingObserved) else 2
-    except KeyboardInterrupt:
-        _say("tdescope: interrupted")
+    except KeyboardInterrupt as exc:
+        # every command ends so on Ctrl+C; one that kept something says what, e.g. "interrupted: 12 events ..."
+        _say(f"tdescope: {exc.args[0] if exc.args else 'interrupted'}")
         return 130
     except BrokenPipeError:
         if not stdout_reader_gone():

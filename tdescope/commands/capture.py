@@ -97,7 +97,11 @@ def run(args) -> int:
                          pid=target.pid, repeat_until_captured=target.workload is not None,
                          allow_critical=args.allow_critical, backend=backend)
         running.append(exp)
-        run_to_end(exp, 15)
+        try:
+            run_to_end(exp, 15)
+        except KeyboardInterrupt:
+            kept = f", dumped to {dump}" if dump is not None and written[0] else ""
+            raise KeyboardInterrupt(f"interrupted: {written[0]} pairs captured{kept}") from None
     finally:
         target.close()
     if reader_gone.is_set() and not exp.error:

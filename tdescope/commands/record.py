@@ -119,6 +119,8 @@ def run(args) -> int:
             captured[0] += 1
 
     live.subscribe(count)
+    interrupted = False
+    exp = None
     try:
         target = resolve_target(args, engine, probing=recipe is not None,
                                 stops_target=backend.stops_target if backend is not None else True)
@@ -163,7 +165,10 @@ def run(args) -> int:
                 while not stop.is_set() and time.monotonic() < deadline and not recorder.error:
                     stop.wait(0.1)
     except KeyboardInterrupt:
-        pass
+        interrupted = True  # Ctrl+C: disarm, keep what was recorded, end as every command does (130)
+        if exp is not None:
+            exp.cancel()
+            exp.wait(15)
     finally:
         for s in stops:
             s()
@@ -173,7 +178,12 @@ def run(args) -> int:
         if target is not None:
             target.close()
     if recorder is None:
+        if interrupted:
+            raise KeyboardInterrupt("interrupted before recording began (no file written)")
         return 1
+    if interrupted:
+        raise KeyboardInterrupt(f"interrupted: {recorder.written} events ({captured[0]} captures) recorded to "
+                                f"{args.output}")
     if recorder.error:
         raise UserError(recorder.error)
     if failure:

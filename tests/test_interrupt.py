@@ -1,0 +1,70 @@
+"""Ctrl+C ends every headless command the same way (issue #27, item 9): exit 130 as shells expect, one line
+on stderr saying what was kept, and the file or the partial results left in place. A real SIGINT is sent to
+a real command while it works."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+
+import pytest
+
+from conftest import TDESCOPE, run_tdescope, wait_for
+
+
+def _events_in(path) -> int:
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
+            return db.execute("SELECT count(*) FROM events WHERE kind = 'PageCapture'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _interrupt(proc: subprocess.Popen) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=90)
+    return out, err
+
+
+def test_ctrl_c_on_record_exits_130_and_keeps_the_file(tmp_path):
+    out = tmp_path / "s.tds"
+    proc = subprocess.Popen([*TDESCOPE, "record", "--lab", "sqlcipher", "--captures", "100000", "--no-hotspots",
+                             "--seconds", "600", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_for(lambda: out.exists() and _events_in(out) > 0 or proc.poll() is not None, timeout=120,
+                 what="a capture committed to the session file")
+        assert proc.poll() is None, proc.communicate()
+        stdout, err = _interrupt(proc)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("tdescope: interrupted") and str(out) in lines[0], lines[0]
+    info = run_tdescope("info", str(out))
+    assert info.returncode == 0, info.stderr
+    assert _events_in(out) > 0
+
+
+@pytest.mark.gdb
+@pytest.mark.parametrize("backend", ["gdb", "auto"])
+def test_ctrl_c_on_capture_exits_130_and_keeps_the_dump(tmp_path, backend):
+    dump = tmp_path / "dump"
+    proc = subprocess.Popen([*TDESCOPE, "capture", "--lab", "--backend", backend, "--count", "100000", "--timeout",
+                             "600", "--dump", str(dump)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_for(lambda: (dump.exists() and any(dump.iterdir())) or proc.poll() is not None, timeout=120,
+                 what="a dumped page")
+        assert proc.poll() is None, proc.communicate()
+        stdout, err = _interrupt(proc)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("probing with gdb:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("tdescope: interrupted: ") and str(dump) in lines[0], lines[0]
+    kept = sorted(dump.iterdir())
+    assert kept and stdout.count("\n") >= 1  # what was captured before Ctrl+C was printed and stays on disk
