@@ -91,6 +91,10 @@ def run(args) -> int:
         raise UserError(f"name the session file .tds, not {args.output}")
     if os.path.exists(args.output):
         raise UserError(f"{args.output} already exists; choose another name")
+    from tdescope.app.system.private_files import shared_folder_note
+
+    if (note := shared_folder_note(os.path.dirname(os.path.abspath(args.output)))) is not None:
+        print(f"tdescope: note: {note}", file=sys.stderr, flush=True)  # the file itself is 0600
     passphrase = None
     if args.encrypt:
         from tdescope.commands._passphrase import ask_passphrase
