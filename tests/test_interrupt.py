@@ -4,6 +4,7 @@ a real command while it works."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import subprocess
@@ -68,3 +69,46 @@ def test_ctrl_c_on_capture_exits_130_and_keeps_the_dump(tmp_path, backend):
     assert lines[0].startswith("tdescope: interrupted: ") and str(dump) in lines[0], lines[0]
     kept = sorted(dump.iterdir())
     assert kept and stdout.count("\n") >= 1  # what was captured before Ctrl+C was printed and stays on disk
+
+
+def _descendant_named(root: int, comm: str) -> bool:
+    """A process named ``comm`` below ``root`` (perf, once ``top`` started it)."""
+    kids: dict[int, list[int]] = {}
+    for d in os.scandir("/proc"):
+        if d.name.isdigit():
+            try:
+                with open(f"/proc/{d.name}/stat", "rb") as fh:
+                    kids.setdefault(int(fh.read().rsplit(b")", 1)[1].split()[1]), []).append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    todo = list(kids.get(root, []))
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/comm") as fh:
+                if fh.read().strip() == comm:
+                    return True
+        except OSError:
+            pass
+        todo.extend(kids.get(p, []))
+    return False
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("command, child", [("top", "perf"), ("waits", "python")])
+def test_ctrl_c_on_top_and_waits_exits_130_with_what_was_seen(command, child):
+    """Once the samplers run, Ctrl+C prints the rows seen so far (if any window had ended) and one line."""
+    proc = subprocess.Popen([*TDESCOPE, command, "--lab", "sqlcipher", "--seconds", "600"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_for(lambda: _descendant_named(proc.pid, child) or proc.poll() is not None, timeout=120,
+                 what=f"{command}'s {child}")
+        assert proc.poll() is None, proc.communicate()
+        stdout, err = _interrupt(proc)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tdescope: interrupted"), err
+    if "the rows above" in lines[0]:
+        assert stdout.strip(), "the line speaks of rows that were not printed"
