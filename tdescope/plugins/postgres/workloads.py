@@ -225,8 +225,15 @@ def pgbench_ro_rw(conn, params: Mapping[str, Any], control: WorkloadControl,
             raise UserError(f"cannot create scratch database {db}: {str(exc).strip().splitlines()[0]}") from None
     libpq = env_for(db)
     with _passfile(libpq.pop("PGPASSWORD", None)) as passfile:
-        env = child_env(**libpq, **({"PGPASSFILE": passfile} if passfile else {}))
+        env = child_env(_LIBPQ_SETTINGS, **libpq, **({"PGPASSFILE": passfile} if passfile else {}))
         return _pgbench_runs(pgbench, env, params, control, db)
+
+
+#: libpq's variables that say how to reach a server and hold no secret: the user's TLS and service settings
+#: reach pgbench as they reached tdescope's own connection (PGPASSWORD and PGPASSFILE are not among them).
+_LIBPQ_SETTINGS = ("PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY", "PGSSLCRL", "PGSSLCRLDIR", "PGSSLSNI",
+                   "PGREQUIRESSL", "PGGSSENCMODE", "PGKRBSRVNAME", "PGGSSLIB", "PGSERVICE", "PGSERVICEFILE",
+                   "PGSYSCONFDIR", "PGCONNECT_TIMEOUT", "PGTARGETSESSIONATTRS", "PGCLIENTENCODING", "PGOPTIONS")
 
 
 @contextlib.contextmanager
