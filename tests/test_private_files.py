@@ -103,10 +103,12 @@ def test_dump_is_private_and_never_replaces_earlier_dumps_unasked(tmp_path):
     assert_one_line_error(again, f"{dump} already holds dumps")
     assert "--force" in again.stderr
     assert {f.name: f.read_bytes() for f in sorted(dump.iterdir())} == before  # untouched
+    (dump / "notes.txt").write_text("mine")  # not a dump: --force leaves it
     forced = _run("capture", "--lab", "--count", "2", "--dump", str(dump), "--force")
     assert forced.returncode == 0, forced.stderr
-    after = {f.name: f.read_bytes() for f in sorted(dump.iterdir())}
-    assert after and after != before and all(_mode(f) == 0o600 for f in dump.iterdir())
+    after = {f.name: f.read_bytes() for f in sorted(dump.iterdir()) if f.suffix == ".bin"}
+    assert after and after != before and all(_mode(dump / name) == 0o600 for name in after)
+    assert (dump / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.gdb
