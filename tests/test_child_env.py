@@ -198,3 +198,43 @@ def test_capture_worker_process_and_its_children(monkeypatch):
         session.close()
     assert {"capture worker", "sqlcipher lab worker", "gdb", "guard"} <= watch.seen, watch.seen
     assert not watch.leaks, f"the password is in the environment of: {sorted(watch.leaks)}"
+
+
+@pytest.mark.perf
+def test_pgbench_with_a_password_typed_at_the_prompt(pg_cluster):
+    """The prompt's way: no variable holds the password, tdescope asks on its terminal (a pty here). The
+    typed password reaches pgbench through its passfile only (it was put in pgbench's environment before)."""
+    import fcntl
+    import pty
+    import select
+    import termios
+
+    pg_cluster.psql(f"ALTER ROLE {PASSWORD_ROLE} CREATEDB")
+    env = {k: v for k, v in os.environ.items() if k not in WAYS and k != "PGPASSFILE"}
+    env["PGPASSFILE"] = os.devnull  # no ~/.pgpass of the machine's user answers for us
+    master, slave = pty.openpty()
+
+    def controlling_tty() -> None:  # getpass asks on /dev/tty: make the pty this session's terminal
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([*TDESCOPE, "top", "--engine", "postgres", "--dsn",
+                             pg_cluster.dsn(user=PASSWORD_ROLE, host="127.0.0.1"), "--workload", "pgbench",
+                             "--seconds", "2", "--cleanup"], stdin=slave, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+                            preexec_fn=controlling_tty)
+    os.close(slave)
+    watch = EnvWatch(proc.pid, PASSWORD)
+    try:
+        seen, deadline = b"", time.monotonic() + 60
+        while b"password for" not in seen and proc.poll() is None and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.1)[0]:
+                seen += os.read(master, 1024)
+        assert b"password for" in seen, seen
+        os.write(master, PASSWORD.encode() + b"\n")
+        out, err = watch.follow(proc, timeout=180)
+    finally:
+        proc.kill()
+        os.close(master)
+    assert proc.returncode in (0, 1), err
+    assert "pgbench" in watch.seen, watch.seen
+    assert not watch.leaks, f"the password is in the environment of: {sorted(watch.leaks)}"
