@@ -53,9 +53,8 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
 
 
 def run(args) -> int:
-    from tdescope.commands._passphrase import passphrase_for
-
     from tdescope.app.system.private_files import shared_folder_note
+    from tdescope.commands._passphrase import passphrase_for
 
     out = export(args.file, args.output, args.include_plaintext, args.captures, passphrase_for(args.file))
     if (note := shared_folder_note(out.parent)) is not None:

@@ -41,7 +41,8 @@ def make_private_folder(folder: str | os.PathLike) -> Path:
 
 
 def create_private(path: str | os.PathLike) -> None:
-    """Create ``path`` empty and 0600 (its folder 0700 when new); an existing file must be empty.
+    """Create ``path`` empty and 0600 (its folder 0700 when new); an existing file there is narrowed to 0600
+    (its callers refuse a file that holds anything).
 
     For files another library then opens by name (SQLite): it finds the mode already set,
     and SQLite gives the ``-wal`` and ``-shm`` files the main file's mode."""
