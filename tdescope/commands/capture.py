@@ -45,6 +45,8 @@ def run(args) -> int:
     from tdescope.app.engines.capabilities import Ability, has_ability
     from tdescope.app.events import CaptureWindowState, PageCapture, Problem
     from tdescope.app.experiment import Experiment
+    from tdescope.app.system.private_files import shared_folder_note
+
     engine = engine_named(args.engine)
     recipe = recipe_named(engine, args.recipe)
     backend, fell_back = probe_backend(args, recipe)  # before anything connects
@@ -109,6 +111,8 @@ def run(args) -> int:
     if written[0] == 0:
         raise UserError(f"no page captured within {args.timeout:g} s")
     s = exp.capture_summary
+    if dump is not None and (shared := shared_folder_note(dump)) is not None:
+        print(f"tdescope: note: {shared}", file=sys.stderr)  # with success only: an error stays one line
     if args.json:
         if s is not None:
             emit(json.dumps({"summary": True, **summary_json(s, written[0])}))
@@ -122,7 +126,7 @@ def run(args) -> int:
 def _dump_folder(args) -> Path:
     """The ``--dump`` folder, ready before anything is armed: created 0700 when new, earlier dumps refused
     (or deleted with ``--force``, so the folder's NNNN always match this run's ``seq``)."""
-    from tdescope.app.system.private_files import make_private_folder, shared_folder_note
+    from tdescope.app.system.private_files import make_private_folder
 
     dump = Path(args.dump)
     try:
@@ -135,8 +139,6 @@ def _dump_folder(args) -> Path:
                         "folder, or pass --force to replace them")
     for p in earlier:
         p.unlink(missing_ok=True)
-    if (note := shared_folder_note(dump)) is not None:
-        print(f"tdescope: note: {note}", file=sys.stderr, flush=True)
     return dump
 
 

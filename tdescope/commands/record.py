@@ -84,6 +84,7 @@ def run(args) -> int:
     from tdescope.app.session.file import SessionRecorder
     from tdescope.app.session.live import LiveSession
     from tdescope.app.session.meta import PLAINTEXT_WITHHELD, SessionMeta, keeps_plaintext
+    from tdescope.app.system.private_files import shared_folder_note
 
     if args.captures < 0:
         raise UserError("--captures must be 0 or more")
@@ -91,10 +92,6 @@ def run(args) -> int:
         raise UserError(f"name the session file .tds, not {args.output}")
     if os.path.exists(args.output):
         raise UserError(f"{args.output} already exists; choose another name")
-    from tdescope.app.system.private_files import shared_folder_note
-
-    if (note := shared_folder_note(os.path.dirname(os.path.abspath(args.output)))) is not None:
-        print(f"tdescope: note: {note}", file=sys.stderr, flush=True)  # the file itself is 0600
     passphrase = None
     if args.encrypt:
         from tdescope.commands._passphrase import ask_passphrase
@@ -194,6 +191,8 @@ def run(args) -> int:
         raise UserError(f"{failure} ({recorder.written} events recorded to {args.output})")
     if captured[0] and recorder.meta.plaintext_withheld:
         notes.append(PLAINTEXT_WITHHELD)
+    if (shared := shared_folder_note(os.path.dirname(os.path.abspath(args.output)))) is not None:
+        notes.append(shared)  # the file itself is 0600; notes come with success only (an error is one line)
     for n in notes:
         print(f"tdescope: {n}", file=sys.stderr)
     print(f"recorded {recorder.written} events ({captured[0]} captures) to {args.output}", file=sys.stderr)
