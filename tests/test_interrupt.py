@@ -112,3 +112,38 @@ def test_ctrl_c_on_top_and_waits_exits_130_with_what_was_seen(command, child):
     assert len(lines) == 1 and lines[0].startswith("tdescope: interrupted"), err
     if "the rows above" in lines[0]:
         assert stdout.strip(), "the line speaks of rows that were not printed"
+
+
+def _lab_worker_cpu_s(root: int) -> float:
+    """CPU seconds of the SQLCipher lab worker below ``root`` (0 until it runs)."""
+    for d in os.scandir("/proc"):
+        if d.name.isdigit():
+            try:
+                with open(f"/proc/{d.name}/cmdline", "rb") as fh:
+                    if b"tdescope.plugins.sqlcipher.lab_worker" not in fh.read():
+                        continue
+                with open(f"/proc/{d.name}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == root:
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+def test_ctrl_c_on_ab_exits_130_with_the_rounds_that_completed():
+    """Once the lab has done some rounds' work, Ctrl+C shows the figures of the completed rounds, then one line."""
+    proc = subprocess.Popen([*TDESCOPE, "ab", "--lab", "sqlcipher", "--rounds", "50"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_for(lambda: _lab_worker_cpu_s(proc.pid) > 4.0 or proc.poll() is not None, timeout=180,
+                 what="the lab worker's first rounds")
+        assert proc.poll() is None, proc.communicate()
+        stdout, err = _interrupt(proc)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tdescope: interrupted"), err
+    if "timed rounds" in lines[0]:
+        assert "of 50 timed rounds" in lines[0] and "cancelled" in stdout, stdout
