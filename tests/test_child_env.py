@@ -153,7 +153,7 @@ def test_mariadb_lab_recording_children(tmp_path):
     watch, done = _run_watched(["record", "--lab", "mariadb", "--backend", "gdb", "--captures", "5", "--seconds",
                                 "4", "-o", str(tmp_path / "s.tds")], password, timeout=180)
     assert done.returncode == 0, done.stderr
-    assert {"mariadbd", "gdb", "guard", "reaper", "perf"} <= watch.seen, watch.seen
+    assert {"install-db", "mariadbd", "gdb", "guard", "reaper", "perf"} <= watch.seen, watch.seen
     assert not watch.leaks, f"the password is in the environment of: {sorted(watch.leaks)}"
 
 
