@@ -109,8 +109,9 @@ html = render_html(report)
 open(sys.argv[2] + ".html", "w").write(html)
 html_s = time.perf_counter() - t
 t = time.perf_counter()
-from tdescope.ui.report_pdf import write_pdf
-write_pdf(report, sys.argv[2] + ".pdf")
+from pathlib import Path
+from tdescope.ui.report_pdf import write_report
+write_report(report, Path(sys.argv[2] + ".pdf"))
 pdf_s = time.perf_counter() - t
 print(json.dumps({"open_and_count_s": round(opened, 3), "events": sum(s.counts.values()),
                   "report_html_s": round(html_s, 2), "report_pdf_extra_s": round(pdf_s, 2),

@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument("file", nargs="?", help="a recorded session (.tds) to open")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+        # argparse reads help as a %-format ("95 % interval" was "% i"); a description is read as text.
+        module.add_arguments(sub.add_parser(name, help=module.HELP.replace("%", "%%"), description=module.HELP))
     return parser
 
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             from tdescope.commands._dsn import refuse_password_in_dsn
             from tdescope.ui.app import run_gui
 
-            refuse_password_in_dsn(getattr(args, "dsn", ""))
+            refuse_password_in_dsn(getattr(args, "dsn", ""), getattr(args, "engine", None))
 
             return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
                            engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""),
@@ -66,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         _say(f"tdescope: {exc}")
         return 1 if isinstance(exc, NothingObserved) else 2
-    except KeyboardInterrupt:
-        _say("tdescope: interrupted")
+    except KeyboardInterrupt as exc:
+        # every command ends so on Ctrl+C; one that kept something says what, e.g. "interrupted: 12 events ..."
+        _say(f"tdescope: {exc.args[0] if exc.args else 'interrupted'}")
         return 130
     except BrokenPipeError:
         if not stdout_reader_gone():

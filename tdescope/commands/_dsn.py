@@ -14,11 +14,23 @@ __all__ = ["add_dsn_arguments", "open_dsn_session", "prompt_password", "refuse_p
 _PASSWORD_IN_DSN = re.compile(r"(?i)(?:^|\s)password\s*=|^\w+(?:\+\w+)?://[^/@\s:]*:[^/@\s]+@")
 
 
-def refuse_password_in_dsn(dsn: str | None) -> None:
-    """UserError when ``dsn`` holds a password: a command line is visible to everyone in ``ps``."""
+#: Where each engine's connection code looks for a password besides the prompt (see the plugins' connection.py).
+_PASSWORD_WAYS = {
+    "postgres": "the OS keyring (service tdescope-postgres), PGPASSWORD or ~/.pgpass",
+    "mariadb": "the OS keyring (service tdescope-mariadb) or MYSQL_PWD",
+    "oracle": "the OS keyring (service tdescope-oracle)",
+}
+
+
+def refuse_password_in_dsn(dsn: str | None, engine: str | None = None) -> None:
+    """UserError when ``dsn`` holds a password: a command line is visible to everyone in ``ps``.
+
+    The hint names the ways ``engine`` (a name; postgres when None, as ``--dsn`` defaults to it)
+    takes a password instead."""
     if dsn and _PASSWORD_IN_DSN.search(dsn):
+        ways = _PASSWORD_WAYS.get(engine or "postgres", "the OS keyring")
         raise UserError("put no password in --dsn (every user on this machine sees it in ps): "
-                        "tdescope asks for it, or reads the OS keyring or PGPASSWORD")
+                        f"tdescope asks for it, or reads {ways}")
 
 
 def add_dsn_arguments(parser) -> None:
@@ -45,7 +57,7 @@ def open_dsn_session(engine, args):
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.engines.registry import open_session
 
-    refuse_password_in_dsn(args.dsn)
+    refuse_password_in_dsn(args.dsn, engine.name)
     options = {"prompt": prompt_password, "pid": getattr(args, "target_pid", None),
                "allow_critical": getattr(args, "allow_critical", False)}
     return open_session(engine, ConnectParams(dsn=args.dsn, options=options))

@@ -19,7 +19,7 @@ from tdescope.commands._args import engine_named, positive_int, seconds
 from tdescope.commands._dsn import add_dsn_arguments
 from tdescope.commands._target import resolve_target
 
-__all__ = ["Observed", "add_target_arguments", "observe"]
+__all__ = ["Observed", "add_target_arguments", "interrupted_line", "observe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,9 @@ class Observed:
         How long it was observed.
     cpu_s : float or None
         CPU time the process used meanwhile (all threads, from /proc); None when it is gone.
+    interrupted : bool
+        Ctrl+C ended the observation early: ``seconds`` is how long it ran, and the command shows what
+        it saw, then ends as every command ends on Ctrl+C (130).
     """
 
     events: list
@@ -48,6 +51,7 @@ class Observed:
     pid: int
     seconds: float
     cpu_s: float | None = None
+    interrupted: bool = False
 
 
 def add_target_arguments(parser) -> None:
@@ -143,12 +147,17 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
                                       daemon=True)
             runner.start()
         cpu0 = cpu_seconds(target.pid)
+        started = time.monotonic()
+        interrupted = False
         try:
-            deadline = time.monotonic() + args.seconds
-            while time.monotonic() < deadline:
-                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+            deadline = started + args.seconds
+            try:
+                while time.monotonic() < deadline:
+                    time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+            except KeyboardInterrupt:
+                interrupted = True  # Ctrl+C: keep what the finished windows saw
             cpu1 = cpu_seconds(target.pid)
-            if hotspots:
+            if hotspots and not interrupted:
                 _await_window_after(events, lock, time.time(), grace_s=window_s + 3.0)
         finally:
             obs.stop()
@@ -159,4 +168,12 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
         target.close()
     problems = [e.message for e in events if isinstance(e, Problem)]
     used = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
-    return Observed(events, problems, engine, target.pid, args.seconds, used)
+    seconds_seen = round(time.monotonic() - started, 1) if interrupted else args.seconds
+    return Observed(events, problems, engine, target.pid, seconds_seen, used, interrupted)
+
+
+def interrupted_line(seen: Observed, what: str) -> KeyboardInterrupt:
+    """The Ctrl+C ending of ``top``/``waits``: one line saying what the rows above (if any) hold."""
+    if not what:
+        return KeyboardInterrupt(f"interrupted after {seen.seconds:g} s: nothing observed yet")
+    return KeyboardInterrupt(f"interrupted after {seen.seconds:g} s: the rows above are {what}")

@@ -63,18 +63,24 @@ def run(args) -> int:
         return next((w for w in workloads if {"encrypted", "plain"} <= set(w.sides)), None)
 
     target = resolve_target(args, engine, default_workload=first_ab)
+    interrupted = False
     try:
         params = _params(dict(target.params), args.set)
         exp = Experiment(target.session, target.workload, params, None, CaptureLimits(), engine.name, sink,
                          rounds=args.rounds, warmup=args.warmup)
-        run_to_end(exp, 60)
+        try:
+            run_to_end(exp, 60)
+        except KeyboardInterrupt:
+            interrupted = True  # Ctrl+C: the rounds that completed are still a (wider) answer
     finally:
         if progress_line[0]:
             print("\r" + " " * len(progress_line[0]) + "\r", end="", file=sys.stderr, flush=True)
         target.close()
-    if exp.error:
-        raise UserError(exp.error)
     result: ABResult | None = exp.ab_result
+    if interrupted and (result is None or result.total() is None):
+        raise KeyboardInterrupt("interrupted before a timed round completed: nothing to compare")
+    if exp.error and not interrupted:
+        raise UserError(exp.error)
     if result is None or result.total() is None:
         raise UserError("no round completed: nothing to compare")
     where = f"{engine.name} lab" if args.lab else f"{engine.name} at {args.dsn}"
@@ -82,6 +88,11 @@ def run(args) -> int:
         print(json.dumps(to_json(result, engine.name)), flush=True)
     else:
         print(text_report(result, where))
+    if interrupted:
+        sides = [{t.round for t in result.times if t.round > 0 and t.side == side} for side in ("encrypted", "plain")]
+        done = len(sides[0] & sides[1])  # rounds with both sides timed: the ones that give a ratio
+        raise KeyboardInterrupt(f"interrupted after {done} of {args.rounds} timed rounds: the figures above are "
+                                "from those")
     return 0
 
 

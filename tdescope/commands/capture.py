@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -36,7 +36,10 @@ def add_arguments(cap) -> None:
     add_stop_budget_argument(cap)
     add_probe_arguments(cap)
     cap.add_argument("--dump", metavar="DIR", help="write NNNN-before-ROLE.bin / NNNN-after-ROLE.bin here "
-                     "(ROLE: plaintext, ciphertext or plaintext-or-ciphertext)")
+                     "(ROLE: plaintext, ciphertext or plaintext-or-ciphertext; NNNN is the capture's seq). "
+                     "Files are 0600, a new DIR 0700. A DIR that already holds dumps is refused")
+    cap.add_argument("--force", action="store_true",
+                     help="with --dump: delete the earlier dumps (NNNN-*.bin) in DIR first, then write the new ones")
     cap.add_argument("--json", action="store_true", help="one JSON object per capture")
 
 
@@ -46,18 +49,15 @@ def run(args) -> int:
     from tdescope.app.engines.capabilities import Ability, has_ability
     from tdescope.app.events import CaptureWindowState, PageCapture, Problem
     from tdescope.app.experiment import Experiment
+    from tdescope.app.system.private_files import shared_folder_note
+
     engine = engine_named(args.engine)
     recipe = recipe_named(engine, args.recipe)
     backend, fell_back = probe_backend(args, recipe)  # before anything connects
     if fell_back:
         print(fell_back, file=sys.stderr, flush=True)
     decoder = engine.page_decoder()  # the session's, which knows the tables, once connected (below)
-    dump = Path(args.dump) if args.dump else None
-    if dump is not None:
-        try:
-            dump.mkdir(parents=True, exist_ok=True, mode=0o700)  # pages hold plaintext: owner only
-        except OSError as exc:
-            raise UserError(f"cannot create dump folder {dump}: {exc.strerror}") from None
+    dump = _dump_folder(args) if args.dump else None
     lock = threading.Lock()
     written = [0]
     pages = [0]  # how many of them were database pages (the rest: data buffers such as pgcrypto values)
@@ -105,7 +105,11 @@ def run(args) -> int:
                          pid=target.pid, repeat_until_captured=target.workload is not None,
                          allow_critical=args.allow_critical, backend=backend)
         running.append(exp)
-        run_to_end(exp, 15)
+        try:
+            run_to_end(exp, 15)
+        except KeyboardInterrupt:
+            kept = f", dumped to {dump}" if dump is not None and written[0] else ""
+            raise KeyboardInterrupt(f"interrupted: {written[0]} pairs captured{kept}") from None
     finally:
         target.close()
     if reader_gone.is_set() and not exp.error:
@@ -115,6 +119,8 @@ def run(args) -> int:
     if written[0] == 0:
         raise UserError(f"no page captured within {args.timeout:g} s")
     s = exp.capture_summary
+    if dump is not None and (shared := shared_folder_note(dump)) is not None:
+        print(f"tdescope: note: {shared}", file=sys.stderr)  # with success only: an error stays one line
     if args.json:
         if s is not None:
             emit(json.dumps({"summary": True, **summary_json(s, written[0])}))
@@ -125,11 +131,34 @@ def run(args) -> int:
     return 0
 
 
+def _dump_folder(args) -> Path:
+    """The ``--dump`` folder, ready before anything is armed: created 0700 when new, earlier dumps refused
+    (or deleted with ``--force``, so the folder's NNNN always match this run's ``seq``)."""
+    from tdescope.app.system.private_files import make_private_folder
+
+    dump = Path(args.dump)
+    try:
+        make_private_folder(dump)  # pages hold plaintext: owner only
+        earlier = sorted(p for p in dump.iterdir() if _DUMP_NAME.fullmatch(p.name))
+    except OSError as exc:
+        raise UserError(f"cannot create dump folder {dump}: {exc.strerror or exc}") from None
+    if earlier and not args.force:
+        raise UserError(f"{dump} already holds dumps ({len(earlier)} files, {earlier[0].name} …): choose another "
+                        "folder, or pass --force to replace them")
+    for p in earlier:
+        p.unlink(missing_ok=True)
+    return dump
+
+
+#: What ``--dump`` writes: ``0001-before-ciphertext.bin``.
+_DUMP_NAME = re.compile(r"\d{4,}-(before|after)-[a-z-]+\.bin")
+
+
 def _write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path``, readable by its owner only (0600) whatever the umask."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        os.fchmod(fh.fileno(), 0o600)
+    """Write ``data`` to a new file at ``path``, readable by its owner only (0600) whatever the umask."""
+    from tdescope.app.system.private_files import open_new_private
+
+    with open_new_private(path) as fh:
         fh.write(data)
 
 

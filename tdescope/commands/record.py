@@ -125,6 +125,7 @@ def run(args) -> int:
     from tdescope.app.session.file import SessionRecorder
     from tdescope.app.session.live import LiveSession
     from tdescope.app.session.meta import PLAINTEXT_WITHHELD, SessionMeta, keeps_plaintext
+    from tdescope.app.system.private_files import shared_folder_note
 
     if args.captures < 0:
         raise UserError("--captures must be 0 or more")
@@ -162,6 +163,8 @@ def run(args) -> int:
             notes.append(event.message)  # e.g. performance_schema off, with the fix: said at the end, never silent
 
     live.subscribe(count)
+    interrupted = False
+    exp = None
     try:
         target = resolve_target(args, engine, probing=recipe is not None,
                                 stops_target=backend.stops_target if backend is not None else True)
@@ -212,7 +215,10 @@ def run(args) -> int:
                 if failure:
                     break
     except KeyboardInterrupt:
-        pass
+        interrupted = True  # Ctrl+C: disarm, keep what was recorded, end as every command does (130)
+        if exp is not None:
+            exp.cancel()
+            exp.wait(15)
     finally:
         for s in stops:
             s()
@@ -222,13 +228,20 @@ def run(args) -> int:
         if target is not None:
             target.close()
     if recorder is None:
+        if interrupted:
+            raise KeyboardInterrupt("interrupted before recording began (no file written)")
         return 1
+    if interrupted:
+        raise KeyboardInterrupt(f"interrupted: {recorder.written} events ({captured[0]} captures) recorded to "
+                                f"{args.output}")
     if recorder.error:
         raise UserError(recorder.error)
     if failure:
         raise UserError(f"{failure}; {recorder.written} events recorded to {args.output}")
     if captured[0] and recorder.meta.plaintext_withheld:
         notes.append(PLAINTEXT_WITHHELD)
+    if (shared := shared_folder_note(os.path.dirname(os.path.abspath(args.output)))) is not None:
+        notes.append(shared)  # the file itself is 0600; notes come with success only (an error is one line)
     for n in notes:
         print(f"tdescope: {n}", file=sys.stderr)
     print(f"recorded {recorder.written} events ({captured[0]} captures) to {args.output}", file=sys.stderr)

@@ -49,12 +49,15 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
         report = build_report(reader, decoder, include_plaintext=include_plaintext, max_captures=captures)
     from tdescope.ui.report_pdf import write_report
 
-    return write_report(report, out)
+    return write_report(report, out)  # 0600, a new folder 0700
 
 
 def run(args) -> int:
+    from tdescope.app.system.private_files import shared_folder_note
     from tdescope.commands._passphrase import passphrase_for
 
     out = export(args.file, args.output, args.include_plaintext, args.captures, passphrase_for(args.file))
-    print(f"report written to {out}", file=sys.stderr)
+    if (note := shared_folder_note(out.parent)) is not None:
+        print(f"tdescope: note: {note}", file=sys.stderr)
+    print(f"report written to {out} (readable by you only)", file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@ import json
 import sys
 
 from tdescope.app.errors import NothingObserved, UserError
-from tdescope.commands._observe import add_target_arguments, observe
+from tdescope.commands._observe import add_target_arguments, interrupted_line, observe
 from tdescope.commands._stdout import emit
 
 HELP = "the hottest functions of a process (perf), with crypto marked and explained"
@@ -46,6 +46,8 @@ def run(args) -> int:
     windows = [e for e in seen.events if isinstance(e, HotspotWindow)]
     prof = Profile.from_windows(windows)
     if prof.samples == 0:
+        if seen.interrupted:
+            raise interrupted_line(seen, "")
         if seen.problems:
             raise UserError(seen.problems[0])
         if seen.cpu_s is not None and seen.cpu_s > 0.02 * seen.seconds:
@@ -70,6 +72,8 @@ def run(args) -> int:
             about = f"  {record['glossary']}" if record["glossary"] else ""
             emit(f"{r.self_pct:6.1f}% {r.total_pct:6.1f}% {r.self_samples:7d}  {mark:6s} "
                  f"{r.symbol}  [{r.dso.rsplit('/', 1)[-1]}]{about}")
+    if seen.interrupted:
+        raise interrupted_line(seen, f"{prof.samples} samples in {len(windows)} windows")
     for p in seen.problems:
         print(f"tdescope: note: {p}", file=sys.stderr)
     if not args.json:

@@ -7,7 +7,7 @@ import sys
 
 from tdescope.app.errors import NothingObserved, UserError
 from tdescope.commands._args import add_engine_wait_argument
-from tdescope.commands._observe import add_target_arguments, observe
+from tdescope.commands._observe import add_target_arguments, interrupted_line, observe
 from tdescope.commands._stdout import emit
 
 HELP = "what a process waits on: OS wait classes from /proc (and the engine's own waits)"
@@ -31,9 +31,11 @@ def run(args) -> int:
     waits = WaitCounter()
     waits.add(e for e in seen.events if isinstance(e, WaitSample))
     if waits.samples == 0:
+        if seen.interrupted:
+            raise interrupted_line(seen, "")
         raise UserError(seen.problems[0] if seen.problems else f"no wait samples in {seen.seconds:g} s")
     rows = waits.top(args.limit, exclude=() if args.idle else ("Idle",))
-    if not rows:
+    if not rows and not seen.interrupted:
         raise NothingObserved(f"no samples but Idle in {seen.seconds:g} s: pid {seen.pid} was idle "
                               "(--idle lists them)")
     if not args.json:
@@ -45,6 +47,8 @@ def run(args) -> int:
             emit(json.dumps(record))
         else:
             emit(f"{r.pct:6.1f}% {r.samples:7d}  {r.wait_class:17s} {r.event}  ({r.source})")
+    if seen.interrupted:
+        raise interrupted_line(seen, f"{waits.samples} samples" if rows else "")
     for p in seen.problems:
         print(f"tdescope: note: {p}", file=sys.stderr)
     if not args.json:

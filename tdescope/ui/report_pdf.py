@@ -16,8 +16,9 @@ from pathlib import Path
 
 from tdescope.app.errors import UserError
 from tdescope.app.report.model import Report, render_html
+from tdescope.app.system.private_files import write_private
 
-__all__ = ["write_pdf", "write_report"]
+__all__ = ["pdf_bytes", "write_report"]
 
 _DPI = 150
 
@@ -48,10 +49,10 @@ def _raster(svg: str, scale: float):
     return image
 
 
-def write_pdf(report: Report, path: str | os.PathLike) -> None:
-    """Write ``report`` as an A4 PDF at ``path``."""
+def pdf_bytes(report: Report) -> bytes:
+    """``report`` as an A4 PDF, in memory: the caller writes the file (0600, see ``write_report``)."""
     _app()
-    from PySide6.QtCore import QMarginsF, QSizeF, QUrl
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QSizeF, QUrl
     from PySide6.QtGui import QPageLayout, QPageSize, QPdfWriter, QTextDocument
 
     images: dict[str, str] = {}
@@ -68,7 +69,10 @@ def write_pdf(report: Report, path: str | os.PathLike) -> None:
     for name, svg in images.items():
         doc.addResource(QTextDocument.ResourceType.ImageResource, QUrl(f"tdescope-image:{name}"), _raster(svg, 2.0))
     doc.setHtml(html)
-    writer = QPdfWriter(str(path))
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    writer = QPdfWriter(buffer)
     writer.setResolution(_DPI)
     writer.setPageSize(QPageSize(QPageSize.PageSizeId.A4))
     writer.setPageMargins(QMarginsF(14, 14, 14, 14), QPageLayout.Unit.Millimeter)
@@ -79,17 +83,21 @@ def write_pdf(report: Report, path: str | os.PathLike) -> None:
     doc.setPageSize(QSizeF(rect.width(), rect.height()))
     doc.setDefaultFont(doc.defaultFont())
     doc.print_(writer)
-    if not Path(path).exists() or Path(path).stat().st_size == 0:
-        raise UserError(f"could not write the PDF {path}")
+    del writer  # ends the PDF into the buffer
+    buffer.close()
+    if data.isEmpty():
+        raise UserError("could not lay out the PDF")
+    return bytes(data.data())
 
 
 def write_report(report: Report, out: Path) -> Path:
-    """Write ``report`` to ``out``: PDF for a ``.pdf`` suffix, self-contained HTML otherwise."""
+    """Write ``report`` to ``out``: PDF for a ``.pdf`` suffix, self-contained HTML otherwise.
+
+    A report holds decoded pages (their plaintext when asked for): the file is 0600, a folder
+    created for it 0700, whatever the umask (:mod:`tdescope.app.system.private_files`)."""
     try:
-        if out.suffix.lower() == ".pdf":
-            write_pdf(report, out)
-        else:
-            out.write_text(render_html(report), encoding="utf-8")
+        data = pdf_bytes(report) if out.suffix.lower() == ".pdf" else render_html(report).encode("utf-8")
+        write_private(out, data)
     except OSError as exc:
         raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
     return out

@@ -183,7 +183,7 @@ def start_guard(pid: int, gdb_pid: int | None, locations: tuple[str, ...],
     The caller resumes the target only after this returns: no moment without a guard.
     ``spool_dir`` is removed by the guard once gdb has ended, however the workbench ended.
     """
-    from tdescope.app.system.secret_env import env_without_secrets
+    from tdescope.app.system.child_env import PYTHON, child_env
 
     if gdb_pid is None or not locations:
         return None
@@ -193,7 +193,7 @@ def start_guard(pid: int, gdb_pid: int | None, locations: tuple[str, ...],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,  # it must outlive a crash of the workbench
-            env=env_without_secrets(),
+            env=child_env(PYTHON),
         )
         guard.stdin.write((json.dumps({"armed": [int(a, 16) for a in locations]}) + "\n").encode())
         guard.stdin.flush()

@@ -33,7 +33,7 @@ from pygdbmi import gdbmiparser
 
 from tdescope.app.errors import UserError
 from tdescope.app.gdb.allowlist import refusal
-from tdescope.app.system.secret_env import env_without_secrets
+from tdescope.app.system.child_env import child_env
 
 __all__ = ["GdbError", "GdbTimeout", "GdbSession", "MiRecord", "MIN_GDB", "find_gdb", "gdb_version", "require_gdb"]
 
@@ -71,7 +71,7 @@ def find_gdb() -> str:
 def gdb_version(path: str | None = None) -> tuple[int, int]:
     """(major, minor) of the gdb at ``path``."""
     out = subprocess.run([path or find_gdb(), "--version"], capture_output=True, text=True, timeout=10,
-                         env=env_without_secrets()).stdout
+                         env=child_env(LC_ALL="C")).stdout
     m = re.search(r"(\d+)\.(\d+)", out.splitlines()[0] if out else "")
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
@@ -151,7 +151,7 @@ class GdbSession:
                 # not kill gdb with breakpoints still in the target.
                 restore_signals=False,
                 close_fds=True,
-                env=env_without_secrets(LC_ALL="C", TERM="dumb"),  # no PGPASSWORD in gdb's environment
+                env=child_env(LC_ALL="C", TERM="dumb"),  # an allowlist: no password reaches gdb
             )
         except OSError as exc:
             raise UserError(f"cannot start gdb ({self._gdb_path}): {exc.strerror}") from None

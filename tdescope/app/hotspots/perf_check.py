@@ -11,15 +11,15 @@ import os
 import shutil
 import subprocess
 
-from tdescope.app.system.secret_env import env_without_secrets
+from tdescope.app.system.child_env import PERF, child_env
 
 __all__ = ["check_perf", "perf_event", "run_perf"]
 
 
 def run_perf(cmd: list[str], timeout: float = 10.0) -> subprocess.CompletedProcess:
-    """Run a short perf command with an environment free of secrets, capturing its output."""
+    """Run a short perf command with an allowlisted environment, capturing its output."""
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
-                          env=env_without_secrets())
+                          env=child_env(PERF))
 
 
 _CAP_SYS_PTRACE, _CAP_SYS_ADMIN, _CAP_PERFMON = 19, 21, 38

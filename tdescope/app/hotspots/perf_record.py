@@ -33,7 +33,7 @@ from tdescope.app.hotspots.perf_check import check_perf, perf_event
 from tdescope.app.hotspots.perf_script import Sample, fold, frame_label, parse_perf_script
 from tdescope.app.errors import UserError
 from tdescope.app.system.reaper import Reaper, reap_with_me
-from tdescope.app.system.secret_env import env_without_secrets
+from tdescope.app.system.child_env import PERF, child_env
 from tdescope.app.events import HotspotWindow
 from tdescope.app.system.procstat import process_state
 
@@ -186,7 +186,7 @@ class HotspotSampler:
             cmd.insert(cmd.index("record") + 1, "-g")
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, start_new_session=True, env=env_without_secrets(),
+            text=True, start_new_session=True, env=child_env(PERF),
         )
         # perf runs in its own session: if the workbench dies, the reaper ends it and removes its files
         self._reaper = reap_with_me(self._proc.pid, folder=self._tmpdir)
@@ -346,7 +346,7 @@ class HotspotSampler:
             script = self._script = subprocess.Popen(
                 ["nice", "-n", "19", "perf", "script", "-i", path, "-F", PERF_SCRIPT_FIELDS, "--no-inline"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                env=env_without_secrets())
+                env=child_env(PERF))
             out, err = script.communicate(timeout=30)
         except (OSError, subprocess.TimeoutExpired) as exc:
             if self._script is not None:

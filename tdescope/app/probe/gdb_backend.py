@@ -33,6 +33,7 @@ from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import SpoolReader
 from tdescope.app.system.procstat import process_state
+from tdescope.app.system.private_files import create_private
 
 __all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "resume_command",
            "source_command"]
@@ -105,9 +106,9 @@ class GdbHandle:
         self.armed = Armed(None)
         self.arming_stop_s = 0.0
         self._watchdog_s = watchdog_s
-        self._workdir = tempfile.mkdtemp(prefix="tdescope-probe-")
+        self._workdir = tempfile.mkdtemp(prefix="tdescope-probe-")  # 0700
         self._spool = os.path.join(self._workdir, "spool.bin")
-        open(self._spool, "wb").close()
+        create_private(self._spool)  # captured pages pass through it: 0600 whatever the umask
         self._reader: SpoolReader | None = SpoolReader(self._spool)
         self._backlog: list[Frame] = []
         self._guard: subprocess.Popen | None = None

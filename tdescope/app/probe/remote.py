@@ -28,6 +28,7 @@ from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.probe.backend import ProbeBackend
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary, CaptureWindow
+from tdescope.app.system.child_env import PYTHON, child_env
 
 __all__ = ["FORWARD_PER_S", "RemoteWindow"]
 
@@ -148,7 +149,8 @@ class RemoteWindow:
         t0 = time.monotonic()
         try:
             proc = subprocess.Popen([sys.executable, "-m", "tdescope.app.probe.remote", str(theirs.fileno())],
-                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=child_env(PYTHON))
         finally:
             theirs.close()
         mine = Connection(mine_sock.detach())

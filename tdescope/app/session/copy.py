@@ -8,7 +8,8 @@ import sqlite3
 from pathlib import Path
 
 from tdescope.app.errors import UserError
-from tdescope.app.session.schema import DB_ERRORS, connect_cipher, connect_existing, is_encrypted, private_file
+from tdescope.app.session.schema import DB_ERRORS, connect_cipher, connect_existing, is_encrypted
+from tdescope.app.system.private_files import create_private
 
 __all__ = ["copy_session"]
 
@@ -28,7 +29,7 @@ def copy_session(src: str | os.PathLike, dst: str | os.PathLike, passphrase: str
     tmp = dst.with_name(dst.name + ".part")
     try:
         tmp.unlink(missing_ok=True)
-        private_file(tmp)  # the copy holds what the session holds: 0600 before a byte is written
+        create_private(tmp)  # the copy holds what the session holds: 0600 before a byte is written
         source = connect_existing(src, writable=False, passphrase=passphrase)  # checks file and passphrase
         encrypted = is_encrypted(src)
         if not encrypted and new_passphrase is None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from tdescope import __version__
 from tdescope.app.engines.capabilities import Ability, has_ability
-from tdescope.app.system.secret_env import is_secret_name
+from tdescope.app.system.secret_names import is_secret_name
 from tdescope.app.system.statement_text import dialect_of, mask_literals
 
 __all__ = ["PLAINTEXT_WITHHELD", "SessionMeta", "keeps_plaintext", "scrub", "cpu_flags", "is_secret_name"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import sqlcipher3.dbapi2 as sqlcipher
 
 from tdescope.app.errors import UserError
+from tdescope.app.system.private_files import create_private
 
 __all__ = ["SCHEMA_VERSION", "APPLICATION_ID", "DB_ERRORS", "DB_DATABASE_ERRORS", "create", "connect_existing",
            "damaged", "is_encrypted"]
@@ -103,21 +104,6 @@ def is_encrypted(path: str | os.PathLike) -> bool:
     return size >= 512 and size % 512 == 0 and head != _SQLITE_MAGIC
 
 
-def private_file(path: str | os.PathLike) -> None:
-    """Create ``path`` empty and readable by its owner only (0600), its folder 0700 when it is new.
-
-    Session files hold captured bytes; SQLite gives the ``-wal`` and ``-shm`` files the
-    main file's mode, so they are private too, whatever the umask.
-    """
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # an existing empty file keeps no wider mode
-    finally:
-        os.close(fd)
-
-
 def create(path: str | os.PathLike, passphrase: str | None = None) -> sqlite3.Connection:
     """Create a new, empty session file (replacing nothing: the file must not exist).
 
@@ -127,7 +113,7 @@ def create(path: str | os.PathLike, passphrase: str | None = None) -> sqlite3.Co
     if p.exists() and p.stat().st_size > 0:
         raise UserError(f"{p} already exists; choose another name")
     try:
-        private_file(p)
+        create_private(p)  # 0600 (folders 0700 when new) before SQLite writes a byte
         conn = _connect(str(p), passphrase)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         if passphrase is None:

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+from tdescope.app.system.child_env import PYTHON, child_env
+
 __all__ = ["Reaper", "reap_with_me"]
 
 
@@ -57,7 +59,8 @@ def reap_with_me(pid: int, sig: int = signal.SIGKILL, grace_s: float = 0.0, fold
         return Reaper(None)
     args = [sys.executable, "-m", "tdescope.app.system.reaper", str(pid), start, str(int(sig)), str(grace_s)]
     proc = subprocess.Popen(args + ([folder] if folder else []), stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env=child_env(PYTHON))
     return Reaper(proc)
 
 

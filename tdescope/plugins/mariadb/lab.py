@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tdescope.app.errors import UserError
+from tdescope.app.system.child_env import child_env
 from tdescope.app.system.reaper import Reaper, reap_with_me
 
 __all__ = ["LAB_DATABASE", "MariaLab", "find_server"]
@@ -108,13 +109,13 @@ class MariaLab:
                                    .replace("user=\n", ""))
             say("MariaDB lab: creating the data directory…")
             done = subprocess.run([install, f"--defaults-file={self.config}", "--auth-root-authentication-method=normal",
-                                   "--skip-test-db"], capture_output=True, text=True, timeout=120)
+                                   "--skip-test-db"], capture_output=True, text=True, timeout=120, env=child_env())
             if done.returncode != 0:
                 raise UserError(f"MariaDB lab: mariadb-install-db failed: {_last_line(done.stderr or done.stdout)}")
             say("MariaDB lab: starting mariadbd with encryption…")
             self.proc = subprocess.Popen([server, f"--defaults-file={self.config}"], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         start_new_session=True, env=child_env())
             # if the workbench dies, the reaper shuts the server down (SIGTERM: InnoDB's clean shutdown)
             # and removes its files, the key among them
             self._guard = reap_with_me(self.proc.pid, signal.SIGTERM, 30.0, str(self.dir))

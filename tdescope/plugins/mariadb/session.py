@@ -67,7 +67,8 @@ class MariaDbSession:
         self._lock = threading.Lock()
         try:
             if self.lab is not None:
-                spec = ConnectionSpec(user="root", socket=self.lab.socket)
+                # the lab's root has no password: a MYSQL_PWD meant for the user's own servers must not be sent
+                spec = ConnectionSpec(user="root", socket=self.lab.socket, password="")
             self.conn, self._spec = open_connection(spec, prompt)
             self.control, _ = open_connection(self._spec)
             self.pid = self.lab.pid if self.lab is not None else server_pid(self.control)

@@ -173,9 +173,10 @@ class PostgresSession:
         return tuple(PgColumn(*r) for r in rows)
 
     def libpq_env(self, dbname: str) -> dict:
-        """Environment for libpq tools (pgbench) reaching the same server; the password via env, not argv."""
+        """libpq's variables for a tool (pgbench) reaching the same server, never argv; ``PGPASSWORD`` is the
+        password this connection used (typed, keyring, PGPASSWORD or .pgpass), for the tool's passfile."""
         info = self.conn.info
         env = {"PGHOST": info.host, "PGPORT": str(info.port), "PGUSER": info.user, "PGDATABASE": dbname}
-        if self._spec.password is not None:
-            env["PGPASSWORD"] = self._spec.password
+        if info.password:
+            env["PGPASSWORD"] = info.password
         return env

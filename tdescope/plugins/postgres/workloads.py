@@ -10,10 +10,12 @@ parameter, so it never shows in pg_stat_activity's query text.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -21,6 +23,8 @@ from typing import Any
 from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.system.child_env import child_env
+from tdescope.app.system.private_files import open_new_private
 
 __all__ = ["CREATES", "DEFAULTS", "MATRIX_CELLS", "ab_dml", "busy_pgbench_client", "column_crypto_matrix", "drop", "io_path",
            "pgbench_ro_rw", "run_sql"]
@@ -204,12 +208,13 @@ def pgbench_ro_rw(conn, params: Mapping[str, Any], control: WorkloadControl,
     """Seed 004's shape: pgbench read-only then read-write on a scratch database; TPS per mode.
 
     ``env_for(dbname)`` gives libpq environment variables (PGHOST, PGPORT,
-    PGUSER, PGPASSWORD...) so the password never reaches a command line.
+    PGUSER, PGPASSWORD...) so the password never reaches a command line. pgbench
+    gets an allowlisted environment with them, the password in a 0600 passfile
+    (``PGPASSFILE``) rather than in its environment, removed when pgbench is done.
     """
     pgbench = shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"
     if not os.path.exists(pgbench):
         raise UserError("pgbench is not installed (postgresql-contrib / postgresql-client)")
-    scale, clients, secs = int(params["scale"]), int(params["clients"]), int(params["seconds"])
     db = str(params["database"])
     if not re.fullmatch(r"[a-z_][a-z0-9_]*", db):
         raise UserError(f"scratch database name {db!r} must be a plain lower-case identifier")
@@ -218,7 +223,39 @@ def pgbench_ro_rw(conn, params: Mapping[str, Any], control: WorkloadControl,
             conn.execute(f"CREATE DATABASE {db}")
         except Exception as exc:  # noqa: BLE001 - one line for the user
             raise UserError(f"cannot create scratch database {db}: {str(exc).strip().splitlines()[0]}") from None
-    env = {**os.environ, **env_for(db)}
+    libpq = env_for(db)
+    with _passfile(libpq.pop("PGPASSWORD", None)) as passfile:
+        env = child_env(_LIBPQ_SETTINGS, **libpq, **({"PGPASSFILE": passfile} if passfile else {}))
+        return _pgbench_runs(pgbench, env, params, control, db)
+
+
+#: libpq's variables that say how to reach a server and hold no secret: the user's TLS and service settings
+#: reach pgbench as they reached tdescope's own connection (PGPASSWORD and PGPASSFILE are not among them).
+_LIBPQ_SETTINGS = ("PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY", "PGSSLCRL", "PGSSLCRLDIR", "PGSSLSNI",
+                   "PGREQUIRESSL", "PGGSSENCMODE", "PGKRBSRVNAME", "PGGSSLIB", "PGSERVICE", "PGSERVICEFILE",
+                   "PGSYSCONFDIR", "PGCONNECT_TIMEOUT", "PGTARGETSESSIONATTRS", "PGCLIENTENCODING", "PGOPTIONS")
+
+
+@contextlib.contextmanager
+def _passfile(password: str | None):
+    """A libpq passfile holding ``password`` for any server (0600 in a 0700 temporary folder), or None."""
+    if not password:
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="tdescope-pgpass-")  # 0700
+    try:
+        path = os.path.join(folder, "pgpass")
+        with open_new_private(path) as fh:
+            fh.write(("*:*:*:*:" + password.replace("\\", "\\\\").replace(":", "\\:") + "\n").encode())
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _pgbench_runs(pgbench: str, env: dict, params: Mapping[str, Any], control: WorkloadControl,
+                  db: str) -> WorkloadResult:
+    """pgbench -i, then read-only and read-write runs, with ``env`` (libpq's variables, no password)."""
+    scale, clients, secs = int(params["scale"]), int(params["clients"]), int(params["seconds"])
 
     def bench(argv: list[str], what: str) -> str:
         proc = subprocess.run([pgbench, *argv], env=env, capture_output=True, text=True, timeout=secs * 4 + 600)

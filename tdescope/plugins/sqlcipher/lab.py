@@ -22,6 +22,7 @@ from typing import Any
 from tdescope.app.engines.api import Inventory, WaitSource, Workload, WorkloadControl
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.system.child_env import PYTHON, child_env
 from tdescope.plugins.sqlcipher.workloads import DEFAULTS
 
 __all__ = ["LabSession"]
@@ -52,6 +53,7 @@ class LabSession:
             text=True,
             bufsize=1,
             start_new_session=True,  # Ctrl+C in a terminal reaches the workbench, not the target
+            env=child_env(PYTHON),  # an allowlist: no password of the user's reaches the lab
         )
         self._events: queue.Queue = queue.Queue()
         self._lock = threading.Lock()

@@ -19,6 +19,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.report.model import build_report
 from tdescope.app.session.copy import copy_session
 from tdescope.app.session.reader import SessionReader
+from tdescope.app.system.private_files import shared_folder_note
 from tdescope.ui.passphrase import ask_passphrase
 from tdescope.ui.report_dialog import ReportDialog, write_report
 from tdescope.ui.tasks import TaskRunner, describe
@@ -219,7 +220,9 @@ class FileActions(QObject):
         except UserError as exc:
             self.status.emit(f"Report failed: {exc}", 15000)
             return
-        self.status.emit(f"Report written to {out}", 10000)
+        note = shared_folder_note(out.parent)
+        self.status.emit(f"Report written to {out} (readable by you only)" + (f"; note: {note}" if note else ""),
+                         10000)
 
     # -- drops on the window ----------------------------------------------------------------
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt API
