@@ -97,8 +97,7 @@ class MainWindow(QMainWindow):
             self.engine_docks = []
             self.statusBar().showMessage(str(exc), 15000)
         self._place_docks()
-        self.presentation = Presentation(self, [self.workload_dock, self.captures_dock],
-                                         [self.page_view.before_view, self.page_view.after_view])
+        self.presentation = Presentation(self, self.captures_dock, self.workload_dock, self.page_view)
         self._fill_menus()
 
         for controller in (self.recording, self.replay, self.files):
@@ -153,10 +152,11 @@ class MainWindow(QMainWindow):
         run_menu.addAction(QAction("C&lear captures", self, shortcut="Ctrl+L", triggered=self._clear_captures))
         view_menu = self.menus[Menu.VIEW]
         for dock in (self.notes.dock, self.engine_dock, self.workload_dock, self.captures_dock,
-                     *self.observation.docks):
+                     *self.observation.docks, self.lessons.dock):
             view_menu.addAction(dock.toggleViewAction())
         view_menu.addSeparator()
         view_menu.addAction(QAction("&Presentation mode", self, shortcut="F5", triggered=self.presentation.toggle))
+        view_menu.addAction(QAction("&Next teaching view", self, shortcut="F6", triggered=self.presentation.next_view))
         view_menu.addAction(QAction("&Full screen", self, shortcut="F11",
                                     triggered=self.presentation.toggle_full_screen))
         view_menu.addAction(QAction("&Reset layout", self, triggered=self._reset_layout))
@@ -368,7 +368,9 @@ class MainWindow(QMainWindow):
 
     def _reset_layout(self) -> None:
         self.settings.remove("layout")
-        self._default_layout(self.size())
+        if self.presentation.active:
+            self.presentation.leave()
+        self._default_layout()  # sized for the screen again, whatever size the window had grown to
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
         save_layout(self, self.settings)
