@@ -72,6 +72,12 @@ class TimelineDock(QDockWidget):
         self.region.setZValue(50)
         self.region.hide()
         self.plot.addItem(self.region)
+        self._head_ts: float | None = None  # the replay's play head (epoch seconds), or None when live
+        self.head = pg.InfiniteLine(0, pen=pg.mkPen(230, 110, 0, width=2))
+        self.head.setZValue(60)
+        self.head.setToolTip("The replay's play head")
+        self.head.hide()
+        self.plot.addItem(self.head)
         self.filter = QCheckBox("Filter views to range")
         self.info = QLabel("x axis: seconds since the first event")
         self.info.setStyleSheet("color: #555;")
@@ -145,6 +151,8 @@ class TimelineDock(QDockWidget):
         # windows once a second, spans a few times per run.
         if self._note_list and len(self._note_x) != len(self._note_list):
             self.set_notes(self._note_list)  # notes read before the first event: placed now
+        if self._head_ts is not None and not self.head.isVisible():
+            self._place_head()
         lanes = {
             "sides": (len(run.spans), run.spans[-1].end if run.spans else 0),
             "windows": len(run.windows),
@@ -177,7 +185,10 @@ class TimelineDock(QDockWidget):
             self.plot.addItem(line)
             self._marker_lines.append(line)
         if any(m.label.endswith(" end") for m in new_marks):
-            self.zoom_to_run()  # a run just ended: show it, not the idle minutes around it
+            if self._head_ts is None:
+                self.zoom_to_run()  # a run just ended: show it, not the idle minutes around it
+            else:
+                self.focus(self._head_ts)  # a replay: the run the play head is in
 
     # -- zoom and notes -------------------------------------------------------------
     def _activity(self) -> list[tuple[float, float]]:
@@ -226,6 +237,50 @@ class TimelineDock(QDockWidget):
         spans = self._activity()
         if spans:
             self._show(min(b for b, _ in spans), max(e for _, e in spans))
+
+    def show_play_head(self, ts: float | None) -> None:
+        """Draw the replay's play head at ``ts`` (epoch seconds; None hides it); when it is off the
+        visible range the view moves to it (see :meth:`focus`), so a seek is always seen."""
+        self._head_ts = ts
+        self._place_head()
+
+    def focus(self, ts: float) -> None:
+        """Show the moment ``ts``: the run it falls in, start to end, or the same span as now around it."""
+        t0 = self.run.t0
+        if t0 is None:
+            return
+        x = ts - t0
+        run = next(((lo, hi) for lo, hi in self._runs() if lo <= x <= hi), None)
+        if run is None:
+            (x0, x1), _ = self.plot.viewRange()
+            half = min(max((x1 - x0) / 2, 1.0), 30.0)
+            run = (max(0.0, x - half), x + half)
+        self._show(*run)
+        if self._head_ts is not None:
+            self.head.setValue(self._head_ts - t0)
+            self.head.show()
+
+    def _place_head(self) -> None:
+        t0 = self.run.t0
+        if self._head_ts is None or t0 is None:
+            self.head.setVisible(self._head_ts is not None and t0 is not None)
+            return
+        x = self._head_ts - t0
+        self.head.setValue(x)
+        self.head.show()
+        (x0, x1), _ = self.plot.viewRange()
+        if not x0 <= x <= x1:
+            self.focus(self._head_ts)
+
+    def _runs(self) -> list[tuple[float, float]]:
+        """Each finished run, start to end marker, in seconds on the axis."""
+        t0, out, opened = self.run.t0, [], {}
+        for m in self.run.markers:
+            if m.label.endswith(" start"):
+                opened[m.label[:-6]] = m.ts - t0
+            elif m.label.endswith(" end") and m.label[:-4] in opened:
+                out.append((opened.pop(m.label[:-4]), m.ts - t0))
+        return out
 
     def set_notes(self, notes) -> None:
         """Draw ``notes`` (their moment) as markers in the capture lane; hovering shows the text."""
@@ -312,3 +367,4 @@ class TimelineDock(QDockWidget):
         self.captures.setData([], [])
         self.notes.setData([], [])
         self._note_x = []
+        self.head.hide()  # placed again once the replayed events give the axis its origin

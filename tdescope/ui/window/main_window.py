@@ -104,6 +104,7 @@ class MainWindow(QMainWindow):
             controller.status.connect(self.statusBar().showMessage)
         self.notes.dock.noteAdded.connect(lambda line: self.statusBar().showMessage(line, 6000))
         self.replay.entered.connect(self._on_replay_entered)
+        self.replay.headMoved.connect(self._on_play_head)
         self.replay.left.connect(lambda: self.setWindowTitle(f"tdescope — {self.engine.label}"))
         self.workload_dock.runRequested.connect(self.run_workload)
         self.workload_dock.tasks = self.tasks
@@ -265,6 +266,12 @@ class MainWindow(QMainWindow):
         """Move the replay to ``ts`` and deliver its events now, so what follows sees the views at ``ts``."""
         self.replay.seek_to(ts)
         self.pump.drain()
+        self.observation.timeline_dock.focus(ts)  # the run it falls in, not the view the timeline had
+
+    def _on_play_head(self, ts: float | None) -> None:
+        """The replay moved (play, slider, a note): its events reach the views, then the timeline follows."""
+        self.pump.drain()
+        self.observation.timeline_dock.show_play_head(ts)
 
     def feed(self, event) -> None:
         """Publish ``event`` as a producer would (the replay player's feed; a replay records nothing)."""
