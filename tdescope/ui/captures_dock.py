@@ -11,7 +11,7 @@ from tdescope.app.probe.capture_record import CaptureRecord
 from tdescope.app.events import PageCapture
 from tdescope.ui.table_model import RowTableModel
 
-__all__ = ["CapturesDock", "CapturesModel"]
+__all__ = ["CapturesDock", "CapturesModel", "EMPTY_TEXTS"]
 
 _COLUMNS = ("Time", "#", "Page", "Direction", "Plaintext", "Symbol", "Page type", "Cells", "Entropy before",
             "Entropy after", "Stop µs")
@@ -70,6 +70,14 @@ class CapturesModel(RowTableModel):
         return self.rows[i]
 
 
+#: What the empty dock says, by the window's state.
+EMPTY_TEXTS = {
+    "live": "No captures yet. Press Run (Ctrl+R): the probe arms on the cipher call while the workload runs.",
+    "unticked": "No captures yet. Tick “Capture pages” in the Workload dock and press Run (Ctrl+R).",
+    "replay": "No captures up to this point of the replay. Press Space to play, or click a note or the slider.",
+}
+
+
 class CapturesDock(QDockWidget):
     """Lists captures; selecting one shows it in the Page view."""
 
@@ -95,7 +103,7 @@ class CapturesDock(QDockWidget):
         self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
         self.view.selectionModel().currentRowChanged.connect(self._on_current)
-        self.empty = QLabel("No captures yet. Tick “Capture pages” in the Workload dock and press Run (Ctrl+R).")
+        self.empty = QLabel(EMPTY_TEXTS["live"])
         self.empty.setWordWrap(True)
         self.empty.setStyleSheet("color: gray; padding: 8px;")
         self.count_label = QLabel("")
@@ -108,6 +116,10 @@ class CapturesDock(QDockWidget):
         self.setWidget(body)
         self.view.hide()
         self._follow = True
+
+    def set_empty_state(self, state: str) -> None:
+        """What the dock says while it has no capture: one of :data:`EMPTY_TEXTS`' keys."""
+        self.empty.setText(EMPTY_TEXTS[state])
 
     def add(self, rows: list[tuple[PageCapture, CaptureRecord]]) -> None:
         """Append a batch; the first capture of a run is shown at once."""

@@ -29,11 +29,13 @@ from tdescope.app.probe.entropy import shannon_entropy, verdict
 from tdescope.ui.entropystrip import EntropyStrip
 from tdescope.ui.hexview import HexView, diff_color
 
-__all__ = ["PageView", "SPAN_ROLE", "fill_structure_model"]
+__all__ = ["PLACEHOLDERS", "PageView", "SPAN_ROLE", "fill_structure_model"]
 
 #: Item data role on column 0 holding ``(side, start, end)``; side is "after" or "before".
 SPAN_ROLE = Qt.ItemDataRole.UserRole + 1
-_PLACEHOLDER = "No capture selected — run a workload with capture on"
+#: The header while no capture is shown, live and in a replay.
+PLACEHOLDERS = {"live": "No capture selected — run a workload with “Capture pages” ticked (Ctrl+R)",
+                "replay": "No capture selected — play the replay (Space), or click a capture or a note"}
 _HEADERS = ("Field", "Offset", "Value")
 _ROLES = ("ciphertext", "plaintext")  # a decrypting call's: input, output
 
@@ -124,6 +126,7 @@ class PageView(QWidget):
         self._after_page: DecodedPage | None = None
         self._before_page: DecodedPage | None = None
         self._roles = _ROLES
+        self.placeholder = "live"  # which of PLACEHOLDERS the empty view says
         self._fields: dict[int, DecodedField] = {}
         self._after_items: dict[int, QStandardItem] = {}
         self._before_items: dict[int, QStandardItem] = {}
@@ -263,7 +266,7 @@ class PageView(QWidget):
             strip.clear()
         self._before_caption.setText("<b>Before (ciphertext)</b>")
         self._after_caption.setText("<b>After (plaintext)</b>")
-        self._header.setText(f"<span style='color:gray'>{_PLACEHOLDER}</span>")
+        self._header.setText(f"<span style='color:gray'>{PLACEHOLDERS[self.placeholder]}</span>")
         self._rebuild_tree()
 
     def select_span(self, start: int, end: int) -> None:

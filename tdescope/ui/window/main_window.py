@@ -105,7 +105,8 @@ class MainWindow(QMainWindow):
         self.notes.dock.noteAdded.connect(lambda line: self.statusBar().showMessage(line, 6000))
         self.replay.entered.connect(self._on_replay_entered)
         self.replay.headMoved.connect(self._on_play_head)
-        self.replay.left.connect(lambda: self.setWindowTitle(f"tdescope — {self.engine.label}"))
+        self.replay.left.connect(self._on_replay_left)
+        self.workload_dock.capture.toggled.connect(self._update_empty_texts)
         self.workload_dock.runRequested.connect(self.run_workload)
         self.workload_dock.tasks = self.tasks
         self.workload_dock.cancelRequested.connect(self.cancel)
@@ -114,7 +115,7 @@ class MainWindow(QMainWindow):
         self.engine_dock.reconnect.clicked.connect(self.reconnect)
         self.pump.subscribe(Captured, self._on_captures)
         self.pump.subscribe(CaptureWindowState, self._on_window_state)
-        self.pump.subscribe(WorkloadProgress, self.workload_dock.show_progress)
+        self.pump.subscribe(WorkloadProgress, self._on_progress)
         self.pump.subscribe(WorkloadResult, self._on_results)
         self.pump.subscribe(ABResult, lambda batch: [self.workload_dock.show_ab_result(r) for r in batch])
         self.pump.subscribe(Problem, self._on_problems)
@@ -126,6 +127,7 @@ class MainWindow(QMainWindow):
         self.installEventFilter(self.files)
         self._default_layout()
         self._restore_layout()
+        self.lessons.update_gate()
 
     # -- docks and menus -----------------------------------------------------------
     def _place_docks(self) -> None:
@@ -206,6 +208,7 @@ class MainWindow(QMainWindow):
         self.engine_dock.change_target.setVisible(has_ability(self.session, Ability.CHOOSE_TARGET))
         self.statusBar().showMessage(f"Connected: target pid {pid}", 5000)
         self.observation.observe(self.session)
+        self.lessons.update_gate()
 
     def pick_target(self) -> None:
         """Let the user probe another server process (sessions that offer ``targets()``)."""
@@ -244,6 +247,7 @@ class MainWindow(QMainWindow):
                          allow_critical=self.allow_critical, backend=backend, isolated=True,
                          rounds=rounds if workload and {"encrypted", "plain"} <= set(workload.sides) else 0)
         self.experiment = exp
+        self.lessons.update_gate()
         label = self.live.run_started(workload.name if workload else None)
         exp.start()
 
@@ -255,6 +259,7 @@ class MainWindow(QMainWindow):
 
     def _on_experiment_finished(self, _batch) -> None:
         self.workload_dock.set_running(False)
+        self.lessons.update_gate()
         self.probe_status.set_armed(False)
         session = self.session
         if session is not None:  # file sizes and page counts moved with the workload
@@ -302,6 +307,12 @@ class MainWindow(QMainWindow):
             self.probe_status.show_state(ev, limits)
             if ev.state in ("disarmed", "failed") and limits is not None:  # a storm sends a sample: count all
                 self._next_seq = max(self._next_seq, limits.first_seq + ev.captures)
+
+    def _on_progress(self, batch: list[WorkloadProgress]) -> None:
+        # a lesson's own steps are the Lessons dock's; its runs' progress is the Workload dock's
+        runs = [ev for ev in batch if not ev.workload.startswith("lesson:")]
+        if runs:
+            self.workload_dock.show_progress(runs)
 
     def _on_results(self, batch: list[WorkloadResult]) -> None:
         for result in batch:
@@ -361,8 +372,24 @@ class MainWindow(QMainWindow):
         self.workload_dock.set_workloads([], [])
         self.workload_dock.run_button.setEnabled(False)
         self.workload_dock.status.setText("Replay of a recorded session: nothing runs, nothing is armed.")
+        self.lessons.update_gate()
+        self._update_empty_texts()
         self.engine_dock.show_inventory(f"{meta.engine_label or meta.engine} (recorded on {meta.host})",
                                         Inventory(meta.engine, meta.inventory), meta.params.get("target_pid"))
+
+    def _on_replay_left(self) -> None:
+        self.setWindowTitle(f"tdescope — {self.engine.label}")
+        self.lessons.update_gate()
+        self._update_empty_texts()
+
+    def _update_empty_texts(self) -> None:
+        """What the empty Captures dock and page view say: true for a replay, and for the box's state."""
+        replay = self.replay.replaying
+        self.captures_dock.set_empty_state(
+            "replay" if replay else "live" if self.workload_dock.capture.isChecked() else "unticked")
+        self.page_view.placeholder = "replay" if replay else "live"
+        if not self.page_view.before_view.data():
+            self.page_view.clear()
 
     # -- layout (tdescope.ui.window.layout) ------------------------------------------
     def _default_layout(self, size: QSize | None = None) -> None:

@@ -1,0 +1,62 @@
+"""Every state says something true (issue #23 item 10): empty docks live and in replay, Run lesson only when a
+lesson can start, a finished lesson and a cancelled A/B run."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from tdescope.app.events import ABResult
+from tdescope.ui.captures_dock import EMPTY_TEXTS
+from tdescope.ui.pageview import PLACEHOLDERS
+from tdescope.ui.window.main_window import open_replay_window
+from tdescope.ui.workload_dock import WorkloadDock
+
+from test_ui_session import session_file  # noqa: F401 - the recorded session fixture
+
+
+def test_the_empty_captures_dock_says_what_to_do_for_the_box_as_it_is(lab_window, qtbot):
+    win = lab_window
+    dock = win.workload_dock
+    assert dock.capture.isChecked() and win.captures_dock.empty.text() == EMPTY_TEXTS["live"]
+    assert "Tick" not in win.captures_dock.empty.text()
+    dock.capture.setChecked(False)
+    assert win.captures_dock.empty.text() == EMPTY_TEXTS["unticked"]
+    dock.capture.setChecked(True)
+    # Run lesson is for a connected, idle window: not while a workload runs
+    lessons = win.lessons.dock
+    assert lessons.select("block-before-after")
+    qtbot.waitUntil(lessons.run_button.isEnabled, timeout=5000)
+    dock.rounds.setValue(0)
+    qtbot.mouseClick(dock.run_button, Qt.MouseButton.LeftButton)
+    assert win.experiment is not None and not lessons.run_button.isEnabled()
+    assert "a workload is running" in lessons.run_button.toolTip()
+    qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=60000)
+    assert lessons.run_button.isEnabled()
+
+
+def test_a_replay_says_replay_and_runs_no_lesson(qtbot, qsettings, session_file):  # noqa: F811
+    win = open_replay_window(str(session_file), qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    win.pump.drain()
+    assert win.captures_dock.empty.text() == EMPTY_TEXTS["replay"]
+    assert PLACEHOLDERS["replay"] in win.page_view._header.text()
+    lessons = win.lessons.dock
+    for i in range(lessons.list.count()):
+        lessons.list.setCurrentRow(i)
+        assert not lessons.run_button.isEnabled()
+    assert "a replay runs nothing" in lessons.run_button.toolTip()
+    win.shutdown()
+
+
+def test_a_cancelled_ab_run_says_cancelled_not_zero_rounds(qtbot):
+    dock = WorkloadDock()
+    qtbot.addWidget(dock)
+    dock.set_running(True)
+    result = ABResult(0.0, "ab_dml", "A/B DML", {}, 5, 1, (), (), cancelled=True)
+    dock.show_ab_result(result)
+    assert dock.progress.value() == 100 and dock.progress.text() == "cancelled"
+    assert dock.status.text() == "Cancelled — rounds that completed: no round completed"
+    note = dock.results.note.text()
+    assert "cancelled before any timed round" in note and "0 rounds" not in note and "only 0" not in note
+    assert result.warnings() == ["cancelled before any timed round: no figure"]
