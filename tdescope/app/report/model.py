@@ -91,6 +91,7 @@ class CaptureSection:
     before_masked: bool = False
     after_masked: bool = False
     notes: tuple[Note, ...] = ()
+    why: str = ""  # why it is shown: a note points to it, a lesson card cites it, the first of its kind
 
     @property
     def entropy_uri(self) -> str:
@@ -118,13 +119,14 @@ class Report:
     problems: tuple[str, ...] = field(default_factory=tuple)
     plaintext_note: str = ""  # why the file holds no decrypted bytes, when it holds none by policy
     lessons: tuple[LessonCard, ...] = ()  # lessons' result cards, published figures beside ours
+    captures_note: str = ""  # how the captures shown were chosen
 
 
 def _clock(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "—"
 
 
-def _ab_table(r: ABResult) -> ResultTable:
+def _ab_table(r: ABResult, lessons: list[_LessonSpan] = ()) -> ResultTable:
     total = r.total()
     rows = tuple((p.phase, f"{p.encrypted_median_s:.3f}", f"{p.plain_median_s:.3f}", f"{p.ratio_median:.2f}×",
                   f"{p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}") for p in r.phases)
@@ -133,24 +135,55 @@ def _ab_table(r: ABResult) -> ResultTable:
     if r.machine_busy is not None:
         facts.append(f"machine {r.machine_busy * 100:.0f} % busy, {(r.other_busy or 0) * 100:.0f} % by other processes")
     facts += [f"warning: {w}" for w in r.warnings()]
-    return ResultTable(f"{r.label} — {r.completed_rounds()} rounds, at {_clock(r.ts)}",
+    return ResultTable(f"{_ran(r.label, r.ts, lessons)} — {r.completed_rounds()} rounds, at {_clock(r.ts)}",
                        ("Phase", "Encrypted (s, median)", "Plain (s, median)", "Ratio (median)", "95 % interval"),
                        rows, total.ratio_median if total else None, r.cancelled,
                        f"{total.ratio_ci_low:.2f}–{total.ratio_ci_high:.2f}" if total else "", " · ".join(facts))
 
 
+@dataclass(frozen=True, slots=True)
+class _LessonSpan:
+    """A lesson's run: from its first step to its card."""
+
+    start: float
+    end: float
+    title: str
+
+    def holds(self, ts: float) -> bool:
+        return self.start <= ts <= self.end
+
+
+def _lesson_spans(reader: SessionReader) -> list[_LessonSpan]:
+    """Each lesson run of the session (a lesson announces its steps, then publishes its card)."""
+    spans, opened = [], {}
+    for ev in reader.events(kinds=[WorkloadProgress, LessonCard]):
+        if isinstance(ev, WorkloadProgress) and ev.workload.startswith("lesson:"):
+            opened.setdefault(ev.workload[len("lesson:"):], ev.ts)
+        elif isinstance(ev, LessonCard):
+            spans.append(_LessonSpan(opened.pop(ev.lesson, ev.ts), ev.ts, ev.title))
+    return spans
+
+
+def _ran(label: str, ts: float, lessons: list[_LessonSpan]) -> str:
+    """What ran: ``label``, or the lesson it ran for and ``label`` (a lesson's runs are not free runs)."""
+    lesson = next((s for s in lessons if s.holds(ts)), None)
+    return f"Lesson “{lesson.title}”: its run of {label}" if lesson else label
+
+
 def _results(reader: SessionReader, detailed: int = 6) -> tuple[ResultTable, ...]:
-    ab = [_ab_table(r) for r in reader.events(kinds=[ABResult])]
+    lessons = _lesson_spans(reader)
+    ab = [_ab_table(r, lessons) for r in reader.events(kinds=[ABResult])]
     results = [r for r in reader.events(kinds=[WorkloadResult]) if r.params.get("round") != "capture"]
-    return tuple(ab) + _single_results(results, detailed)
+    return tuple(ab) + _single_results(results, detailed, lessons)
 
 
-def _single_results(results: list[WorkloadResult], detailed: int) -> tuple[ResultTable, ...]:
+def _single_results(results: list[WorkloadResult], detailed: int,
+                    lessons: list[_LessonSpan] = ()) -> tuple[ResultTable, ...]:
     if len(results) > detailed:  # a long session: one line per run rather than pages of tables
         rows = []
         for r in results:
             enc, plain, ratio = r.total("encrypted"), r.total("plain"), r.ratio()
-            rows.append((_clock(r.ts), (r.label or r.workload) + (" (cancelled)" if r.cancelled else ""),
+            rows.append((_clock(r.ts), _ran(r.label or r.workload, r.ts, lessons) + (" (cancelled)" if r.cancelled else ""),
                          f"{enc:.3f}" if enc is not None else "—", f"{plain:.3f}" if plain is not None else "—",
                          f"{ratio:.2f}×" if ratio else "—"))
         ratios = [r.ratio() for r in results if r.ratio() and not r.cancelled]
@@ -162,7 +195,8 @@ def _single_results(results: list[WorkloadResult], detailed: int) -> tuple[Resul
     for r in results:
         if r.table:
             header, *rows = r.table
-            out.append(ResultTable(f"{r.label or r.workload} at {_clock(r.ts)}", tuple(map(str, header)),
+            out.append(ResultTable(f"{_ran(r.label or r.workload, r.ts, lessons)} at {_clock(r.ts)}",
+                                   tuple(map(str, header)),
                                    tuple(tuple(map(str, row)) for row in rows), r.ratio(), r.cancelled))
             continue
         phases = list(dict.fromkeys(t.phase for t in r.timings))
@@ -174,7 +208,7 @@ def _single_results(results: list[WorkloadResult], detailed: int) -> tuple[Resul
             rows.append((ph, f"{enc:.3f}" if enc is not None else "—", f"{plain:.3f}" if plain is not None else "—",
                          ratio))
         params = ", ".join(f"{k}={v}" for k, v in r.params.items())
-        out.append(ResultTable(f"{r.label or r.workload} ({params}), one run, at {_clock(r.ts)}",
+        out.append(ResultTable(f"{_ran(r.label or r.workload, r.ts, lessons)} ({params}), one run, at {_clock(r.ts)}",
                                ("Phase", "Encrypted (s)", "Plain (s)", "Ratio"),
                                tuple(rows), r.ratio(), r.cancelled))
     return tuple(out)
@@ -284,7 +318,7 @@ def _cell(value) -> str:
 
 
 def _capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plaintext: bool,
-                     notes: list[Note]) -> CaptureSection:
+                     notes: list[Note], why: str = "") -> CaptureSection:
     mask_before = cap.holds_plaintext("before") and not include_plaintext
     mask_after = cap.holds_plaintext("after") and not include_plaintext
     plain = cap.plaintext
@@ -306,24 +340,45 @@ def _capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plai
         entropy_svg=entropy_strip(chunk_entropy(cap.before), chunk_entropy(cap.after)),
         redacted=not include_plaintext,
         before_masked=mask_before, after_masked=mask_after,
-        notes=tuple(notes),
+        notes=tuple(notes), why=why,
     )
 
 
-def _selected_captures(reader: SessionReader, notes: list[Note], limit: int) -> list[PageCapture]:
+def _full(reader: SessionReader, c: PageCapture) -> PageCapture:
+    return next(iter(reader.events(kinds=[PageCapture], start=c.ts, end=c.ts + 1e-6, limit=1)), None) or c
+
+
+def _selected_captures(reader: SessionReader, notes: list[Note], limit: int, decoder: PageDecoder | None = None,
+                       cards: tuple[LessonCard, ...] = (), scan: int = 3000) -> list[tuple[PageCapture, str]]:
+    """The captures a reader is shown, each with why: those notes point at, those lesson cards cite
+    (``figures["seq"]``: the latest capture of that number before the card), then the first capture of
+    each kind of page not shown yet (direction and decoded page type, over the first ``scan``
+    captures), up to ``limit`` more; in time order."""
     listing = list(reader.events(kinds=[PageCapture], with_bytes=False))
+    why: dict[float, str] = {}
     noted = {round(n.target.ts, 6) for n in notes if n.target.kind in ("capture", "bytes") and n.target.ts}
-    chosen = [c for c in listing if round(c.ts, 6) in noted]
-    for c in listing:  # then the first ones, so a report without notes still shows pages
-        if len(chosen) >= limit:
-            break
-        if c not in chosen:
-            chosen.append(c)
-    out = []
-    for c in sorted(chosen, key=lambda c: c.ts):
-        full = next(iter(reader.events(kinds=[PageCapture], start=c.ts, end=c.ts + 1e-6, limit=1)), None)
-        out.append(full or c)
-    return out
+    for c in listing:
+        if round(c.ts, 6) in noted:
+            why[c.ts] = "a note points to it"
+    for card in cards:
+        seq = card.figures.get("seq")
+        cited = [c for c in listing if c.seq == seq and c.ts <= card.ts] if isinstance(seq, int) else []
+        if cited:
+            why.setdefault(cited[-1].ts, f"the lesson card “{card.title}” cites it")
+    kinds: set[tuple[str, str]] = set()
+    extra = 0
+    for c in reader.events(kinds=[PageCapture], limit=scan):
+        plain = c.plaintext
+        page_type = decoder.decode(plain, c.pgno).page_type if decoder is not None and plain else "unknown"
+        kind = (c.direction, page_type)
+        if c.ts in why:
+            kinds.add(kind)
+        elif kind not in kinds and extra < limit:
+            kinds.add(kind)
+            extra += 1
+            why[c.ts] = f"the first {page_type} page ({c.direction}) of the session"
+    chosen = sorted((c for c in listing if c.ts in why), key=lambda c: c.ts)
+    return [(_full(reader, c), why[c.ts]) for c in chosen]
 
 
 def build_report(reader: SessionReader, decoder: PageDecoder | None = None, include_plaintext: bool = False,
@@ -346,11 +401,16 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
     t1 = summary.end or t0 + 1
     notes = reader.notes()
     plots = [_timeline_plot(reader, notes, t0, t1), _wait_plot(reader, t0, t1), *_hotspot_plots(reader)]
+    cards = tuple(reader.events(kinds=[LessonCard]))
     captures = []
-    for cap in _selected_captures(reader, notes, max_captures):
+    for cap, why in _selected_captures(reader, notes, max_captures, decoder, cards):
         about = [n for n in notes if n.target.kind in ("capture", "bytes") and n.target.ts is not None
                  and abs(n.target.ts - cap.ts) < 1e-6]
-        captures.append(_capture_section(cap, decoder, include_plaintext, about))
+        captures.append(_capture_section(cap, decoder, include_plaintext, about, why))
+    total = summary.counts.get("capture", 0)
+    chosen = (f"{len(captures)} of the session's {total} captures: those the notes and lesson cards point to, then "
+              f"the first of each kind of page (direction and page type), at most {max_captures} of those "
+              "(--captures N shows more).") if captures else ""
     env = [("Host", meta.host), ("Operating system", meta.os), ("CPU", meta.cpu),
            ("AES-NI", "yes" if meta.aes_ni else "no"),
            ("CPU flags (crypto)", " ".join(f for f in meta.cpu_flags if f in
@@ -367,7 +427,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
         results=_results(reader), plots=tuple(plots), captures=tuple(captures), notes=tuple(notes),
         environment=tuple(env), counts=summary.counts, include_plaintext=include_plaintext, problems=problems[:20],
         plaintext_note=PLAINTEXT_WITHHELD if meta.plaintext_withheld else "",
-        lessons=tuple(reader.events(kinds=[LessonCard])),
+        lessons=cards, captures_note=chosen,
     )
 
 
