@@ -60,3 +60,29 @@ def test_a_cancelled_ab_run_says_cancelled_not_zero_rounds(qtbot):
     note = dock.results.note.text()
     assert "cancelled before any timed round" in note and "0 rounds" not in note and "only 0" not in note
     assert result.warnings() == ["cancelled before any timed round: no figure"]
+
+
+def _row(seq: int, page_type: str, cells: int):
+    from tdescope.app.events import PageCapture
+    from tdescope.app.probe.capture_record import CaptureRecord
+
+    cap = PageCapture(1.0 + seq, seq, "encryption_scheme_decrypt", "decrypt", seq, bytes(64), bytes(64), 1.0, "mariadb")
+    return cap, CaptureRecord(seq, cap.ts, seq, cap.symbol, "decrypt", 64, 8.0, 1.0, page_type, cells, "", "", 1.0)
+
+
+def test_the_first_capture_shown_is_a_page_of_user_rows(qtbot):
+    """Issue #23 item 6: not the IBUF_BITMAP that came first, nor the change buffer's INDEX page."""
+    from tdescope.ui.captures_dock import CapturesDock
+
+    dock = CapturesDock()
+    qtbot.addWidget(dock)
+    dock.show()
+    shown = []
+    dock.captureSelected.connect(lambda cap, rec: shown.append(rec.page_type))
+    dock.add([_row(1, "IBUF_BITMAP", 0), _row(2, "INDEX (change buffer)", 3)])
+    assert shown == ["IBUF_BITMAP"]  # nothing better yet: the first one, for now
+    dock.add([_row(3, "FSP_HDR", 0), _row(4, "INDEX", 12), _row(5, "INDEX", 9)])
+    assert shown[-1] == "INDEX" and dock.proxy.mapToSource(dock.view.currentIndex()).row() == 3
+    dock.view.selectRow(0)  # the user's choice stays
+    dock.add([_row(6, "INDEX", 4)])
+    assert dock.proxy.mapToSource(dock.view.currentIndex()).row() == 0

@@ -115,7 +115,8 @@ class CapturesDock(QDockWidget):
         lay.addWidget(self.count_label)
         self.setWidget(body)
         self.view.hide()
-        self._follow = True
+        self._seeking = True  # until the user picks a row: move to the first page with user rows
+        self._selecting = False
 
     def set_empty_state(self, state: str) -> None:
         """What the dock says while it has no capture: one of :data:`EMPTY_TEXTS`' keys."""
@@ -125,14 +126,19 @@ class CapturesDock(QDockWidget):
         """Append a batch; the first capture of a run is shown at once."""
         if not rows:
             return
-        was_empty = self.model.rowCount() == 0
+        first = self.model.rowCount()
         self.model.append(rows)
         self.empty.hide()
         self.view.show()
         self.count_label.setText(f"{self.model.rowCount()} captures")
-        if was_empty:
+        if first == 0:
             self.view.resizeColumnsToContents()
-            self.view.selectRow(0)
+        if self._seeking:
+            # the first page a class should see holds the user's rows (not a bitmap or the change buffer)
+            hit = next((first + i for i, (_cap, rec) in enumerate(rows) if rec.holds_user_rows), None)
+            if hit is not None or first == 0:
+                self._select_source_row(hit if hit is not None else 0)
+                self._seeking = hit is None
 
     def select_capture(self, ts: float | None, seq: int) -> bool:
         """Select the capture numbered ``seq`` (at ``ts`` when given: the nearest); True when found."""
@@ -150,8 +156,18 @@ class CapturesDock(QDockWidget):
         self.view.scrollTo(index)
         return True
 
+    def _select_source_row(self, row: int) -> None:
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        self._selecting = True
+        try:
+            self.view.setCurrentIndex(index)
+            self.view.scrollTo(index)
+        finally:
+            self._selecting = False
+
     def clear(self) -> None:
         """Forget every capture."""
+        self._seeking = True
         self.model.clear()
         self.view.hide()
         self.empty.show()
@@ -159,5 +175,7 @@ class CapturesDock(QDockWidget):
 
     def _on_current(self, current: QModelIndex, _prev: QModelIndex) -> None:
         if current.isValid():
+            if not self._selecting:
+                self._seeking = False  # the user chose: stay there
             cap, rec = self.model.row(self.proxy.mapToSource(current).row())
             self.captureSelected.emit(cap, rec)
