@@ -97,6 +97,26 @@ def test_flame_graph_focus_and_reset(qtbot, run):
     assert flame.focus_node() is flame.root
 
 
+def test_the_flame_graph_shows_the_top_of_deep_stacks(qtbot):
+    """Issue #23 item 3: a stack deeper than the dock is tall is scrolled to, never clipped: the graph
+    is as tall as its deepest stack, in a scroll area that opens on the root."""
+    deep = ";".join(f"frame{i}" for i in range(60)) + ";sha512_block_data_order_avx2"
+    dock = HotspotsDock(ObservedRun(), {})
+    qtbot.addWidget(dock)
+    dock.resize(700, 400)
+    dock.show()
+    dock.tabs.setCurrentIndex(1)
+    flame = dock.flame
+    flame.set_stacks({deep: 10, "main;other": 5})
+    qtbot.waitExposed(flame)
+    assert flame.depth() == 62 and flame.height() >= 62 * 18  # the root row, then 61 frames
+    bar = dock.flame_scroll.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum(), timeout=3000)  # the root in view
+    flame.grab()  # paints the whole graph, the part scrolled out of view too
+    top = flame.node_at(2, flame.height() - 62 * 18 + 5)
+    assert top is not None and top.name == "sha512_block_data_order_avx2"
+
+
 def _pixel_of(flame, name: str):
     """The colour painted at the middle of the frame called ``name`` (the first drawn)."""
     image = flame.grab().toImage()
