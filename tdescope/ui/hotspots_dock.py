@@ -80,6 +80,7 @@ class HotspotsDock(QDockWidget):
         self.crypto_label = QLabel("time in crypto: –")
         self.crypto_label.setStyleSheet("font-weight: bold; color: #4b3fbf;")
         self.status = QLabel("Waiting for the first perf window…")
+        self.status.setWordWrap(True)  # a longer count wraps; the dock keeps its width
         self.status.setStyleSheet("color: #666;")
 
         self.model = HotspotModel(self.describe, self)

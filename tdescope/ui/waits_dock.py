@@ -148,6 +148,7 @@ class WaitsDock(QDockWidget):
         self._drawn_at = 0.0
         self.show_idle = QCheckBox("Show idle")
         self.summary = QLabel("Waiting for samples…")
+        self.summary.setWordWrap(True)  # a longer count wraps; the dock keeps its width
         self.summary.setStyleSheet("color: #555;")
         self.chart = _StackedChart("threads (avg)", run.bucket_s, ticks_per_s)
         self.engine_chart = _StackedChart("engine waits", run.bucket_s, 10.0)
