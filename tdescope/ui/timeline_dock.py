@@ -1,6 +1,6 @@
 """The Timeline dock: workload phases, hotspot windows, wait density and captures on one axis.
 
-Lanes, top to bottom: workload sides (encrypted / plain spans), hotspot
+Lanes, top to bottom: the runs' names, workload sides (encrypted / plain spans), hotspot
 windows (shaded by their share of crypto), non-idle wait density, capture
 ticks, and notes as markers. The axis shows the session's activity (runs,
 captures, notes), not the idle time since the window opened: it zooms to the
@@ -25,7 +25,9 @@ __all__ = ["TimelineDock"]
 
 _SIDE_BRUSHES = {side: pg.mkBrush(QColor(color)) for side, color in SIDE_COLORS.items()}  # as in the report
 _OTHER_BRUSH = pg.mkBrush(120, 120, 120, 150)
-_LANES = {"workload": 3.0, "hotspots": 2.0, "waits": 1.0, "captures": 0.0}
+_LANES = {"runs": 4.0, "workload": 3.0, "hotspots": 2.0, "waits": 1.0, "captures": 0.0}
+#: Pixels kept between two labels of one row.
+_LABEL_GAP = 6
 
 
 class TimelineDock(QDockWidget):
@@ -52,7 +54,7 @@ class TimelineDock(QDockWidget):
         axis = self.plot.getAxis("left")
         axis.setTicks([[(y + 0.4, name) for name, y in _LANES.items()]])
         axis.setWidth(70)
-        self.plot.setYRange(-0.1, 4.0, padding=0)
+        self.plot.setYRange(-0.1, 4.9, padding=0)
         self.plot.setLimits(xMin=0)  # nothing happens before the first event
         self.sides = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[])
         self.windows = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[])
@@ -65,6 +67,7 @@ class TimelineDock(QDockWidget):
             self.plot.addItem(item)
         self._labels: list[pg.TextItem] = []
         self._marker_lines: list[pg.InfiniteLine] = []
+        self._run_labels: list[tuple[float, pg.TextItem]] = []  # (x, label): runs' names in their own row
         self.notes = pg.ScatterPlotItem(symbol="t", size=11, pen=pg.mkPen(120, 80, 0),
                                         brush=pg.mkBrush(255, 193, 7), hoverable=True, tip=self._note_tip)
         self.plot.addItem(self.notes)
@@ -177,13 +180,17 @@ class TimelineDock(QDockWidget):
             self.captures.setData(ts, np.full(len(ts), _LANES["captures"] + 0.4))
         new_marks = run.markers[len(self._marker_lines):]
         for m in new_marks:
-            start = m.label.endswith(" start")
-            line = pg.InfiniteLine(m.ts - t0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine),
-                                   label=("▶ " + m.label[:-6]) if start else None,
-                                   labelOpts={"position": 0.97, "color": (60, 60, 60), "anchors": [(0, 0), (0, 0)]})
+            line = pg.InfiniteLine(m.ts - t0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine))
             line.setToolTip(m.label)
             self.plot.addItem(line)
             self._marker_lines.append(line)
+            if m.label.endswith(" start"):  # the run's name in the "runs" row, above the sides' names
+                label = pg.TextItem("▶ " + m.label[:-6], anchor=(0, 0.5), color=(60, 60, 60))
+                label.setPos(m.ts - t0, _LANES["runs"] + 0.4)
+                self.plot.addItem(label)
+                self._run_labels.append((m.ts - t0, label))
+        if new_marks:
+            self._fit_labels()
         if any(m.label.endswith(" end") for m in new_marks):
             if self._head_ts is None:
                 self.zoom_to_run()  # a run just ended: show it, not the idle minutes around it
@@ -316,13 +323,21 @@ class TimelineDock(QDockWidget):
         self._fit_labels()
 
     def _fit_labels(self, *_args) -> None:
-        """Show a side's label only where its span is wide enough on screen: labels never overlap."""
+        """Labels never overlap: a side's shows only where its span is wide enough on screen; a run's
+        name (its own row) only where it ends before the next one starts, else in its tooltip."""
         vb = self.plot.getViewBox()
         (x0, x1), px = vb.viewRange()[0], max(vb.width(), 1.0)
         per_px = (x1 - x0) / px
         for label, s in zip(self._labels, self.run.spans):
-            need = label.boundingRect().width() + 6  # text width in pixels (the item ignores zoom)
+            need = label.boundingRect().width() + _LABEL_GAP  # text width in pixels (the item ignores zoom)
             label.setVisible((s.end - s.start) / per_px >= need if per_px > 0 else False)
+        free_from = float("-inf")  # where, in pixels, the row is free again
+        for x, label in sorted(self._run_labels, key=lambda item: item[0]):
+            left = (x - x0) / per_px if per_px > 0 else 0.0
+            fits = per_px > 0 and left >= free_from
+            label.setVisible(fits)
+            if fits:
+                free_from = left + label.boundingRect().width() + _LABEL_GAP
 
     def _draw_windows(self, t0: float) -> None:
         wins = self.run.windows
@@ -356,10 +371,11 @@ class TimelineDock(QDockWidget):
         self._seen = ()
         self._win_crypto.clear()
         self._win_brushes.clear()
-        for item in self._labels + self._marker_lines:
+        for item in self._labels + self._marker_lines + [label for _x, label in self._run_labels]:
             self.plot.removeItem(item)
         self._labels.clear()
         self._marker_lines.clear()
+        self._run_labels.clear()
         self.filter.setChecked(False)
         for item in (self.sides, self.windows):
             item.setOpts(x0=[], width=[], y0=[], height=[], brushes=[])
