@@ -34,7 +34,8 @@ class CapturesModel(RowTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             page = rec.is_page  # a data buffer (a pgcrypto value) has no page number, type or cells
             return (
-                time.strftime("%H:%M:%S", time.localtime(cap.ts)) + f".{int(cap.ts * 1000) % 1000:03d}",
+                # to the microsecond: an eBPF probe's hits (stamped in the kernel) come microseconds apart
+                time.strftime("%H:%M:%S", time.localtime(cap.ts)) + f".{int(cap.ts * 1e6) % 1_000_000:06d}",
                 rec.seq, rec.pgno if page else "—", rec.direction, rec.plaintext_side, rec.symbol,
                 rec.page_type if page else f"buffer, {rec.size} B", rec.cells if page else "",
                 f"{rec.before_entropy:.2f}", f"{rec.after_entropy:.2f}", f"{rec.stop_us:.0f}",
