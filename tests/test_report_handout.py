@@ -84,3 +84,21 @@ def test_the_captures_shown_are_the_cited_ones_then_one_per_kind_of_page(lesson_
     page = render_html(report)
     assert "Shown: the lesson card “Block before and after decryption” cites it." in page
     assert html.unescape(report.captures_note) in html.unescape(page)
+
+
+def test_a_note_made_from_a_lesson_card_keeps_its_table_and_verdict(lesson_session):
+    """Issue #23 item 15: "Add card to notes" writes the card's text; the report shows it as the card
+    (verdict, published beside ours), and any other note keeps its line breaks."""
+    with SessionReader(lesson_session, writable=False) as reader:
+        card = next(iter(reader.events(kinds=[LessonCard])))
+    store = NoteStore(lesson_session)
+    store.add(NoteTarget("range", ts=T0 + 2, ts_end=T0 + 5), card.text())
+    store.add(NoteTarget("free"), "first line\nsecond line")
+    store.close()
+    with SessionReader(lesson_session, writable=False) as reader:
+        report = build_report(reader)
+    page = render_html(report)
+    notes = page[page.index("<h2>Notes</h2>"):]
+    assert "the lesson card “Block before and after decryption”" in notes
+    assert "<th>Published</th><th>Ours</th>" in notes and "<b>same direction</b>: t" in notes
+    assert "white-space: pre-wrap" in notes and "first line\nsecond line" in notes

@@ -120,6 +120,7 @@ class Report:
     plaintext_note: str = ""  # why the file holds no decrypted bytes, when it holds none by policy
     lessons: tuple[LessonCard, ...] = ()  # lessons' result cards, published figures beside ours
     captures_note: str = ""  # how the captures shown were chosen
+    note_cards: dict = field(default_factory=dict)  # note id -> the LessonCard a note was made from
 
 
 def _clock(ts: float | None) -> str:
@@ -428,6 +429,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
         environment=tuple(env), counts=summary.counts, include_plaintext=include_plaintext, problems=problems[:20],
         plaintext_note=PLAINTEXT_WITHHELD if meta.plaintext_withheld else "",
         lessons=cards, captures_note=chosen,
+        note_cards={n.id: c for n in notes for c in cards if n.text == c.text()},
     )
 
 
