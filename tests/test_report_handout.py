@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from tdescope.app.engines import discover_engines
-from tdescope.app.events import LessonCard, PageCapture, PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.events import LessonCard, PageCapture, PhaseTiming, WaitSample, WorkloadProgress, WorkloadResult
 from tdescope.app.report.model import build_report, render_html
 from tdescope.app.session.file import SessionRecorder
 from tdescope.app.session.meta import SessionMeta
@@ -102,3 +102,23 @@ def test_a_note_made_from_a_lesson_card_keeps_its_table_and_verdict(lesson_sessi
     assert "the lesson card “Block before and after decryption”" in notes
     assert "<th>Published</th><th>Ours</th>" in notes and "<b>same direction</b>: t" in notes
     assert "white-space: pre-wrap" in notes and "first line\nsecond line" in notes
+
+
+def test_the_timeline_figure_is_cropped_to_what_happened(tmp_path):
+    """Issue #23 item 16: ten minutes idle, then a 6-s run: the figure shows the run, not 10 minutes."""
+    import re
+    import time as _time
+
+    path = tmp_path / "idle.tds"
+    with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
+        rec.record(WaitSample(T0, 1, 1, "os", "Idle", "idle"))  # the window opened; samplers ran from then
+        rec.record(WorkloadProgress(T0 + 600.0, "ab_dml", "encrypted", 1, 2))
+        rec.record(WorkloadProgress(T0 + 603.0, "ab_dml", "plain", 2, 2))
+        rec.record(WorkloadProgress(T0 + 606.0, "ab_dml", "plain", 2, 2))
+    with SessionReader(path, writable=False) as reader:
+        report = build_report(reader)
+    plot = next(p for p in report.plots if p.name == "timeline")
+    clocks = re.findall(r">(\d\d:\d\d:\d\d)</text>", plot.svg)
+    first = _time.strftime("%H:%M:%S", _time.localtime(T0 + 600.0 - 1))
+    assert clocks and min(clocks) >= first, clocks  # the axis starts at the run, not at the idle start
+    assert "Shown:" in plot.caption and "where something happened" in plot.caption

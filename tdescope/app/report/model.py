@@ -280,8 +280,17 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
     if problems:
         lanes.append(TimelineLane("problems", ticks=tuple(problems), color="#d62728"))
     lanes.append(TimelineLane("notes", ticks=tuple((n.when, n.text[:80]) for n in notes), color="#ff7f0e"))
-    return Plot("timeline", "Timeline", timeline(lanes, t0, t1),
-                "Workload sides, probe windows, captures, markers and notes on one clock.")
+    # cropped to what happened (runs, probe windows, captures, markers, notes), not the idle time around it
+    moments = [t for lane in lanes for s, e, _ in lane.spans for t in (s, e)]
+    moments += [ts for lane in lanes for ts, _ in lane.ticks if ts is not None]
+    lo, hi = (min(moments), max(moments)) if moments else (t0, t1)
+    pad = max((hi - lo) * 0.02, 0.5)
+    lo, hi = max(t0, lo - pad), min(t1, hi + pad) if hi + pad > lo else hi + pad
+    cropped = f" Shown: {time.strftime('%H:%M:%S', time.localtime(lo))} to {time.strftime('%H:%M:%S', time.localtime(hi))}" \
+              f" ({hi - lo:.0f} s of the session's {t1 - t0:.0f} s), where something happened." \
+        if (hi - lo) < 0.9 * (t1 - t0) else ""
+    return Plot("timeline", "Timeline", timeline([lane for lane in lanes if lane.spans or lane.ticks], lo, hi),
+                "Workload sides, probe windows, captures, markers and notes on one clock." + cropped)
 
 
 def _hex_rows(data: bytes, start: int, rows: int, masked: bool) -> tuple[str, ...]:
