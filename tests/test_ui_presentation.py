@@ -71,12 +71,20 @@ def test_presentation_fits_1280x720_with_16_columns_and_ascii_at_14px(qtbot, qse
         assert view.fontInfo().pixelSize() >= MIN_HEX_PX, view.fontInfo().pixelSize()
         assert view.ascii_rect(15).right() <= view.viewport().width(), "the ASCII column is cut"
         assert view.isVisible() and view.visible_rows() >= 6
+    view = win.captures_dock.view  # the captures' teaching columns, page type whole
+    shown = [win.captures_dock.model.headerData(c, Qt.Orientation.Horizontal) for c in range(11)
+             if not view.isColumnHidden(c)]
+    assert shown == ["#", "Page", "Page type", "Cells", "Entropy before", "Entropy after"]
+    page_type = shown.index("Page type")
+    col = [c for c in range(11) if not view.isColumnHidden(c)][page_type]
+    assert view.columnViewportPosition(col) + view.columnWidth(col) <= view.viewport().width()
     win.presentation.next_view()  # results: the A/B table with room for its phases
     assert win.workload_dock.results.height() > 150
     win.presentation.leave()
     qtbot.waitUntil(lambda: win.geometry() == QRect(0, 0, 1280, 720), timeout=3000)
     qtbot.waitUntil(lambda: {d.objectName(): d.geometry() for d in (win.workload_dock, win.captures_dock)}
                     == docks_before, timeout=3000)
+    assert not any(win.captures_dock.view.isColumnHidden(c) for c in range(11))
     win.shutdown()
 
 

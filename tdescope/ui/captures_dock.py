@@ -15,6 +15,8 @@ __all__ = ["CapturesDock", "CapturesModel", "EMPTY_TEXTS"]
 
 _COLUMNS = ("Time", "#", "Page", "Direction", "Plaintext", "Symbol", "Page type", "Cells", "Entropy before",
             "Entropy after", "Stop µs")
+#: The columns a class reads from the back of the room (presentation mode).
+TEACHING_COLUMNS = ("#", "Page", "Page type", "Cells", "Entropy before", "Entropy after")
 
 
 class CapturesModel(RowTableModel):
@@ -118,6 +120,13 @@ class CapturesDock(QDockWidget):
         self.view.hide()
         self._seeking = True  # until the user picks a row: move to the first page with user rows
         self._selecting = False
+
+    def set_teaching(self, on: bool) -> None:
+        """Presentation mode: only :data:`TEACHING_COLUMNS`, sized to their contents; off shows all."""
+        for col, name in enumerate(_COLUMNS):
+            self.view.setColumnHidden(col, on and name not in TEACHING_COLUMNS)
+        if on:
+            self.view.resizeColumnsToContents()
 
     def set_empty_state(self, state: str) -> None:
         """What the dock says while it has no capture: one of :data:`EMPTY_TEXTS`' keys."""

@@ -1,9 +1,10 @@
 """Drive the real window on an X server: run the lab's workload with capture, then screenshot it normal and
 in presentation mode (F5), and write the geometry seen at each step to a JSON file.
 
-``python shoot_window.py OUT_DIR SUFFIX`` (DISPLAY set, an Xvfb of the size wanted): writes
-``OUT_DIR/main-SUFFIX.png``, ``OUT_DIR/present-SUFFIX.png`` and ``OUT_DIR/geometry-SUFFIX.json``.
-Used by the Xvfb test and to retake ``docs/screenshots/``.
+``python shoot_window.py OUT_DIR SUFFIX [ROUNDS]`` (DISPLAY set, an Xvfb of the size wanted): writes
+``OUT_DIR/main-SUFFIX.png``, ``OUT_DIR/present-SUFFIX.png`` (F5, the pages view),
+``OUT_DIR/present-results-SUFFIX.png`` (F6, the results view) and ``OUT_DIR/geometry-SUFFIX.json``.
+``ROUNDS`` timed A/B rounds (default 0: one run). Used by the Xvfb test and to retake ``docs/screenshots/``.
 """
 
 import json
@@ -23,6 +24,7 @@ def _rect(r: QRect) -> list[int]:
 
 def main() -> int:
     out, suffix = Path(sys.argv[1]), sys.argv[2]
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     out.mkdir(parents=True, exist_ok=True)
     app = QApplication(sys.argv[:1])
     app.setApplicationName("tdescope-shoot")
@@ -62,7 +64,7 @@ def main() -> int:
             app.quit()
 
     def run() -> None:
-        win.workload_dock.rounds.setValue(0)
+        win.workload_dock.rounds.setValue(rounds)
         win.workload_dock.run_button.click()
 
     def select() -> None:
@@ -84,7 +86,8 @@ def main() -> int:
         (lambda: win.experiment is not None and win.experiment.done.is_set()
          and win.captures_dock.model.rowCount() > 0 and win.workload_dock.run_button.isEnabled(), select),
         (settle(), lambda: (state("normal"), grab("main"), win.presentation.enter())),
-        (settle(), lambda: (state("present"), grab("present"), win.presentation.leave())),
+        (settle(), lambda: (state("present"), grab("present"), win.presentation.next_view())),
+        (settle(), lambda: (grab("present-results"), win.presentation.leave())),
         (settle(), lambda: state("after")),
     ]
     timer = QTimer()

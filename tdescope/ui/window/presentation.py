@@ -4,8 +4,9 @@ F5 (View → Presentation mode) toggles it: the interface font and the hex font 
 :data:`SCALE` (the hex text at least :data:`MIN_HEX_PX` pixels), the window goes full screen
 on the screen it is on, and one teaching view fills it instead of everything crammed:
 
-- **pages**: Captures on the left, the page view on the right with its two hex panes
-  one above the other, so both show 16 columns and their ASCII at the big font;
+- **pages**: Captures on the left (number, page, page type, cells, entropies), the page view
+  on the right with its two hex panes one above the other, so both show 16 columns and their
+  ASCII at the big font;
 - **results**: the Workload dock alone (Run, progress, every phase of the A/B table or its chart).
 
 F6 (View → Next teaching view) switches between them. The status bar with the ARMED badge
@@ -72,6 +73,7 @@ class Presentation(QObject):
         big.setPointSizeF(self._font.pointSizeF() * SCALE)
         app.setFont(big)
         self.page_view.set_presentation(True, SCALE, MIN_HEX_PX)
+        self.captures.set_teaching(True)
         self.active = True
         self.show_view(VIEWS[0])
         screen = self.window.screen()
@@ -111,6 +113,7 @@ class Presentation(QObject):
         if self._font is not None:
             QApplication.instance().setFont(self._font)
         self.page_view.set_presentation(False)
+        self.captures.set_teaching(False)
         self.page_view.show()
         self.window.showNormal()
         # the small fonts' layouts first: with the big fonts' minimum sizes still in force, the window
