@@ -124,7 +124,6 @@ def test_the_timeline_figure_is_cropped_to_what_happened(tmp_path):
     assert "Shown:" in plot.caption and "where something happened" in plot.caption
 
 
-@pytest.mark.xfail(strict=True, reason="reports are written with the umask's mode (0644), not 0600")
 @pytest.mark.parametrize("name", ["handout.html", "handout.pdf"])
 def test_a_report_file_is_private_like_the_session_it_shows(lesson_session, tmp_path, name):
     """DESIGN: every file holding captured bytes (sessions, dumps, reports) is 0600, whatever the umask;

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tdescope.app.errors import UserError
 from tdescope.app.report.model import Report, render_html
+from tdescope.app.session.schema import private_file
 
 __all__ = ["write_pdf", "write_report"]
 
@@ -84,8 +85,12 @@ def write_pdf(report: Report, path: str | os.PathLike) -> None:
 
 
 def write_report(report: Report, out: Path) -> Path:
-    """Write ``report`` to ``out``: PDF for a ``.pdf`` suffix, self-contained HTML otherwise."""
+    """Write ``report`` to ``out``: PDF for a ``.pdf`` suffix, self-contained HTML otherwise.
+
+    The file is 0600 before a byte is written, like the session it shows (an existing one too).
+    """
     try:
+        private_file(out)
         if out.suffix.lower() == ".pdf":
             write_pdf(report, out)
         else:
