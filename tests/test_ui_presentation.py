@@ -11,6 +11,8 @@ from tdescope.app.probe.capture_record import describe_capture
 from tdescope.ui.window.main_window import MainWindow
 from tdescope.ui.window.presentation import MIN_HEX_PX, SCALE
 
+from test_ui_session import session_file  # noqa: F401 - the recorded session fixture
+
 
 def _window(qtbot, qsettings) -> MainWindow:
     win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
@@ -95,4 +97,20 @@ def test_reset_layout_fits_the_screen_again(qtbot, qsettings):
     win._reset_layout()
     screen = win.screen().availableGeometry()
     assert win.width() <= max(screen.width(), 1280) and win.height() <= max(screen.height(), 720)
+    win.shutdown()
+
+
+def test_presentation_of_a_replay_fits_1280x720_too(qtbot, qsettings, session_file):  # noqa: F811
+    """In replay the REPLAY toolbar stays (it is how the class moves through the session) and still fits."""
+    from tdescope.ui.window.main_window import open_replay_window
+
+    win = open_replay_window(str(session_file), qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    win.presentation.enter()
+    qtbot.waitUntil(lambda: win.isFullScreen(), timeout=3000)
+    hint = win.minimumSizeHint()
+    assert hint.width() <= 1280 and hint.height() <= 720, hint
+    assert win.replay.replay_bar.isVisible()
+    win.presentation.leave()
     win.shutdown()
