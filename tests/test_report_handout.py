@@ -125,9 +125,10 @@ def test_the_timeline_figure_is_cropped_to_what_happened(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["handout.html", "handout.pdf"])
-def test_a_report_file_is_private_like_the_session_it_shows(lesson_session, tmp_path, name):
+def test_a_report_file_is_private_like_the_session_it_shows(qapp, lesson_session, tmp_path, name):
     """DESIGN: every file holding captured bytes (sessions, dumps, reports) is 0600, whatever the umask;
-    a report shows capture bytes (masked plaintext, but ciphertext and structure) and notes."""
+    a report shows capture bytes (masked plaintext, but ciphertext and structure) and notes. (``qapp``: the
+    PDF is drawn in this process, by the QApplication the widget tests share.)"""
     import os
     import stat
 

@@ -9,7 +9,6 @@ actions), giving each the collaborators it needs and connecting to their signals
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QSettings, QSize, Qt
@@ -17,7 +16,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMessageBox
 
 from tdescope import __version__
-from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inventory, ProbeRecipe
+from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, ProbeRecipe
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session
 from tdescope.app.errors import UserError
@@ -28,7 +27,6 @@ from tdescope.app.probe.entropy import chunk_entropy, diff_mask
 from tdescope.app.probe.window import CaptureLimits, stop_budget
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.live import LiveSession
-from tdescope.app.session.meta import SessionMeta
 from tdescope.ui.captures_dock import CapturesDock
 from tdescope.ui.engine_docks import create_engine_docks
 from tdescope.ui.engine_panel import EngineDock
@@ -47,6 +45,7 @@ from tdescope.ui.window.probe_status import ProbeStatus, probe_backend_for
 from tdescope.ui.window.retarget import pick_target
 from tdescope.ui.window.recording import RecordingController
 from tdescope.ui.window.replay import ReplayController, engine_for
+from tdescope.ui.window.replay_view import ReplayView
 from tdescope.ui.workload_dock import WorkloadDock
 
 __all__ = ["MainWindow", "open_replay_window"]
@@ -103,10 +102,7 @@ class MainWindow(QMainWindow):
         for controller in (self.recording, self.replay, self.files):
             controller.status.connect(self.statusBar().showMessage)
         self.notes.dock.noteAdded.connect(lambda line: self.statusBar().showMessage(line, 6000))
-        self.replay.entered.connect(self._on_replay_entered)
-        self.replay.headMoved.connect(self._on_play_head)
-        self.replay.left.connect(self._on_replay_left)
-        self.workload_dock.capture.toggled.connect(self._update_empty_texts)
+        self.replay_view = ReplayView(self)
         self.workload_dock.runRequested.connect(self.run_workload)
         self.workload_dock.tasks = self.tasks
         self.workload_dock.cancelRequested.connect(self.cancel)
@@ -273,11 +269,6 @@ class MainWindow(QMainWindow):
         self.pump.drain()
         self.observation.timeline_dock.focus(ts)  # the run it falls in, not the view the timeline had
 
-    def _on_play_head(self, ts: float | None) -> None:
-        """The replay moved (play, slider, a note): its events reach the views, then the timeline follows."""
-        self.pump.drain()
-        self.observation.timeline_dock.show_play_head(ts)
-
     def feed(self, event) -> None:
         """Publish ``event`` as a producer would (the replay player's feed; a replay records nothing)."""
         self.live.publish(event)
@@ -363,33 +354,6 @@ class MainWindow(QMainWindow):
 
     def _note_store(self):
         return self.replay.note_store() if self.replay.replaying else self.recording.note_store()
-
-    def _on_replay_entered(self, path: str, meta: SessionMeta) -> None:
-        self.recording.mode = "idle"  # a replay records nothing
-        self.probe_status.recorded = True  # a replayed ARMED is history, not a probe in a process
-        self.probe_status.set_armed(False)
-        self.setWindowTitle(f"REPLAY — {Path(path).name} — tdescope")
-        self.workload_dock.set_workloads([], [])
-        self.workload_dock.run_button.setEnabled(False)
-        self.workload_dock.status.setText("Replay of a recorded session: nothing runs, nothing is armed.")
-        self.lessons.update_gate()
-        self._update_empty_texts()
-        self.engine_dock.show_inventory(f"{meta.engine_label or meta.engine} (recorded on {meta.host})",
-                                        Inventory(meta.engine, meta.inventory), meta.params.get("target_pid"))
-
-    def _on_replay_left(self) -> None:
-        self.setWindowTitle(f"tdescope — {self.engine.label}")
-        self.lessons.update_gate()
-        self._update_empty_texts()
-
-    def _update_empty_texts(self) -> None:
-        """What the empty Captures dock and page view say: true for a replay, and for the box's state."""
-        replay = self.replay.replaying
-        self.captures_dock.set_empty_state(
-            "replay" if replay else "live" if self.workload_dock.capture.isChecked() else "unticked")
-        self.page_view.placeholder = "replay" if replay else "live"
-        if not self.page_view.before_view.data():
-            self.page_view.clear()
 
     # -- layout (tdescope.ui.window.layout) ------------------------------------------
     def _default_layout(self, size: QSize | None = None) -> None:
