@@ -86,3 +86,15 @@ def test_the_first_capture_shown_is_a_page_of_user_rows(qtbot):
     dock.view.selectRow(0)  # the user's choice stays
     dock.add([_row(6, "INDEX", 4)])
     assert dock.proxy.mapToSource(dock.view.currentIndex()).row() == 0
+
+
+def test_the_page_type_comes_before_the_symbol_in_the_captures_table(qtbot):
+    """Issue #23 item 2: in a narrow Captures dock the page type shows; the symbol, the same on every row
+    of a run, comes last."""
+    from tdescope.ui.captures_dock import CapturesDock
+
+    dock = CapturesDock()
+    qtbot.addWidget(dock)
+    header = dock.view.horizontalHeader()
+    names = [dock.model.headerData(header.logicalIndex(v), Qt.Orientation.Horizontal) for v in range(header.count())]
+    assert names.index("Page type") < names.index("Symbol") == len(names) - 1

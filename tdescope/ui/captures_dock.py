@@ -105,6 +105,8 @@ class CapturesDock(QDockWidget):
         # Interactive, not ResizeToContents: that would measure every row on every batch.
         self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
+        # the symbol is the same on every row of a run: last, so page type and cells show in a narrow dock
+        self.view.horizontalHeader().moveSection(_COLUMNS.index("Symbol"), len(_COLUMNS) - 1)
         self.view.selectionModel().currentRowChanged.connect(self._on_current)
         self.empty = QLabel(EMPTY_TEXTS["live"])
         self.empty.setWordWrap(True)
