@@ -71,10 +71,16 @@ def test_every_page_of_a_busy_app_is_captured_and_nothing_is_lost(sqlcipher_app)
     thread.start()
     assert window.armed.wait(10), states
     assert tracer_pid(app.pid) == 0  # nothing ptraces the target
+    went = time.time()
     app.go()
     code, out, _ = app.finish()
     thread.join(30)
     s = summary[0]
+    # each capture carries the time of its own hit, taken in the kernel (bpf_ktime_get_ns mapped to the
+    # wall clock), not the time its batch was read: distinct, in call order, within the run (issue #23 item 8)
+    stamps = [c.ts for c in got]
+    assert len(set(stamps)) == len(stamps) and stamps == sorted(stamps)
+    assert went - 0.05 <= stamps[0] and stamps[-1] <= time.time()
     assert code == 0 and out.split()[:2] == ["ok", str(40 * 3000)]  # the app's own check of every row
     assert s.backend == "ebpf" and s.arming_stop_s == 0.0
     assert s.counters["lost"] == 0 and s.counters["read_errors"] == 0

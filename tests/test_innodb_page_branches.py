@@ -59,11 +59,31 @@ def test_header_field_names_spans_and_values(facts, decoder):
     assert decoder.summarize(bytes(24) + b"\x12\x34" + bytes(100)) == ("unknown", 0)
 
 
-def test_redundant_pages_are_named_not_walked(facts, decoder):
+def test_redundant_pages_are_walked_to_their_column_values(facts, decoder):
+    """Issue #23 item 6: the old row format (the change buffer, the dictionary, ROW_FORMAT=REDUNDANT) is
+    walked and decoded like COMPACT, without a red problem."""
     root = facts.indexes[("red_plain", "PRIMARY")][1]
     page = decoder.decode(facts.page("red_plain", root), root)
-    assert page.problems == ("REDUNDANT row format: records not walked",) and page.cells == 2
+    assert page.problems == () and page.cells == 2
     assert page.fields[1].children[2].value.endswith(" (REDUNDANT)")
+    records = [f for f in page.fields if f.name.startswith("record ")]
+    assert [r.value.split(", ")[0] for r in records] == ["1", "2"]
+    assert [(r[0], r[-1]) for r in page.records] == [("1", "one"), ("2", "two")]
+    named = {c.name: c.value for c in records[1].children}
+    assert named["id"] == "2" and named["v"] == "two" and "DB_TRX_ID" in named
+    unnamed = InnoDbPageDecoder().decode(facts.page("red_plain", root), root)  # no layout: fields by number
+    second = next(f for f in unnamed.fields if f.name == "record 2")
+    assert not unnamed.problems and "two" in [c.value for c in second.children if c.name.startswith("field ")]
+
+
+def test_the_change_buffers_index_id_is_named_not_shown_as_a_number(facts, decoder):
+    data = bytearray(facts.page("red_plain", facts.indexes[("red_plain", "PRIMARY")][1]))
+    struct.pack_into(">Q", data, 66, 0xFFFFFFFF00000000)  # the change buffer tree of space 0
+    struct.pack_into(">I", data, 34, 0)
+    page = decoder.decode(bytes(data), -1)
+    assert page.page_type == "INDEX (change buffer)" and not page.problems
+    assert "18446744069414584320" not in page.fields[1].value and "the change buffer of space 0" in page.fields[1].value
+    assert decoder.summarize(bytes(data)) == ("INDEX (change buffer)", 2)
 
 
 def test_records_without_a_layout_show_their_bytes(facts):
@@ -243,3 +263,32 @@ def test_the_old_page_compressed_format(facts, decoder):
     bad = decoder.decode(bytes(page), 5)
     assert bad.fields[1].value == "not zlib" and bad.problems == (
         "page-compressed payload that does not inflate with zlib (another algorithm, or still encrypted)",)
+
+
+def test_a_new_index_is_learnt_at_its_first_page_however_recent_the_last_read(facts, monkeypatch):
+    """Issue #23 item 7: a lesson drops and creates its table again; its new index is read from the
+    dictionary at once, not 2 s after a dictionary or change buffer page made us read it; the change
+    buffer's reserved ids never make us read it."""
+    from tdescope.plugins.mariadb import pages
+
+    layouts = index_layouts(ReplayConnection(facts.dictionary))
+    clock = [100.0]
+    monkeypatch.setattr(pages.time, "monotonic", lambda: clock[0])
+    calls = []
+    big_id = facts.indexes[("big_plain", "PRIMARY")][0]
+    first = {k: v for k, v in layouts.items() if k != big_id}  # the dictionary before big_plain was made
+
+    def loader():
+        calls.append(clock[0])
+        return first if len(calls) == 1 else layouts
+
+    dec = InnoDbPageDecoder({}, loader)
+    red_root = facts.indexes[("red_plain", "PRIMARY")][1]
+    assert dec.decode(facts.page("red_plain", red_root), red_root).records[0][-1] == "one"
+    clock[0] += 0.1
+    page = dec.decode(facts.page("big_plain", 5), 5)  # another unknown index, 0.1 s later
+    assert len(calls) == 2 and page.records[0][-1].startswith("row")
+    ibuf = bytearray(facts.page("red_plain", red_root))
+    struct.pack_into(">Q", ibuf, 66, pages.IBUF_ID_MIN)
+    dec.decode(bytes(ibuf), -1)
+    assert len(calls) == 2

@@ -484,3 +484,25 @@ def test_waits_and_top_on_the_lab_show_the_engines_view(tmp_path):
     top = run_tdescope("top", "--lab", "mariadb", "--seconds", "3", "--limit", "10", timeout=120)
     assert top.returncode == 0, top.stderr
     assert "mariadbd" in top.stdout
+
+
+def test_a_second_io_path_run_reads_as_many_pages_and_decodes_its_records(lab):
+    """Issue #23 item 7: the lesson's workload run twice (it recreates its table). The second cold scan
+    reads the new table's pages from disk like the first (the eviction must push the fresh pages out),
+    and the session's decoder knows the new table's index (column values, not a lone "data" field)."""
+    decoder = lab.catalog_decoder()
+    conn = lab.conn
+    found = []
+    for _run in range(2):
+        wl.prepare_io_path(conn, LAB_DATABASE, rows=1500, evict_rows=60000)
+        space = _space_id(lab.control, "scan_tde")
+        wl.evict(conn, LAB_DATABASE)
+        reads = {}
+        got = [c for c in _captured_during(lab, "ebpf", lambda: reads.update(cold=wl.scan(conn, LAB_DATABASE)[1]))
+               if int.from_bytes(c.after[34:38], "big") == space]
+        rows = [r for c in got for r in decoder.decode(c.after, c.pgno).records
+                if len(r) == 4 and str(r[3]).startswith(wl.MARKER)]
+        found.append((reads["cold"], len(got), len(rows)))
+    (reads1, pages1, rows1), (reads2, pages2, rows2) = found
+    assert rows1 == rows2 == 1500, found
+    assert pages2 >= 0.8 * pages1 and reads2 >= 0.8 * reads1, found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import QSize, Qt
+from PySide6.QtWidgets import QApplication
 
 from tdescope.app.engines import discover_engines
 from tdescope.app.events import ABResult, PhaseTiming, RoundTime, WorkloadResult
@@ -123,3 +124,26 @@ def test_the_hotspot_sampling_rate_is_a_choice_in_the_observe_menu(qtbot, lab_wi
     next(a for t, a in choices.items() if t.startswith("99 Hz")).trigger()
     qtbot.waitUntil(lambda: win.observation.observation is not None
                     and win.observation.observation.frequency == 99, timeout=10000)
+
+
+def test_long_status_texts_wrap_and_the_docks_keep_their_width(qtbot, qsettings):
+    """Issue #23 item 4: the status lines of the left tab group grow as a run goes on; they wrap, so no
+    dock's least width grows and the page view keeps its room."""
+    win = _window(qtbot, qsettings, (1280, 720))
+    obs = win.observation
+    docks = [win.workload_dock, win.engine_dock, obs.hotspots_dock, obs.waits_dock, win.lessons.dock]
+
+    def least_widths() -> dict:
+        QApplication.sendPostedEvents()  # the layouts' requests: minimum sizes are computed again
+        for dock in docks:
+            dock.widget().layout().activate()
+        return {d.objectName(): d.minimumSizeHint().width() for d in docks}
+
+    before = least_widths()
+    long = "1300 samples · whole run · top 4 events (638 OS samples shown) " * 4
+    for label in (obs.waits_dock.summary, obs.hotspots_dock.status, win.workload_dock.status,
+                  win.lessons.dock.status):
+        label.setText(long)
+    after = least_widths()
+    assert all(after[name] <= before[name] for name in before), (before, after)
+    win.shutdown()

@@ -22,6 +22,9 @@ def test_lessons_dock_runs_a_lesson_to_its_card_and_adds_it_to_the_notes(lab_win
     text = dock.card.toPlainText()
     assert "same direction" in text and "Published" in text and "Ours" in text
     assert dock.progress.value() == dock.progress.maximum()
+    # the Workload dock showed the lesson's steps: it says the lesson ended, not its last step
+    assert win.workload_dock.status.text().startswith("Lesson “Block before and after decryption” done: same direction")
+    assert win.workload_dock.progress.value() == 100
     # the page the card speaks of is the one selected in the Captures dock
     cap, _ = win.captures_dock.model.row(win.captures_dock.proxy.mapToSource(
         win.captures_dock.view.currentIndex()).row())

@@ -97,6 +97,26 @@ def test_flame_graph_focus_and_reset(qtbot, run):
     assert flame.focus_node() is flame.root
 
 
+def test_the_flame_graph_shows_the_top_of_deep_stacks(qtbot):
+    """Issue #23 item 3: a stack deeper than the dock is tall is scrolled to, never clipped: the graph
+    is as tall as its deepest stack, in a scroll area that opens on the root."""
+    deep = ";".join(f"frame{i}" for i in range(60)) + ";sha512_block_data_order_avx2"
+    dock = HotspotsDock(ObservedRun(), {})
+    qtbot.addWidget(dock)
+    dock.resize(700, 400)
+    dock.show()
+    dock.tabs.setCurrentIndex(1)
+    flame = dock.flame
+    flame.set_stacks({deep: 10, "main;other": 5})
+    qtbot.waitExposed(flame)
+    assert flame.depth() == 62 and flame.height() >= 62 * 18  # the root row, then 61 frames
+    bar = dock.flame_scroll.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum(), timeout=3000)  # the root in view
+    flame.grab()  # paints the whole graph, the part scrolled out of view too
+    top = flame.node_at(2, flame.height() - 62 * 18 + 5)
+    assert top is not None and top.name == "sha512_block_data_order_avx2"
+
+
 def _pixel_of(flame, name: str):
     """The colour painted at the middle of the frame called ``name`` (the first drawn)."""
     image = flame.grab().toImage()
@@ -196,6 +216,30 @@ def test_waits_chart_table_and_range(qtbot, qtmodeltester, run):
     assert dock.chart.region.isVisible()
     dock.set_range(None)
     assert len(dock.model.rows) == 2 and not dock.chart.region.isVisible()
+
+
+def test_a_range_fills_the_waits_chart_the_legend_stays_off_it_and_percent_shows(qtbot, run):
+    """Issue #23 item 17: with a range selected the chart's axis is the range (not 100 s with the data
+    squeezed right); the legend sits below the plot, not on it; the % column is whole."""
+    run.add_waits([WaitSample(1100.0, 7, 7, "os", "CPU", "on CPU")])  # the run went on: 100 s of axis
+    dock = WaitsDock(run)
+    qtbot.addWidget(dock)
+    dock.resize(420, 500)
+    dock.show()
+    dock.refresh()
+    qtbot.waitExposed(dock)
+    dock.set_range((1002.5, 1004.0))
+    (lo, hi), _ = dock.chart.viewRange()
+    assert 2.0 <= lo <= 2.5 and 4.0 <= hi <= 4.6, (lo, hi)
+    dock.refresh(force=True)  # new samples do not pull it back to the live edge
+    assert dock.chart.viewRange()[0] == [lo, hi]
+    legend = dock.chart.legend  # under the chart, not on it
+    assert "CPU" in legend.text() and legend.isVisible() and legend.geometry().top() >= dock.chart.geometry().bottom()
+    header = dock.table.horizontalHeader()
+    assert header.sectionPosition(4) + header.sectionSize(4) <= dock.table.viewport().width()
+    assert header.sectionSize(4) >= header.sectionSizeHint(4)
+    dock.set_range(None)
+    assert dock.chart.follow
 
 
 def test_timeline_range_filters_hotspots_and_waits(qtbot, run):

@@ -8,7 +8,7 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 
 from tdescope.app.engines import discover_engines
-from tdescope.app.events import CaptureWindowState, PageCapture, PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.events import CaptureWindowState, Marker, PageCapture, PhaseTiming, WorkloadProgress, WorkloadResult
 from tdescope.app.session.notes import NoteStore, NoteTarget
 from tdescope.app.session.file import SessionRecorder
 from tdescope.app.session.reader import SessionReader
@@ -204,4 +204,69 @@ def test_dropping_a_tds_opens_it_in_replay(qtbot, qsettings, session_file):
     assert win.files.mode == "idle" and not win.replay.replay_bar.isVisible()
     settle(qtbot, win)
     assert win.captures_dock.model.rowCount() == 0
+    win.shutdown()
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    """A session of two runs 200 s apart, each with captures, and a note on a capture of the second."""
+    path = tmp_path / "two-runs.tds"
+    t0 = 1_700_000_000.0
+    with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
+        for run, start in ((1, t0), (2, t0 + 200.0)):
+            rec.record(Marker(start, f"ab_dml run {run} start"))
+            for i in range(3):
+                rec.record(PageCapture(start + 1 + i, 3 * run + i, "sqlcipher_page_cipher", "decrypt", 10 + i,
+                                       os.urandom(1024), bytes(1024), 20.0, "sqlcipher"))
+            rec.record(Marker(start + 5.0, f"ab_dml run {run} end"))
+    store = NoteStore(path)
+    store.add(NoteTarget("capture", ts=t0 + 202.0, seq=7), "the plaintext of page 11")
+    store.close()
+    return path, t0
+
+
+def test_clicking_a_note_moves_the_slider_the_timeline_and_the_views_together(qtbot, qsettings, two_runs):
+    """Issue #23 item 9: one click on a note seeks the replay to it; the slider, the play head and the
+    timeline's visible range (the run it falls in) follow, and its capture is shown."""
+    path, t0 = two_runs
+    win = open_replay_window(str(path), qsettings)
+    qtbot.addWidget(win)
+    win.resize(1280, 720)
+    win.show()
+    timeline, notes, bar = win.observation.timeline_dock, win.notes.dock, win.replay.replay_bar
+    timeline.show()
+    notes.show()
+    notes.raise_()
+    settle(qtbot, win)
+    timeline.refresh(force=True)
+    assert timeline.plot.viewRange()[0][1] < 150  # at the start: the first run's view
+    item = notes.tree.topLevelItem(0)
+    rect = notes.tree.visualItemRect(item)
+    qtbot.mouseClick(notes.tree.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    settle(qtbot, win)
+    player = win.replay.player
+    assert abs(player.position - 202.0) < 0.01
+    assert bar.slider.value() == int(player.position * 1000)
+    (x0, x1), _ = timeline.plot.viewRange()
+    assert x0 <= 202.0 <= x1 and x0 > 150, (x0, x1)  # the second run, not the old empty view
+    assert timeline.head.isVisible() and abs(timeline.head.value() - player.position) < 0.01
+    index = win.captures_dock.proxy.mapToSource(win.captures_dock.view.currentIndex())
+    assert win.captures_dock.model.row(index.row())[0].seq == 7
+    win.shutdown()
+
+
+def test_clicking_the_slider_track_jumps_there(qtbot, qsettings, two_runs):
+    path, _t0 = two_runs
+    win = open_replay_window(str(path), qsettings)
+    qtbot.addWidget(win)
+    win.resize(1280, 720)
+    win.show()
+    slider, player, timeline = win.replay.replay_bar.slider, win.replay.player, win.observation.timeline_dock
+    qtbot.waitUntil(lambda: slider.width() > 100, timeout=3000)
+    qtbot.mouseClick(slider, Qt.MouseButton.LeftButton, pos=QPoint(slider.width() * 9 // 10, slider.height() // 2))
+    settle(qtbot, win)
+    assert player.position > 0.6 * player.duration  # a jump, not one page step (a tenth) toward the click
+    assert slider.value() == int(player.position * 1000)
+    (x0, x1), _ = timeline.plot.viewRange()
+    assert x0 <= player.position <= x1
     win.shutdown()

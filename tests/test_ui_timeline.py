@@ -73,3 +73,26 @@ def test_notes_are_drawn_where_they_point(qtbot):
     dock.zoom_all.click()
     dock.set_notes([])
     assert len(dock.notes.getData()[0]) == 0
+
+
+def test_labels_of_runs_and_sides_never_collide(qtbot):
+    """Issue #23 item 5: runs' names sit in their own row above the sides' names; two runs starting
+    close together do not write over each other."""
+    run = _run()
+    run.add_markers([Marker(T0 + 566.0, "lesson tde-dml-cost run 3 start"),
+                     Marker(T0 + 566.2, "lesson block-before-after run 4 start")])
+    dock = TimelineDock(run)
+    qtbot.addWidget(dock)
+    dock.resize(900, 220)
+    dock.show()
+    dock.refresh(force=True)
+    dock.zoom_run.click()
+    qtbot.wait(20)
+    shown = [label for _x, label in dock._run_labels if label.isVisible()]
+    sides = [label for label in dock._labels if label.isVisible()]
+    assert shown and sides
+    rects = [label.sceneBoundingRect() for label in shown + sides]
+    for i, a in enumerate(rects):
+        for b in rects[i + 1:]:
+            assert not a.intersects(b), (a, b)
+    assert not all(label.isVisible() for _x, label in dock._run_labels)  # the crowded one steps aside

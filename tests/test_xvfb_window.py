@@ -24,15 +24,29 @@ def _free_display() -> int:
     raise RuntimeError("no free X display number")
 
 
-@pytest.fixture
-def xvfb():
+def _start_xvfb(size: str):
     if not shutil.which("Xvfb"):
         pytest.fail("Xvfb is missing: `make test` installs it (apt-get install xvfb)")
     n = _free_display()
-    proc = subprocess.Popen(["Xvfb", f":{n}", "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
+    proc = subprocess.Popen(["Xvfb", f":{n}", "-screen", "0", f"{size}x24", "-nolisten", "tcp"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: Path(f"/tmp/.X11-unix/X{n}").exists(), timeout=10, what=f"Xvfb's socket X{n}")
-    yield f":{n}"
+    return f":{n}", proc
+
+
+@pytest.fixture
+def xvfb():
+    display, proc = _start_xvfb("1600x1000")
+    yield display
+    proc.terminate()
+    proc.wait(5)
+
+
+@pytest.fixture
+def xvfb_720():
+    """A 1280×720 X screen: a classroom projector."""
+    display, proc = _start_xvfb("1280x720")
+    yield display
     proc.terminate()
     proc.wait(5)
 
@@ -98,3 +112,18 @@ def test_real_window_runs_the_workload_and_shows_pages(xvfb, tmp_path):
             gui.wait(20)
         except subprocess.TimeoutExpired:
             gui.kill()
+
+
+def test_presentation_mode_fits_a_1280x720_projector_and_restores_exactly(xvfb_720, tmp_path):
+    """Issue #23 items 1-2 on a real X server: F5 fills the screen and no more, the hex text is at least
+    14 px, and leaving it gives back the exact geometry and dock sizes (``clients/shoot_window.py``)."""
+    env = {**os.environ, "DISPLAY": xvfb_720, "QT_QPA_PLATFORM": "xcb", "XDG_CONFIG_HOME": str(tmp_path)}
+    subprocess.run([sys.executable, str(CLIENTS / "shoot_window.py"), str(tmp_path), "720"], env=env,
+                   check=True, timeout=240, stdout=subprocess.DEVNULL)
+    seen = json.loads((tmp_path / "geometry-720.json").read_text())
+    normal, present, after = seen["normal"], seen["present"], seen["after"]
+    assert present["frame"] == present["screen"] == [0, 0, 1280, 720], present
+    assert present["statusbar"][1] + present["statusbar"][3] <= 720  # the ARMED badge's bar is on screen
+    assert present["hex_px"] >= 14 and present["ascii_whole"] == [True, True], present
+    assert after["frame"] == normal["frame"] and after["docks"] == normal["docks"], (normal, after)
+    assert _colors(tmp_path / "present-720.png") > 20

@@ -424,7 +424,9 @@ class ABResult(Event):
                 out.append(f"noisy: ±{half * 100:.0f} %, rerun or raise rounds")
         if self.other_busy is not None and self.other_busy > busy_over:
             out.append(f"busy machine: other processes used {self.other_busy * 100:.0f} % of the CPUs")
-        if self.completed_rounds() < 3:
+        if self.cancelled and self.completed_rounds() == 0:
+            out.append("cancelled before any timed round: no figure")
+        elif self.completed_rounds() < 3:
             out.append(f"only {self.completed_rounds()} timed round(s): no interval worth the name")
         return out
 

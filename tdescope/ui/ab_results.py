@@ -116,7 +116,11 @@ class ABResultsView(QWidget):
         """Table, ratio chart and the run's circumstances."""
         self._fill(AB_HEADER, ab_rows(result))
         self._plot_ratios(result)
-        facts = [f"{result.completed_rounds()} rounds (ABBA) + {result.warmup} warm-up", f"captures: {result.capture}"]
+        done = result.completed_rounds()
+        rounds = (f"cancelled after {done} timed round(s) (ABBA)" if result.cancelled and done
+                  else "cancelled before any timed round" if result.cancelled
+                  else f"{done} rounds (ABBA) + {result.warmup} warm-up")
+        facts = [rounds, f"captures: {result.capture}"]
         if result.machine_busy is not None:
             facts.append(f"machine {result.machine_busy * 100:.0f} % busy ({(result.other_busy or 0) * 100:.0f} % others)")
         warnings = result.warnings()

@@ -11,10 +11,12 @@ from tdescope.app.probe.capture_record import CaptureRecord
 from tdescope.app.events import PageCapture
 from tdescope.ui.table_model import RowTableModel
 
-__all__ = ["CapturesDock", "CapturesModel"]
+__all__ = ["CapturesDock", "CapturesModel", "EMPTY_TEXTS"]
 
 _COLUMNS = ("Time", "#", "Page", "Direction", "Plaintext", "Symbol", "Page type", "Cells", "Entropy before",
             "Entropy after", "Stop µs")
+#: The columns a class reads from the back of the room (presentation mode).
+TEACHING_COLUMNS = ("#", "Page", "Page type", "Cells", "Entropy before", "Entropy after")
 
 
 class CapturesModel(RowTableModel):
@@ -34,7 +36,8 @@ class CapturesModel(RowTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             page = rec.is_page  # a data buffer (a pgcrypto value) has no page number, type or cells
             return (
-                time.strftime("%H:%M:%S", time.localtime(cap.ts)) + f".{int(cap.ts * 1000) % 1000:03d}",
+                # to the microsecond: an eBPF probe's hits (stamped in the kernel) come microseconds apart
+                time.strftime("%H:%M:%S", time.localtime(cap.ts)) + f".{int(cap.ts * 1e6) % 1_000_000:06d}",
                 rec.seq, rec.pgno if page else "—", rec.direction, rec.plaintext_side, rec.symbol,
                 rec.page_type if page else f"buffer, {rec.size} B", rec.cells if page else "",
                 f"{rec.before_entropy:.2f}", f"{rec.after_entropy:.2f}", f"{rec.stop_us:.0f}",
@@ -70,6 +73,14 @@ class CapturesModel(RowTableModel):
         return self.rows[i]
 
 
+#: What the empty dock says, by the window's state.
+EMPTY_TEXTS = {
+    "live": "No captures yet. Press Run (Ctrl+R): the probe arms on the cipher call while the workload runs.",
+    "unticked": "No captures yet. Tick “Capture pages” in the Workload dock and press Run (Ctrl+R).",
+    "replay": "No captures up to this point of the replay. Press Space to play, or click a note or the slider.",
+}
+
+
 class CapturesDock(QDockWidget):
     """Lists captures; selecting one shows it in the Page view."""
 
@@ -94,8 +105,10 @@ class CapturesDock(QDockWidget):
         # Interactive, not ResizeToContents: that would measure every row on every batch.
         self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
+        # the symbol is the same on every row of a run: last, so page type and cells show in a narrow dock
+        self.view.horizontalHeader().moveSection(_COLUMNS.index("Symbol"), len(_COLUMNS) - 1)
         self.view.selectionModel().currentRowChanged.connect(self._on_current)
-        self.empty = QLabel("No captures yet. Tick “Capture pages” in the Workload dock and press Run (Ctrl+R).")
+        self.empty = QLabel(EMPTY_TEXTS["live"])
         self.empty.setWordWrap(True)
         self.empty.setStyleSheet("color: gray; padding: 8px;")
         self.count_label = QLabel("")
@@ -107,20 +120,37 @@ class CapturesDock(QDockWidget):
         lay.addWidget(self.count_label)
         self.setWidget(body)
         self.view.hide()
-        self._follow = True
+        self._seeking = True  # until the user picks a row: move to the first page with user rows
+        self._selecting = False
+
+    def set_teaching(self, on: bool) -> None:
+        """Presentation mode: only :data:`TEACHING_COLUMNS`, sized to their contents; off shows all."""
+        for col, name in enumerate(_COLUMNS):
+            self.view.setColumnHidden(col, on and name not in TEACHING_COLUMNS)
+        if on:
+            self.view.resizeColumnsToContents()
+
+    def set_empty_state(self, state: str) -> None:
+        """What the dock says while it has no capture: one of :data:`EMPTY_TEXTS`' keys."""
+        self.empty.setText(EMPTY_TEXTS[state])
 
     def add(self, rows: list[tuple[PageCapture, CaptureRecord]]) -> None:
         """Append a batch; the first capture of a run is shown at once."""
         if not rows:
             return
-        was_empty = self.model.rowCount() == 0
+        first = self.model.rowCount()
         self.model.append(rows)
         self.empty.hide()
         self.view.show()
         self.count_label.setText(f"{self.model.rowCount()} captures")
-        if was_empty:
+        if first == 0:
             self.view.resizeColumnsToContents()
-            self.view.selectRow(0)
+        if self._seeking:
+            # the first page a class should see holds the user's rows (not a bitmap or the change buffer)
+            hit = next((first + i for i, (_cap, rec) in enumerate(rows) if rec.holds_user_rows), None)
+            if hit is not None or first == 0:
+                self._select_source_row(hit if hit is not None else 0)
+                self._seeking = hit is None
 
     def select_capture(self, ts: float | None, seq: int) -> bool:
         """Select the capture numbered ``seq`` (at ``ts`` when given: the nearest); True when found."""
@@ -138,8 +168,18 @@ class CapturesDock(QDockWidget):
         self.view.scrollTo(index)
         return True
 
+    def _select_source_row(self, row: int) -> None:
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        self._selecting = True
+        try:
+            self.view.setCurrentIndex(index)
+            self.view.scrollTo(index)
+        finally:
+            self._selecting = False
+
     def clear(self) -> None:
         """Forget every capture."""
+        self._seeking = True
         self.model.clear()
         self.view.hide()
         self.empty.show()
@@ -147,5 +187,7 @@ class CapturesDock(QDockWidget):
 
     def _on_current(self, current: QModelIndex, _prev: QModelIndex) -> None:
         if current.isValid():
+            if not self._selecting:
+                self._seeking = False  # the user chose: stay there
             cap, rec = self.model.row(self.proxy.mapToSource(current).row())
             self.captureSelected.emit(cap, rec)

@@ -117,7 +117,26 @@ class FlameGraph(QWidget):
         """Show these folded stacks; the focus stays on the same path when it still exists."""
         self.root = build_tree(stacks)
         self.matched = matched_samples(self.root, self.is_match) if self._matches is not None else 0
+        self._fit_height()
         self.update()
+
+    def depth(self) -> int:
+        """Rows the graph needs from its root (the focus's ancestors included) to its deepest frame."""
+        focus = self.focus_node()
+        above, node = 0, focus
+        while node.parent is not None:
+            above, node = above + 1, node.parent
+        deepest, todo = 0, [(focus, 1)]
+        while todo:
+            node, d = todo.pop()
+            deepest = max(deepest, d)
+            todo.extend((c, d + 1) for c in node.children.values())
+        return above + deepest
+
+    def _fit_height(self) -> None:
+        # every row fits: in its scroll area the graph is as tall as its deepest stack (SHA-512 and AES-NI
+        # sit at the top of the deepest ones), and the view scrolls instead of clipping them
+        self.setMinimumHeight(max(120, (self.depth() + 2) * _ROW))  # a free row on top for the search line
 
     def set_search(self, text: str, matches: Callable[[str], bool] | None = None) -> None:
         """Highlight the frames whose name ``matches`` (by default: contains ``text``, any case).
@@ -154,6 +173,7 @@ class FlameGraph(QWidget):
     def set_focus(self, path: tuple[str, ...]) -> None:
         """Zoom to the frame at ``path`` (names from the root's child); ``()`` resets."""
         self._focus = tuple(path)
+        self._fit_height()
         self.update()
 
     def paintEvent(self, _event) -> None:  # noqa: N802 - Qt API

@@ -169,6 +169,15 @@ class HexView(QAbstractScrollArea):
         """Width the whole widget needs to show rows without horizontal scrolling."""
         return self._content_w + 2 * self.frameWidth() + self.verticalScrollBar().sizeHint().width()
 
+    def full_width(self) -> int:
+        """Width the whole widget needs to show rows without horizontal scrolling at the full font
+        size (before :meth:`_fit_font` shrinks it to the width it was given)."""
+        font = QFont(self.font())
+        font.setPointSizeF(self._full_size)
+        full_cw = QFontMetricsF(font).horizontalAdvance("0" * 64) / 64
+        return int(self._content_w / self._cw * full_cw) + 3 + 2 * self.frameWidth() + \
+            self.verticalScrollBar().sizeHint().width()
+
     def row_count(self) -> int:
         """Rows needed for the data (the last one may be partial)."""
         return (len(self._data) + BYTES_PER_ROW - 1) // BYTES_PER_ROW
@@ -382,9 +391,10 @@ class HexView(QAbstractScrollArea):
         self._update_scrollbars()
         self.visibleRangeChanged.emit(*self.visible_range())
 
-    def set_font_scale(self, scale: float) -> None:
-        """Grow (or shrink) the hex font by ``scale`` of its normal size (presentation mode)."""
-        self._full_size = self._base_size * scale
+    def set_font_scale(self, scale: float, min_px: int = 0) -> None:
+        """Grow (or shrink) the hex font by ``scale`` of its normal size, and to at least ``min_px``
+        pixels high (presentation mode)."""
+        self._full_size = max(self._base_size * scale, min_px * 72.0 / max(1, self.logicalDpiY()))
         font = QFont(self.font())
         font.setPointSizeF(self._full_size)
         self.setFont(font)

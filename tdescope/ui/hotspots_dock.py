@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QRadioButton,
+    QScrollArea,
     QTableView,
     QTabWidget,
     QVBoxLayout,
@@ -79,6 +80,7 @@ class HotspotsDock(QDockWidget):
         self.crypto_label = QLabel("time in crypto: –")
         self.crypto_label.setStyleSheet("font-weight: bold; color: #4b3fbf;")
         self.status = QLabel("Waiting for the first perf window…")
+        self.status.setWordWrap(True)  # a longer count wraps; the dock keeps its width
         self.status.setStyleSheet("color: #666;")
 
         self.model = HotspotModel(self.describe, self)
@@ -104,7 +106,14 @@ class HotspotsDock(QDockWidget):
 
         self.tabs = QTabWidget()
         self.tabs.addTab(self.table, "Table")
-        self.tabs.addTab(self.flame, "Flame graph")
+        self.flame_scroll = QScrollArea()  # the whole height of deep stacks: scroll, never clip
+        self.flame_scroll.setWidget(self.flame)
+        self.flame_scroll.setWidgetResizable(True)
+        self.flame_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.flame_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.flame_scroll.verticalScrollBar().rangeChanged.connect(
+            lambda _lo, hi: self.flame_scroll.verticalScrollBar().setValue(hi))  # the root (bottom) in view
+        self.tabs.addTab(self.flame_scroll, "Flame graph")
         self.tabs.addTab(diff_page, "Encrypted vs plain")
         self.tabs.addTab(self.disasm, "Disassembly")
         top = QHBoxLayout()

@@ -87,6 +87,7 @@ class LessonsDock(QDockWidget):
         self._lessons: dict[str, Lesson] = {}
         self._why: dict[str, str] = {}
         self._cards: dict[str, LessonCard] = {}
+        self._blocked = ""  # why no lesson can start now (a workload runs, a replay), or ""
         body = QWidget()
         layout = QVBoxLayout(body)
         self.list = QListWidget()
@@ -159,6 +160,12 @@ class LessonsDock(QDockWidget):
         if running:
             self.progress.setValue(0)
 
+    def set_blocked(self, why: str) -> None:
+        """``why`` no lesson can start now ("" when one can): Run lesson is disabled and says so."""
+        self._blocked = why
+        self.run_button.setToolTip(f"Cannot run now: {why}" if why else "Run the selected lesson")
+        self._show_selected()
+
     def show_step(self, done: int, total: int, text: str) -> None:
         """The lesson reached step ``done`` of ``total``."""
         self.progress.setMaximum(max(total, 1))
@@ -179,7 +186,8 @@ class LessonsDock(QDockWidget):
         lesson_id = self.selected()
         running = self.cancel_button.isEnabled() if running is None else running
         lesson = self._lessons.get(lesson_id) if lesson_id else None
-        self.run_button.setEnabled(lesson is not None and not self._why.get(lesson_id, "") and not running)
+        self.run_button.setEnabled(lesson is not None and not self._why.get(lesson_id, "") and not running
+                                   and not self._blocked)
         card = self._cards.get(lesson_id) if lesson_id else None
         self.add_note.setEnabled(card is not None)
         if card is not None:

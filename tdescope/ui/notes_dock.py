@@ -126,7 +126,8 @@ class NotesDock(QDockWidget):
     """A line for the status bar once a note is stored."""
     """Emitted with the notes (time order) after every change."""
     noteActivated = Signal(object)
-    """Emitted with a Note when the user double-clicks it (jump to its moment)."""
+    """Emitted with a Note when the user clicks it, double-clicks it or presses Enter on it (go to its
+    moment)."""
 
     def __init__(self, targets: Callable[[], list[NoteTarget]], ensure_store: Callable[[], NoteStore | None],
                  parent=None) -> None:
@@ -143,7 +144,9 @@ class NotesDock(QDockWidget):
         self.tree.setAlternatingRowColors(True)
         self.tree.setWordWrap(True)
         self.tree.header().setStretchLastSection(True)
-        self.tree.itemDoubleClicked.connect(self._on_double_click)
+        # a click (or Enter) on a note goes to its moment; a double-click is a click too
+        self.tree.itemClicked.connect(self._on_activated)
+        self.tree.itemActivated.connect(self._on_activated)
         self.add_button = QPushButton("Add…")
         self.add_button.setToolTip("Add a note on the selection, a time range, or free-standing (Ctrl+N)")
         self.add_button.clicked.connect(self.add_interactive)
@@ -254,7 +257,7 @@ class NotesDock(QDockWidget):
         if note is not None:
             self.delete_note(note)
 
-    def _on_double_click(self, item: QTreeWidgetItem, _col: int) -> None:
+    def _on_activated(self, item: QTreeWidgetItem, _col: int) -> None:
         note_id = item.data(0, Qt.ItemDataRole.UserRole)
         note = next((n for n in self.notes if n.id == note_id), None)
         if note is not None:

@@ -29,11 +29,13 @@ from tdescope.app.probe.entropy import shannon_entropy, verdict
 from tdescope.ui.entropystrip import EntropyStrip
 from tdescope.ui.hexview import HexView, diff_color
 
-__all__ = ["PageView", "SPAN_ROLE", "fill_structure_model"]
+__all__ = ["PLACEHOLDERS", "PageView", "SPAN_ROLE", "fill_structure_model"]
 
 #: Item data role on column 0 holding ``(side, start, end)``; side is "after" or "before".
 SPAN_ROLE = Qt.ItemDataRole.UserRole + 1
-_PLACEHOLDER = "No capture selected — run a workload with capture on"
+#: The header while no capture is shown, live and in a replay.
+PLACEHOLDERS = {"live": "No capture selected — run a workload with “Capture pages” ticked (Ctrl+R)",
+                "replay": "No capture selected — play the replay (Space), or click a capture or a note"}
 _HEADERS = ("Field", "Offset", "Value")
 _ROLES = ("ciphertext", "plaintext")  # a decrypting call's: input, output
 
@@ -124,6 +126,7 @@ class PageView(QWidget):
         self._after_page: DecodedPage | None = None
         self._before_page: DecodedPage | None = None
         self._roles = _ROLES
+        self.placeholder = "live"  # which of PLACEHOLDERS the empty view says
         self._fields: dict[int, DecodedField] = {}
         self._after_items: dict[int, QStandardItem] = {}
         self._before_items: dict[int, QStandardItem] = {}
@@ -152,11 +155,11 @@ class PageView(QWidget):
         header.resizeSection(0, 220)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
 
-        panes = QSplitter(Qt.Orientation.Horizontal)
-        panes.addWidget(before_pane)
-        panes.addWidget(after_pane)
+        self.panes = QSplitter(Qt.Orientation.Horizontal)
+        self.panes.addWidget(before_pane)
+        self.panes.addWidget(after_pane)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
-        self.splitter.addWidget(panes)
+        self.splitter.addWidget(self.panes)
         self.splitter.addWidget(self.tree)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
@@ -179,7 +182,7 @@ class PageView(QWidget):
         view, strip = HexView(), EntropyStrip()
         view.set_placeholder(placeholder)
         # The strip hugs the hex columns; spare width goes to the right of the pane.
-        view.setMaximumWidth(view.content_width())
+        view.setMaximumWidth(view.full_width())
         row = QHBoxLayout()
         row.setSpacing(3)
         row.addWidget(view, 1)
@@ -193,6 +196,16 @@ class PageView(QWidget):
         return view, strip, caption, pane
 
     # ---- public API -------------------------------------------------------------------------
+    def set_presentation(self, on: bool, scale: float = 1.0, min_px: int = 0) -> None:
+        """Presentation mode: the hex panes one above the other (each gets the whole width, so 16
+        columns and the ASCII show at the big font), the hex font ``scale`` times bigger and at least
+        ``min_px`` pixels high; off puts the panes side by side at the normal size."""
+        self.panes.setOrientation(Qt.Orientation.Vertical if on else Qt.Orientation.Horizontal)
+        for view in (self.before_view, self.after_view):
+            view.set_font_scale(scale if on else 1.0, min_px if on else 0)
+            view.setMaximumWidth(view.full_width())
+        self.splitter.setStretchFactor(0, 4 if on else 3)
+
     def show_capture(
         self,
         before: bytes,
@@ -235,7 +248,7 @@ class PageView(QWidget):
             (self.after_view, self.after_strip, after, after_entropy),
         ):
             view.set_data(data)
-            view.setMaximumWidth(view.content_width())  # past 64 KB the offset column widens
+            view.setMaximumWidth(view.full_width())  # past 64 KB the offset column widens
             view.set_diff(diff_mask)
             strip.set_values(ent, chunk, len(data))
             strip.set_window(*view.visible_range())
@@ -253,7 +266,7 @@ class PageView(QWidget):
             strip.clear()
         self._before_caption.setText("<b>Before (ciphertext)</b>")
         self._after_caption.setText("<b>After (plaintext)</b>")
-        self._header.setText(f"<span style='color:gray'>{_PLACEHOLDER}</span>")
+        self._header.setText(f"<span style='color:gray'>{PLACEHOLDERS[self.placeholder]}</span>")
         self._rebuild_tree()
 
     def select_span(self, start: int, end: int) -> None:

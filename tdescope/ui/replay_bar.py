@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QComboBox, QLabel, QSlider, QToolBar, QToolButton
+from PySide6.QtWidgets import QComboBox, QLabel, QSlider, QStyle, QStyleOptionSlider, QToolBar, QToolButton
 
 from tdescope.app.session.reader import SessionReader
 
@@ -120,6 +120,24 @@ class ReplayPlayer(QObject):
             self.pause()
 
 
+class _JumpSlider(QSlider):
+    """A slider that jumps to where its track is clicked (a plain QSlider steps a page toward it)."""
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt override
+        opt = QStyleOptionSlider()
+        self.initStyleOption(opt)
+        handle = self.style().subControlRect(QStyle.ComplexControl.CC_Slider, opt,
+                                             QStyle.SubControl.SC_SliderHandle, self)
+        if event.button() == Qt.MouseButton.LeftButton and not handle.contains(event.position().toPoint()):
+            groove = self.style().subControlRect(QStyle.ComplexControl.CC_Slider, opt,
+                                                 QStyle.SubControl.SC_SliderGroove, self)
+            x = int(event.position().x()) - groove.x() - handle.width() // 2
+            span = max(1, groove.width() - handle.width())
+            self.setValue(QStyle.sliderValueFromPosition(self.minimum(), self.maximum(), x, span))
+            event.accept()
+        super().mousePressEvent(event)  # on the handle: drag it; on the track: it is under the mouse now
+
+
 class ReplayBar(QToolBar):
     """REPLAY banner, play/pause (Space), time slider, speed and clock."""
 
@@ -140,7 +158,7 @@ class ReplayBar(QToolBar):
         self.play_action.triggered.connect(self._toggle)
         self.play_button = QToolButton()
         self.play_button.setDefaultAction(self.play_action)
-        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider = _JumpSlider(Qt.Orientation.Horizontal)
         self.slider.setMinimumWidth(320)
         self.slider.setRange(0, 0)
         self.slider.sliderMoved.connect(self._on_slider)

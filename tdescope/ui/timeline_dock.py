@@ -1,6 +1,6 @@
 """The Timeline dock: workload phases, hotspot windows, wait density and captures on one axis.
 
-Lanes, top to bottom: workload sides (encrypted / plain spans), hotspot
+Lanes, top to bottom: the runs' names, workload sides (encrypted / plain spans), hotspot
 windows (shaded by their share of crypto), non-idle wait density, capture
 ticks, and notes as markers. The axis shows the session's activity (runs,
 captures, notes), not the idle time since the window opened: it zooms to the
@@ -25,7 +25,9 @@ __all__ = ["TimelineDock"]
 
 _SIDE_BRUSHES = {side: pg.mkBrush(QColor(color)) for side, color in SIDE_COLORS.items()}  # as in the report
 _OTHER_BRUSH = pg.mkBrush(120, 120, 120, 150)
-_LANES = {"workload": 3.0, "hotspots": 2.0, "waits": 1.0, "captures": 0.0}
+_LANES = {"runs": 4.0, "workload": 3.0, "hotspots": 2.0, "waits": 1.0, "captures": 0.0}
+#: Pixels kept between two labels of one row.
+_LABEL_GAP = 6
 
 
 class TimelineDock(QDockWidget):
@@ -52,7 +54,7 @@ class TimelineDock(QDockWidget):
         axis = self.plot.getAxis("left")
         axis.setTicks([[(y + 0.4, name) for name, y in _LANES.items()]])
         axis.setWidth(70)
-        self.plot.setYRange(-0.1, 4.0, padding=0)
+        self.plot.setYRange(-0.1, 4.9, padding=0)
         self.plot.setLimits(xMin=0)  # nothing happens before the first event
         self.sides = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[])
         self.windows = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[])
@@ -65,6 +67,7 @@ class TimelineDock(QDockWidget):
             self.plot.addItem(item)
         self._labels: list[pg.TextItem] = []
         self._marker_lines: list[pg.InfiniteLine] = []
+        self._run_labels: list[tuple[float, pg.TextItem]] = []  # (x, label): runs' names in their own row
         self.notes = pg.ScatterPlotItem(symbol="t", size=11, pen=pg.mkPen(120, 80, 0),
                                         brush=pg.mkBrush(255, 193, 7), hoverable=True, tip=self._note_tip)
         self.plot.addItem(self.notes)
@@ -72,6 +75,12 @@ class TimelineDock(QDockWidget):
         self.region.setZValue(50)
         self.region.hide()
         self.plot.addItem(self.region)
+        self._head_ts: float | None = None  # the replay's play head (epoch seconds), or None when live
+        self.head = pg.InfiniteLine(0, pen=pg.mkPen(230, 110, 0, width=2))
+        self.head.setZValue(60)
+        self.head.setToolTip("The replay's play head")
+        self.head.hide()
+        self.plot.addItem(self.head)
         self.filter = QCheckBox("Filter views to range")
         self.info = QLabel("x axis: seconds since the first event")
         self.info.setStyleSheet("color: #555;")
@@ -145,6 +154,8 @@ class TimelineDock(QDockWidget):
         # windows once a second, spans a few times per run.
         if self._note_list and len(self._note_x) != len(self._note_list):
             self.set_notes(self._note_list)  # notes read before the first event: placed now
+        if self._head_ts is not None and not self.head.isVisible():
+            self._place_head()
         lanes = {
             "sides": (len(run.spans), run.spans[-1].end if run.spans else 0),
             "windows": len(run.windows),
@@ -169,15 +180,22 @@ class TimelineDock(QDockWidget):
             self.captures.setData(ts, np.full(len(ts), _LANES["captures"] + 0.4))
         new_marks = run.markers[len(self._marker_lines):]
         for m in new_marks:
-            start = m.label.endswith(" start")
-            line = pg.InfiniteLine(m.ts - t0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine),
-                                   label=("▶ " + m.label[:-6]) if start else None,
-                                   labelOpts={"position": 0.97, "color": (60, 60, 60), "anchors": [(0, 0), (0, 0)]})
+            line = pg.InfiniteLine(m.ts - t0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine))
             line.setToolTip(m.label)
             self.plot.addItem(line)
             self._marker_lines.append(line)
+            if m.label.endswith(" start"):  # the run's name in the "runs" row, above the sides' names
+                label = pg.TextItem("▶ " + m.label[:-6], anchor=(0, 0.5), color=(60, 60, 60))
+                label.setPos(m.ts - t0, _LANES["runs"] + 0.4)
+                self.plot.addItem(label)
+                self._run_labels.append((m.ts - t0, label))
+        if new_marks:
+            self._fit_labels()
         if any(m.label.endswith(" end") for m in new_marks):
-            self.zoom_to_run()  # a run just ended: show it, not the idle minutes around it
+            if self._head_ts is None:
+                self.zoom_to_run()  # a run just ended: show it, not the idle minutes around it
+            else:
+                self.focus(self._head_ts)  # a replay: the run the play head is in
 
     # -- zoom and notes -------------------------------------------------------------
     def _activity(self) -> list[tuple[float, float]]:
@@ -227,6 +245,50 @@ class TimelineDock(QDockWidget):
         if spans:
             self._show(min(b for b, _ in spans), max(e for _, e in spans))
 
+    def show_play_head(self, ts: float | None) -> None:
+        """Draw the replay's play head at ``ts`` (epoch seconds; None hides it); when it is off the
+        visible range the view moves to it (see :meth:`focus`), so a seek is always seen."""
+        self._head_ts = ts
+        self._place_head()
+
+    def focus(self, ts: float) -> None:
+        """Show the moment ``ts``: the run it falls in, start to end, or the same span as now around it."""
+        t0 = self.run.t0
+        if t0 is None:
+            return
+        x = ts - t0
+        run = next(((lo, hi) for lo, hi in self._runs() if lo <= x <= hi), None)
+        if run is None:
+            (x0, x1), _ = self.plot.viewRange()
+            half = min(max((x1 - x0) / 2, 1.0), 30.0)
+            run = (max(0.0, x - half), x + half)
+        self._show(*run)
+        if self._head_ts is not None:
+            self.head.setValue(self._head_ts - t0)
+            self.head.show()
+
+    def _place_head(self) -> None:
+        t0 = self.run.t0
+        if self._head_ts is None or t0 is None:
+            self.head.setVisible(self._head_ts is not None and t0 is not None)
+            return
+        x = self._head_ts - t0
+        self.head.setValue(x)
+        self.head.show()
+        (x0, x1), _ = self.plot.viewRange()
+        if not x0 <= x <= x1:
+            self.focus(self._head_ts)
+
+    def _runs(self) -> list[tuple[float, float]]:
+        """Each finished run, start to end marker, in seconds on the axis."""
+        t0, out, opened = self.run.t0, [], {}
+        for m in self.run.markers:
+            if m.label.endswith(" start"):
+                opened[m.label[:-6]] = m.ts - t0
+            elif m.label.endswith(" end") and m.label[:-4] in opened:
+                out.append((opened.pop(m.label[:-4]), m.ts - t0))
+        return out
+
     def set_notes(self, notes) -> None:
         """Draw ``notes`` (their moment) as markers in the capture lane; hovering shows the text."""
         self._note_list = [n for n in notes if n.when is not None]
@@ -261,13 +323,21 @@ class TimelineDock(QDockWidget):
         self._fit_labels()
 
     def _fit_labels(self, *_args) -> None:
-        """Show a side's label only where its span is wide enough on screen: labels never overlap."""
+        """Labels never overlap: a side's shows only where its span is wide enough on screen; a run's
+        name (its own row) only where it ends before the next one starts, else in its tooltip."""
         vb = self.plot.getViewBox()
         (x0, x1), px = vb.viewRange()[0], max(vb.width(), 1.0)
         per_px = (x1 - x0) / px
         for label, s in zip(self._labels, self.run.spans):
-            need = label.boundingRect().width() + 6  # text width in pixels (the item ignores zoom)
+            need = label.boundingRect().width() + _LABEL_GAP  # text width in pixels (the item ignores zoom)
             label.setVisible((s.end - s.start) / per_px >= need if per_px > 0 else False)
+        free_from = float("-inf")  # where, in pixels, the row is free again
+        for x, label in sorted(self._run_labels, key=lambda item: item[0]):
+            left = (x - x0) / per_px if per_px > 0 else 0.0
+            fits = per_px > 0 and left >= free_from
+            label.setVisible(fits)
+            if fits:
+                free_from = left + label.boundingRect().width() + _LABEL_GAP
 
     def _draw_windows(self, t0: float) -> None:
         wins = self.run.windows
@@ -301,10 +371,11 @@ class TimelineDock(QDockWidget):
         self._seen = ()
         self._win_crypto.clear()
         self._win_brushes.clear()
-        for item in self._labels + self._marker_lines:
+        for item in self._labels + self._marker_lines + [label for _x, label in self._run_labels]:
             self.plot.removeItem(item)
         self._labels.clear()
         self._marker_lines.clear()
+        self._run_labels.clear()
         self.filter.setChecked(False)
         for item in (self.sides, self.windows):
             item.setOpts(x0=[], width=[], y0=[], height=[], brushes=[])
@@ -312,3 +383,4 @@ class TimelineDock(QDockWidget):
         self.captures.setData([], [])
         self.notes.setData([], [])
         self._note_x = []
+        self.head.hide()  # placed again once the replayed events give the axis its origin

@@ -89,7 +89,10 @@ class _StackedChart(pg.PlotWidget):
         self.setLabel("bottom", "s since start")
         self.showGrid(x=True, y=True, alpha=0.2)
         self.setMouseEnabled(x=True, y=False)
-        self.legend = self.addLegend(offset=(5, 5), colCount=4, brush=pg.mkBrush(255, 255, 255, 190))
+        # the legend is a line of text under the chart (the dock places it): it never covers the areas
+        self.legend = QLabel("")
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.curves: dict[str, pg.PlotDataItem] = {}
         # Follow the last FOLLOW_S seconds (like a strip chart) until the user pans or zooms;
         # clipToView then draws only those points, which keeps a long run's repaint cheap.
@@ -128,6 +131,8 @@ class _StackedChart(pg.PlotWidget):
         for name, c in self.curves.items():
             if name not in names:
                 c.setData([], [])
+        self.legend.setText(" ".join(
+            f"<span style='color: rgb{class_color(name, z)}'>■</span>&nbsp;{name}" for z, name in enumerate(names)))
         if self.follow:
             end = n * self.bucket_s
             self.setXRange(max(0.0, end - FOLLOW_S), end, padding=0)
@@ -148,6 +153,7 @@ class WaitsDock(QDockWidget):
         self._drawn_at = 0.0
         self.show_idle = QCheckBox("Show idle")
         self.summary = QLabel("Waiting for samples…")
+        self.summary.setWordWrap(True)  # a longer count wraps; the dock keeps its width
         self.summary.setStyleSheet("color: #555;")
         self.engine_poll = QLabel("")  # what each engine-wait poll reads on the server, and how often
         self.engine_poll.setStyleSheet("color: #555;")
@@ -162,10 +168,14 @@ class WaitsDock(QDockWidget):
         self.table.setModel(self.model)
         self.table.verticalHeader().hide()
         self.table.verticalHeader().setDefaultSectionSize(20)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         for col, w in enumerate((60, 130, 170, 70)):
             self.table.setColumnWidth(col, w)
+        # the event's name takes what is left; Samples and % keep their width, never cut
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(4, QHeaderView.ResizeMode.ResizeToContents)
         top = QHBoxLayout()
         top.addWidget(self.summary, 1)
         top.addWidget(self.show_idle)
@@ -173,7 +183,10 @@ class WaitsDock(QDockWidget):
         cl = QVBoxLayout(charts)
         cl.setContentsMargins(0, 0, 0, 0)
         cl.addWidget(self.chart, 3)
+        cl.addWidget(self.chart.legend)
         cl.addWidget(self.engine_chart, 2)
+        cl.addWidget(self.engine_chart.legend)
+        self.engine_chart.legend.hide()
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(charts)
         split.addWidget(self.table)
@@ -199,9 +212,14 @@ class WaitsDock(QDockWidget):
         self.range = rng
         if rng is None or self.run.t0 is None:
             self.chart.region.hide()
+            self.chart.follow = True  # back to the live edge
         else:
-            self.chart.region.setRegion((rng[0] - self.run.t0, rng[1] - self.run.t0))
+            lo, hi = rng[0] - self.run.t0, rng[1] - self.run.t0
+            self.chart.region.setRegion((lo, hi))
             self.chart.region.show()
+            self.chart.follow = False
+            pad = max((hi - lo) * 0.05, self.run.bucket_s)
+            self.chart.setXRange(max(0.0, lo - pad), hi + pad, padding=0)  # the range fills the chart
         self.refresh(force=True)
 
     def refresh(self, force: bool = False) -> None:
@@ -218,6 +236,7 @@ class WaitsDock(QDockWidget):
         engine = self.run.waits.engine_series
         if engine:
             self.engine_chart.show()
+            self.engine_chart.legend.show()
             self.engine_chart.set_series(engine, sorted(engine))
         exclude = () if self.show_idle.isChecked() else ("Idle",)
         rng = self.range or (None, None)

@@ -201,7 +201,15 @@ class WorkloadDock(QDockWidget):
             spin.setEnabled(not running)
         if running:
             self.progress.setValue(0)
+            self.progress.setFormat("%p%")
             self.status.setText("Running…")
+
+    def show_lesson_done(self, title: str, verdict: str) -> None:
+        """A lesson finished: its steps' progress lines were shown here; say it ended, and how."""
+        self.progress.setValue(100)
+        self.progress.setFormat("cancelled" if verdict == "cancelled" else "%p%")
+        self.status.setText(f"Lesson “{title}” {'was cancelled' if verdict == 'cancelled' else 'done: ' + verdict}"
+                            " — its card is in the Lessons dock.")
 
     def show_progress(self, batch: list[WorkloadProgress]) -> None:
         """Advance the bar: over all rounds for an A/B run; else encrypted is the first half, plain the second."""
@@ -220,15 +228,16 @@ class WorkloadDock(QDockWidget):
         if result.params.get("round") == "capture":
             self.status.setText("Capture round done; timed rounds follow with the probe disarmed…")
         else:
-            self.progress.setValue(100 if not result.cancelled else self.progress.value())
+            self.progress.setValue(100)  # finished, cancelled or not: the status line says which
+            self.progress.setFormat("cancelled" if result.cancelled else "%p%")
             head = "Cancelled — partial results" if result.cancelled else "Done"
             self.status.setText(f"{head}: encrypted / plain = {ratio:.2f}× (one run)" if ratio else head)
         self.results.add(result)
 
     def show_ab_result(self, result: ABResult) -> None:
         """An A/B run: the median ratio with its interval in the status line, the run in the history."""
-        if not result.cancelled:
-            self.progress.setValue(100)
+        self.progress.setValue(100)  # finished, cancelled or not: the status line says which
+        self.progress.setFormat("cancelled" if result.cancelled else "%p%")
         total = result.total()
         head = "Cancelled — rounds that completed" if result.cancelled else "Done"
         if total is None:

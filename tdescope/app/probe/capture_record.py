@@ -42,6 +42,12 @@ class CaptureRecord:
         return out
 
     @property
+    def holds_user_rows(self) -> bool:
+        """True for a page with rows of the user's tables: cells, and a page type a decoder did not
+        qualify in parentheses ("INDEX (change buffer)", "INDEX (system)" are the engine's own)."""
+        return self.cells > 0 and "(" not in self.page_type
+
+    @property
     def is_page(self) -> bool:
         """True for a database page; False for a data buffer with no page number (a pgcrypto value)."""
         return self.pgno >= 0

@@ -6,9 +6,9 @@ environment); :func:`render_html` turns it into one self-contained HTML file
 (plots are ``data:`` images). The PDF is made from the same model by the Qt
 layer (``tdescope.ui.report_pdf``).
 
-Redaction: every buffer of a capture that may hold plaintext
-(:meth:`PageCapture.holds_plaintext`, the one rule) is shown as ``··`` and its
-decoded values are hidden unless ``include_plaintext`` is set. Secrets never reach the model: the
+Which captures are shown, and how (redaction included: every buffer that may hold plaintext,
+by :meth:`PageCapture.holds_plaintext`, is shown as ``··`` and its decoded values hidden unless
+``include_plaintext`` is set), is :mod:`tdescope.app.report.captures`. Secrets never reach the model: the
 session file holds none (see :mod:`tdescope.app.session.meta`).
 """
 
@@ -21,24 +21,18 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from tdescope import __version__
-from tdescope.app.engines.api import DecodedPage, PageDecoder
-from tdescope.app.probe.capture_record import side_label
-from tdescope.app.probe.entropy import chunk_entropy, shannon_entropy, verdict
+from tdescope.app.engines.api import PageDecoder
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, LessonCard, Marker, PageCapture, Problem,
                                  WorkloadProgress, WorkloadResult)
 from tdescope.app.session.notes import Note
-from tdescope.app.report.plots import SIDE_COLORS, TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
+from tdescope.app.report.captures import MASK, CaptureSection, capture_section, selected_captures
+from tdescope.app.report.plots import SIDE_COLORS, TimelineLane, flame_graph, horizontal_bars, stacked_bars, timeline
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import PLAINTEXT_WITHHELD
 from tdescope.app.waits.counter import WaitCounter
 
 __all__ = ["Plot", "ResultTable", "CaptureSection", "Report", "build_report", "render_html", "MASK"]
-
-#: What a redacted byte looks like in hex excerpts.
-MASK = "··"
-_EXCERPT_ROWS = 8
-
 
 @dataclass(frozen=True, slots=True)
 class Plot:
@@ -68,35 +62,6 @@ class ResultTable:
     facts: str = ""  # how it was measured, and why not to trust it (warnings)
 
 
-@dataclass(frozen=True, slots=True)
-class CaptureSection:
-    """One capture as the report shows it."""
-
-    title: str
-    ts: float
-    before_label: str
-    after_label: str
-    before_hex: tuple[str, ...]
-    after_hex: tuple[str, ...]
-    before_entropy: float
-    after_entropy: float
-    before_verdict: str
-    after_verdict: str
-    page_type: str
-    cells: int
-    structure: tuple[tuple[int, str, str, str], ...]  # depth, name, span, value
-    records: tuple[tuple[str, ...], ...]  # first decoded rows; empty when redacted
-    entropy_svg: str
-    redacted: bool
-    before_masked: bool = False
-    after_masked: bool = False
-    notes: tuple[Note, ...] = ()
-
-    @property
-    def entropy_uri(self) -> str:
-        return "data:image/svg+xml;base64," + base64.b64encode(self.entropy_svg.encode()).decode()
-
-
 @dataclass(frozen=True)
 class Report:
     """Everything a report shows, in order."""
@@ -118,13 +83,15 @@ class Report:
     problems: tuple[str, ...] = field(default_factory=tuple)
     plaintext_note: str = ""  # why the file holds no decrypted bytes, when it holds none by policy
     lessons: tuple[LessonCard, ...] = ()  # lessons' result cards, published figures beside ours
+    captures_note: str = ""  # how the captures shown were chosen
+    note_cards: dict = field(default_factory=dict)  # note id -> the LessonCard a note was made from
 
 
 def _clock(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "—"
 
 
-def _ab_table(r: ABResult) -> ResultTable:
+def _ab_table(r: ABResult, lessons: list[_LessonSpan] = ()) -> ResultTable:
     total = r.total()
     rows = tuple((p.phase, f"{p.encrypted_median_s:.3f}", f"{p.plain_median_s:.3f}", f"{p.ratio_median:.2f}×",
                   f"{p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}") for p in r.phases)
@@ -133,24 +100,55 @@ def _ab_table(r: ABResult) -> ResultTable:
     if r.machine_busy is not None:
         facts.append(f"machine {r.machine_busy * 100:.0f} % busy, {(r.other_busy or 0) * 100:.0f} % by other processes")
     facts += [f"warning: {w}" for w in r.warnings()]
-    return ResultTable(f"{r.label} — {r.completed_rounds()} rounds, at {_clock(r.ts)}",
+    return ResultTable(f"{_ran(r.label, r.ts, lessons)} — {r.completed_rounds()} rounds, at {_clock(r.ts)}",
                        ("Phase", "Encrypted (s, median)", "Plain (s, median)", "Ratio (median)", "95 % interval"),
                        rows, total.ratio_median if total else None, r.cancelled,
                        f"{total.ratio_ci_low:.2f}–{total.ratio_ci_high:.2f}" if total else "", " · ".join(facts))
 
 
+@dataclass(frozen=True, slots=True)
+class _LessonSpan:
+    """A lesson's run: from its first step to its card."""
+
+    start: float
+    end: float
+    title: str
+
+    def holds(self, ts: float) -> bool:
+        return self.start <= ts <= self.end
+
+
+def _lesson_spans(reader: SessionReader) -> list[_LessonSpan]:
+    """Each lesson run of the session (a lesson announces its steps, then publishes its card)."""
+    spans, opened = [], {}
+    for ev in reader.events(kinds=[WorkloadProgress, LessonCard]):
+        if isinstance(ev, WorkloadProgress) and ev.workload.startswith("lesson:"):
+            opened.setdefault(ev.workload[len("lesson:"):], ev.ts)
+        elif isinstance(ev, LessonCard):
+            spans.append(_LessonSpan(opened.pop(ev.lesson, ev.ts), ev.ts, ev.title))
+    return spans
+
+
+def _ran(label: str, ts: float, lessons: list[_LessonSpan]) -> str:
+    """What ran: ``label``, or the lesson it ran for and ``label`` (a lesson's runs are not free runs)."""
+    lesson = next((s for s in lessons if s.holds(ts)), None)
+    return f"Lesson “{lesson.title}”: its run of {label}" if lesson else label
+
+
 def _results(reader: SessionReader, detailed: int = 6) -> tuple[ResultTable, ...]:
-    ab = [_ab_table(r) for r in reader.events(kinds=[ABResult])]
+    lessons = _lesson_spans(reader)
+    ab = [_ab_table(r, lessons) for r in reader.events(kinds=[ABResult])]
     results = [r for r in reader.events(kinds=[WorkloadResult]) if r.params.get("round") != "capture"]
-    return tuple(ab) + _single_results(results, detailed)
+    return tuple(ab) + _single_results(results, detailed, lessons)
 
 
-def _single_results(results: list[WorkloadResult], detailed: int) -> tuple[ResultTable, ...]:
+def _single_results(results: list[WorkloadResult], detailed: int,
+                    lessons: list[_LessonSpan] = ()) -> tuple[ResultTable, ...]:
     if len(results) > detailed:  # a long session: one line per run rather than pages of tables
         rows = []
         for r in results:
             enc, plain, ratio = r.total("encrypted"), r.total("plain"), r.ratio()
-            rows.append((_clock(r.ts), (r.label or r.workload) + (" (cancelled)" if r.cancelled else ""),
+            rows.append((_clock(r.ts), _ran(r.label or r.workload, r.ts, lessons) + (" (cancelled)" if r.cancelled else ""),
                          f"{enc:.3f}" if enc is not None else "—", f"{plain:.3f}" if plain is not None else "—",
                          f"{ratio:.2f}×" if ratio else "—"))
         ratios = [r.ratio() for r in results if r.ratio() and not r.cancelled]
@@ -162,7 +160,8 @@ def _single_results(results: list[WorkloadResult], detailed: int) -> tuple[Resul
     for r in results:
         if r.table:
             header, *rows = r.table
-            out.append(ResultTable(f"{r.label or r.workload} at {_clock(r.ts)}", tuple(map(str, header)),
+            out.append(ResultTable(f"{_ran(r.label or r.workload, r.ts, lessons)} at {_clock(r.ts)}",
+                                   tuple(map(str, header)),
                                    tuple(tuple(map(str, row)) for row in rows), r.ratio(), r.cancelled))
             continue
         phases = list(dict.fromkeys(t.phase for t in r.timings))
@@ -174,7 +173,7 @@ def _single_results(results: list[WorkloadResult], detailed: int) -> tuple[Resul
             rows.append((ph, f"{enc:.3f}" if enc is not None else "—", f"{plain:.3f}" if plain is not None else "—",
                          ratio))
         params = ", ".join(f"{k}={v}" for k, v in r.params.items())
-        out.append(ResultTable(f"{r.label or r.workload} ({params}), one run, at {_clock(r.ts)}",
+        out.append(ResultTable(f"{_ran(r.label or r.workload, r.ts, lessons)} ({params}), one run, at {_clock(r.ts)}",
                                ("Phase", "Encrypted (s)", "Plain (s)", "Ratio"),
                                tuple(rows), r.ratio(), r.cancelled))
     return tuple(out)
@@ -245,85 +244,17 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
     if problems:
         lanes.append(TimelineLane("problems", ticks=tuple(problems), color="#d62728"))
     lanes.append(TimelineLane("notes", ticks=tuple((n.when, n.text[:80]) for n in notes), color="#ff7f0e"))
-    return Plot("timeline", "Timeline", timeline(lanes, t0, t1),
-                "Workload sides, probe windows, captures, markers and notes on one clock.")
-
-
-def _hex_rows(data: bytes, start: int, rows: int, masked: bool) -> tuple[str, ...]:
-    out = []
-    for off in range(start - start % 16, min(len(data), start - start % 16 + rows * 16), 16):
-        chunk = data[off:off + 16]
-        if masked:
-            hexpart, text = " ".join([MASK] * len(chunk)), "·" * len(chunk)
-        else:
-            hexpart = " ".join(f"{b:02x}" for b in chunk)
-            text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
-        out.append(f"{off:06x}  {hexpart:<47}  {text}")
-    return tuple(out)
-
-
-def _structure(decoded: DecodedPage | None, masked: bool, limit: int = 24) -> tuple[tuple[int, str, str, str], ...]:
-    if decoded is None:
-        return ()
-    rows: list[tuple[int, str, str, str]] = []
-    for top in decoded.fields:
-        rows.append((0, top.name, f"{top.start}–{top.end - 1}", "(redacted)" if masked and top.value else top.value))
-        kids = top.children
-        for c in kids[:4]:  # a page has hundreds of cells: the first few show the shape
-            rows.append((1, c.name, f"{c.start}–{c.end - 1}", "(redacted)" if masked and c.value else c.value))
-        if len(kids) > 4:
-            rows.append((1, f"… {len(kids) - 4} more", f"{kids[4].start}–{kids[-1].end - 1}", ""))
-        if len(rows) >= limit:
-            break
-    return tuple(rows)
-
-
-def _cell(value) -> str:
-    text = value.hex() if isinstance(value, (bytes, bytearray)) else str(value)
-    return text if len(text) <= 60 else text[:57] + "…"
-
-
-def _capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plaintext: bool,
-                     notes: list[Note]) -> CaptureSection:
-    mask_before = cap.holds_plaintext("before") and not include_plaintext
-    mask_after = cap.holds_plaintext("after") and not include_plaintext
-    plain = cap.plaintext
-    decoded = decoder.decode(plain, cap.pgno) if decoder is not None and plain else None
-    start = min((n.target.start for n in notes if n.target.kind == "bytes" and n.target.start is not None), default=0)
-    label = (f"{side_label(cap, 'before')} (input)", f"{side_label(cap, 'after')} (output)")
-    return CaptureSection(
-        title=f"Capture #{cap.seq}: page {cap.pgno}, {cap.direction} in {cap.symbol}",
-        ts=cap.ts,
-        before_label=label[0], after_label=label[1],
-        before_hex=_hex_rows(cap.before, start, _EXCERPT_ROWS, mask_before),
-        after_hex=_hex_rows(cap.after, start, _EXCERPT_ROWS, mask_after),
-        before_entropy=shannon_entropy(cap.before), after_entropy=shannon_entropy(cap.after),
-        before_verdict=verdict(cap.before), after_verdict=verdict(cap.after),
-        page_type=decoded.page_type if decoded else "unknown", cells=decoded.cells if decoded else 0,
-        structure=_structure(decoded, masked=not include_plaintext),
-        records=() if not include_plaintext or decoded is None else tuple(
-            tuple(_cell(v) for v in row) for row in decoded.records[:8]),
-        entropy_svg=entropy_strip(chunk_entropy(cap.before), chunk_entropy(cap.after)),
-        redacted=not include_plaintext,
-        before_masked=mask_before, after_masked=mask_after,
-        notes=tuple(notes),
-    )
-
-
-def _selected_captures(reader: SessionReader, notes: list[Note], limit: int) -> list[PageCapture]:
-    listing = list(reader.events(kinds=[PageCapture], with_bytes=False))
-    noted = {round(n.target.ts, 6) for n in notes if n.target.kind in ("capture", "bytes") and n.target.ts}
-    chosen = [c for c in listing if round(c.ts, 6) in noted]
-    for c in listing:  # then the first ones, so a report without notes still shows pages
-        if len(chosen) >= limit:
-            break
-        if c not in chosen:
-            chosen.append(c)
-    out = []
-    for c in sorted(chosen, key=lambda c: c.ts):
-        full = next(iter(reader.events(kinds=[PageCapture], start=c.ts, end=c.ts + 1e-6, limit=1)), None)
-        out.append(full or c)
-    return out
+    # cropped to what happened (runs, probe windows, captures, markers, notes), not the idle time around it
+    moments = [t for lane in lanes for s, e, _ in lane.spans for t in (s, e)]
+    moments += [ts for lane in lanes for ts, _ in lane.ticks if ts is not None]
+    lo, hi = (min(moments), max(moments)) if moments else (t0, t1)
+    pad = max((hi - lo) * 0.02, 0.5)
+    lo, hi = max(t0, lo - pad), min(t1, hi + pad) if hi + pad > lo else hi + pad
+    cropped = f" Shown: {time.strftime('%H:%M:%S', time.localtime(lo))} to {time.strftime('%H:%M:%S', time.localtime(hi))}" \
+              f" ({hi - lo:.0f} s of the session's {t1 - t0:.0f} s), where something happened." \
+        if (hi - lo) < 0.9 * (t1 - t0) else ""
+    return Plot("timeline", "Timeline", timeline([lane for lane in lanes if lane.spans or lane.ticks], lo, hi),
+                "Workload sides, probe windows, captures, markers and notes on one clock." + cropped)
 
 
 def build_report(reader: SessionReader, decoder: PageDecoder | None = None, include_plaintext: bool = False,
@@ -346,11 +277,16 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
     t1 = summary.end or t0 + 1
     notes = reader.notes()
     plots = [_timeline_plot(reader, notes, t0, t1), _wait_plot(reader, t0, t1), *_hotspot_plots(reader)]
+    cards = tuple(reader.events(kinds=[LessonCard]))
     captures = []
-    for cap in _selected_captures(reader, notes, max_captures):
+    for cap, why in selected_captures(reader, notes, max_captures, decoder, cards):
         about = [n for n in notes if n.target.kind in ("capture", "bytes") and n.target.ts is not None
                  and abs(n.target.ts - cap.ts) < 1e-6]
-        captures.append(_capture_section(cap, decoder, include_plaintext, about))
+        captures.append(capture_section(cap, decoder, include_plaintext, about, why))
+    total = summary.counts.get("capture", 0)
+    chosen = (f"{len(captures)} of the session's {total} captures: those the notes and lesson cards point to, then "
+              f"the first of each kind of page (direction and page type), at most {max_captures} of those "
+              "(--captures N shows more).") if captures else ""
     env = [("Host", meta.host), ("Operating system", meta.os), ("CPU", meta.cpu),
            ("AES-NI", "yes" if meta.aes_ni else "no"),
            ("CPU flags (crypto)", " ".join(f for f in meta.cpu_flags if f in
@@ -367,7 +303,8 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
         results=_results(reader), plots=tuple(plots), captures=tuple(captures), notes=tuple(notes),
         environment=tuple(env), counts=summary.counts, include_plaintext=include_plaintext, problems=problems[:20],
         plaintext_note=PLAINTEXT_WITHHELD if meta.plaintext_withheld else "",
-        lessons=tuple(reader.events(kinds=[LessonCard])),
+        lessons=cards, captures_note=chosen,
+        note_cards={n.id: c for n in notes for c in cards if n.text == c.text()},
     )
 
 

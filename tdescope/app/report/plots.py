@@ -191,11 +191,14 @@ class TimelineLane:
     color: str = "#1f77b4"
 
 
-def timeline(lanes: Sequence[TimelineLane], t0: float, t1: float, width: int = 900) -> str:
-    """Lanes of spans and ticks on one time axis (workload sides, probe windows, captures, notes)."""
+def timeline(lanes: Sequence[TimelineLane], t0: float, t1: float, width: int = 720) -> str:
+    """Lanes of spans and ticks on one time axis (workload sides, probe windows, captures, notes).
+
+    720 px wide with 30-px lanes: on an A4 page (640 px of text width) its labels keep a readable size.
+    """
     if not lanes or t1 <= t0:
         return _empty(width, 60, "nothing recorded on the timeline")
-    left, lane_h = 120, 26
+    left, lane_h = 130, 30
     pw = width - left - 10
     height = lane_h * len(lanes) + 30
 

@@ -28,7 +28,7 @@ import zlib
 
 from tdescope.app.engines.api import DecodedField, DecodedPage
 from tdescope.app.probe.entropy import shannon_entropy
-from tdescope.plugins.mariadb.records import decode_record
+from tdescope.plugins.mariadb.records import decode_record, decode_redundant
 
 __all__ = ["PAGE_TYPES", "InnoDbPageDecoder"]
 
@@ -40,12 +40,30 @@ PAGE_TYPES = {
 INDEX = 17855
 #: full_crc32 page_compressed pages: bit 15 of the page type set, bits 0-7 the stored size / 256.
 FCRC32_COMPRESSED = 0x8000
-#: Seconds between reloads of the index layouts when pages of unknown indexes arrive.
+#: Seconds between reloads of the index layouts for pages of one unknown index.
 RELOAD_S = 2.0
 #: Bits per byte above which the page body is ciphertext (a decrypted INDEX page is far below).
 ENCRYPTED_BITS = 7.5
 FIL_HEADER, PAGE_HEADER_END = 38, 94
 INFIMUM, SUPREMUM = 99, 112  # record origins on a COMPACT page
+OLD_INFIMUM, OLD_SUPREMUM = 101, 116  # and on a REDUNDANT one
+#: Index ids from here up are the change buffer's (insert buffer) tree of space ``id - IBUF_ID_MIN``.
+IBUF_ID_MIN = 0xFFFFFFFF00000000
+
+
+def index_name(index_id: int) -> str:
+    """``index 73``, or what an index id from InnoDB's reserved range is (never a bare 2^64 number)."""
+    if index_id >= IBUF_ID_MIN:
+        return f"the change buffer of space {index_id - IBUF_ID_MIN}"
+    return f"index {index_id}"
+
+
+def _qualified(type_name: str, space: int, index_id: int) -> str:
+    """An INDEX page's type, qualified when it does not hold a user table's rows: the change buffer,
+    or the system tablespace (the data dictionary, space 0)."""
+    if index_id >= IBUF_ID_MIN:
+        return f"{type_name} (change buffer)"
+    return f"{type_name} (system)" if space == 0 else type_name
 _FIL = struct.Struct(">IIIIQHQI")
 _INDEX_HEADER = struct.Struct(">HHHHHHHHHQHQ")
 
@@ -69,12 +87,14 @@ class InnoDbPageDecoder:
     def __init__(self, layouts=None, loader=None) -> None:
         self.layouts = dict(layouts or {})
         self._loader = loader
-        self._loaded_at = -RELOAD_S
+        self._asked: dict[int, float] = {}  # unknown index id -> when the dictionary was last read for it
 
     def _layouts_for(self, index_id: int) -> dict:
-        if index_id not in self.layouts and self._loader is not None \
-                and time.monotonic() - self._loaded_at >= RELOAD_S:
-            self._loaded_at = time.monotonic()
+        # Throttled per index: a table a lesson dropped and created again has a new index id, learnt at
+        # its first page, however recently another unknown index (a dictionary table's) made us read.
+        if index_id not in self.layouts and self._loader is not None and index_id < IBUF_ID_MIN \
+                and time.monotonic() - self._asked.get(index_id, -RELOAD_S) >= RELOAD_S:
+            self._asked[index_id] = time.monotonic()
             try:
                 self.layouts = dict(self._loader())
             except Exception:  # noqa: BLE001 - the server went away: records stay undecoded
@@ -124,6 +144,7 @@ class InnoDbPageDecoder:
             index_fields, cells, records, more = _index_page(data, self._layouts_for(index_id))
             fields.extend(index_fields)
             problems.extend(more)
+            type_name = _qualified(type_name, space, index_id)
         elif ptype in (34354, 37401):
             fields.append(_compressed(data, FIL_HEADER + 2, problems))
         fields.append(trailer)
@@ -162,8 +183,10 @@ class InnoDbPageDecoder:
             return "unknown", 0
         ptype = struct.unpack_from(">H", data, 24)[0]
         name = PAGE_TYPES.get(ptype, "unknown")
-        recs = struct.unpack_from(">H", data, 54)[0] if ptype == INDEX else 0
-        return name, recs
+        if ptype != INDEX:
+            return name, 0
+        space, index_id = struct.unpack_from(">I", data, 34)[0], struct.unpack_from(">Q", data, 66)[0]
+        return _qualified(name, space, index_id), struct.unpack_from(">H", data, 54)[0]
 
 
 def _page_ref(n: int) -> str:
@@ -175,7 +198,8 @@ def _index_page(data: bytes, layouts: dict):
      index_id) = _INDEX_HEADER.unpack_from(data, FIL_HEADER)
     compact = bool(n_heap & 0x8000)
     header = DecodedField("INDEX header", FIL_HEADER, PAGE_HEADER_END,
-                          f"{n_recs} records, level {level}{' (leaf)' if level == 0 else ''}, index {index_id}", (
+                          f"{n_recs} records, level {level}{' (leaf)' if level == 0 else ''}, "
+                          f"{index_name(index_id)}", (
         _field("directory slots", 38, 40, slots),
         _field("heap top", 40, 42, f"0x{heap_top:04x}"),
         _field("records in heap", 42, 44, f"{n_heap & 0x7FFF}{' (COMPACT format)' if compact else ' (REDUNDANT)'}"),
@@ -187,13 +211,19 @@ def _index_page(data: bytes, layouts: dict):
         _field("user records", 54, 56, n_recs),
         _field("max transaction id", 56, 64, max_trx),
         _field("level", 64, 66, level),
-        _field("index id", 66, 74, index_id),
+        _field("index id", 66, 74, index_id if index_id < IBUF_ID_MIN
+               else f"0x{index_id:016x}: {index_name(index_id)}"),
         _field("leaf segment header", 74, 84, data[74:84].hex()),
         _field("non-leaf segment header", 84, 94, data[84:94].hex()),
     ))
-    if not compact:
-        return [header], n_recs, (), ["REDUNDANT row format: records not walked"]
     layout = layouts.get(index_id)
+    if not compact:  # the old format: the change buffer, the data dictionary, ROW_FORMAT=REDUNDANT tables
+        recs, values, problems = _walk_redundant(data, layout, level == 0)
+        fields = [header, DecodedField("infimum", OLD_INFIMUM - 6, OLD_INFIMUM + 8, "system record (REDUNDANT)"),
+                  DecodedField("supremum", OLD_SUPREMUM - 6, OLD_SUPREMUM + 9, "system record (REDUNDANT)"), *recs]
+        if len(recs) != n_recs:
+            problems.append(f"walked {len(recs)} records, the header says {n_recs}")
+        return fields, n_recs, values, problems
     recs, values, problems = _walk(data, heap_top, layout, level == 0)
     fields = [header, DecodedField("infimum", INFIMUM - 5, INFIMUM + 8, "system record"),
               DecodedField("supremum", SUPREMUM - 5, SUPREMUM + 8, "system record"), *recs]
@@ -243,6 +273,39 @@ def _walk(data: bytes, heap_top: int, layout, leaf: bool):
                 problems.append(f"record at 0x{nxt:04x} does not fit {layout.table}.{layout.index}: {exc}")
         values.append(row)
         out.append(DecodedField(f"record {len(out) + 1}", nxt - 5, end, preview, header + body_fields))
+        origin = nxt
+    return out, tuple(values), problems
+
+
+def _walk_redundant(data: bytes, layout, leaf: bool):
+    """User records of a REDUNDANT page, from the infimum's next pointer (an absolute offset in this
+    format) to the supremum: each record's 6-byte header and its fields."""
+    out, values, problems, seen = [], [], [], set()
+    size = len(data)
+    origin = OLD_INFIMUM
+    while True:
+        nxt = struct.unpack_from(">H", data, origin - 2)[0]
+        if nxt == OLD_SUPREMUM:
+            break
+        if nxt < OLD_SUPREMUM + 9 + 6 or nxt >= size - 8 or nxt in seen or len(out) > size // 6:
+            problems.append(f"record chain broken after offset 0x{origin:04x} (next 0x{nxt:04x})")
+            break
+        seen.add(nxt)
+        info, bits = data[nxt - 6], struct.unpack_from(">H", data, nxt - 5)[0]
+        deleted = " deleted" if info & 0x20 else ""
+        header = (
+            _field("info bits, owned", nxt - 6, nxt - 5, f"0x{info:02x}{deleted}, owns {info & 0x0F}"),
+            _field("heap number, fields", nxt - 5, nxt - 2, f"{bits >> 3}, {(data[nxt - 4] << 8 | data[nxt - 3]) >> 1 & 0x3FF}"),
+            _field("next record", nxt - 2, nxt, f"0x{struct.unpack_from('>H', data, nxt - 2)[0]:04x}"),
+        )
+        try:
+            body, row, end = decode_redundant(data, nxt, layout, leaf)
+        except (ValueError, IndexError) as exc:
+            problems.append(f"record at 0x{nxt:04x}: {exc}")
+            break
+        preview = ", ".join("NULL" if v is None else str(v) for v in row)
+        values.append(row)
+        out.append(DecodedField(f"record {len(out) + 1}", nxt - 6, max(end, nxt), preview, header + tuple(body)))
         origin = nxt
     return out, tuple(values), problems
 

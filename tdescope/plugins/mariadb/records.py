@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from tdescope.app.engines.api import DecodedField
 from tdescope.plugins.mariadb.statements import DICTIONARY_COLUMNS, DICTIONARY_INDEXES
 
-__all__ = ["BLOB_REF", "Column", "IndexLayout", "decode_record", "index_layouts"]
+__all__ = ["BLOB_REF", "Column", "IndexLayout", "decode_record", "decode_redundant", "index_layouts"]
 
 _VARCHAR, _CHAR, _FIXBINARY, _BINARY, _BLOB, _INT, _FLOAT, _DOUBLE, _VARMYSQL, _MYSQL = 1, 2, 3, 4, 5, 6, 9, 10, 12, 13
 _NOT_NULL, _UNSIGNED = 256, 512
@@ -202,3 +202,39 @@ def decode_record(data: bytes, origin: int, layout: IndexLayout, leaf: bool) -> 
         values.append(shown)
         at += size
     return fields, tuple(values)
+
+
+def decode_redundant(data: bytes, origin: int, layout: IndexLayout | None,
+                     leaf: bool) -> tuple[list[DecodedField], tuple, int]:
+    """A REDUNDANT (old-format) record at ``origin``: its fields from the end-offset array before its
+    6-byte header, named and decoded by ``layout`` when it fits (else ``field 1``, ``field 2``... as
+    text); returns the fields, the values and the record's end. Raises ValueError on offsets that do
+    not fit the page."""
+    n_fields = (int.from_bytes(data[origin - 4:origin - 2], "big") >> 1) & 0x3FF
+    one_byte = data[origin - 4 + 1] & 1
+    cols = None
+    if layout is not None:
+        cols = layout.leaf if leaf else (*layout.node, _CHILD)
+        if len(cols) != n_fields:
+            cols = None  # an instant ALTER or a layout from another time: show the fields unnamed
+    width = 1 if one_byte else 2
+    fields, values, start = [], [], origin
+    for i in range(n_fields):
+        pos = origin - 6 - width * (i + 1)
+        raw_end = data[pos] if one_byte else int.from_bytes(data[pos:pos + 2], "big")
+        null = bool(raw_end & (0x80 if one_byte else 0x8000))
+        end = origin + (raw_end & (0x7F if one_byte else 0x3FFF))
+        if end < start or end > len(data) - 8 or pos < 0:
+            raise ValueError(f"field {i + 1} ends at 0x{end:04x}, outside the record")
+        name = cols[i].name if cols else f"field {i + 1}"
+        raw = data[start:end]
+        if null:
+            shown = "NULL"
+        elif cols:
+            shown = _value(cols[i], raw)
+        else:
+            shown = "".join(chr(b) if 32 <= b < 127 else "." for b in raw[:40])
+        fields.append(DecodedField(name, start, end, shown))
+        values.append(None if null else shown)
+        start = end
+    return fields, tuple(values), start

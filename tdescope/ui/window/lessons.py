@@ -42,6 +42,16 @@ class LessonsController(QObject):
         window.pump.subscribe(LessonCard, self._on_cards)
         window.pump.subscribe(WorkloadProgress, self._on_progress)
 
+    def update_gate(self) -> None:
+        """Let Run lesson be pressed only when a lesson can start: connected, live, nothing running."""
+        win = self.window
+        exp = win.experiment
+        why = ("a replay runs nothing" if win.replay.replaying
+               else "not connected" if win.session is None
+               else "a workload is running" if exp is not None and not exp.done.is_set() and self.run is None
+               else "")
+        self.dock.set_blocked(why)
+
     def busy(self) -> bool:
         """A lesson or a workload is running."""
         exp = self.window.experiment
@@ -85,6 +95,7 @@ class LessonsController(QObject):
         self.window.probe_status.set_armed(False)
         if error:
             self.dock.status.setText(error)
+            self.window.workload_dock.status.setText(f"Lesson failed: {error}")
 
     def _on_progress(self, batch: list[WorkloadProgress]) -> None:
         for ev in batch:
@@ -94,6 +105,8 @@ class LessonsController(QObject):
     def _on_cards(self, batch: list[LessonCard]) -> None:
         for card in batch:
             self.dock.show_card(card)
+            # after its runs' progress lines (the pump keeps their order): the Workload dock says it ended
+            self.window.workload_dock.show_lesson_done(card.title, card.verdict)
             start = self._started.get(card.lesson)
             if start is not None and card.verdict not in ("cannot run", "cancelled") and card.ts > start:
                 self.window.observation.timeline_dock.set_range(start, card.ts)

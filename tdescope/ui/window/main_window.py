@@ -9,7 +9,6 @@ actions), giving each the collaborators it needs and connecting to their signals
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QSettings, QSize, Qt
@@ -17,7 +16,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMessageBox
 
 from tdescope import __version__
-from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, Inventory, ProbeRecipe
+from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, ProbeRecipe
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session
 from tdescope.app.errors import UserError
@@ -28,7 +27,6 @@ from tdescope.app.probe.entropy import chunk_entropy, diff_mask
 from tdescope.app.probe.window import CaptureLimits, stop_budget
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.live import LiveSession
-from tdescope.app.session.meta import SessionMeta
 from tdescope.ui.captures_dock import CapturesDock
 from tdescope.ui.engine_docks import create_engine_docks
 from tdescope.ui.engine_panel import EngineDock
@@ -47,6 +45,7 @@ from tdescope.ui.window.probe_status import ProbeStatus, probe_backend_for
 from tdescope.ui.window.retarget import pick_target
 from tdescope.ui.window.recording import RecordingController
 from tdescope.ui.window.replay import ReplayController, engine_for
+from tdescope.ui.window.replay_view import ReplayView
 from tdescope.ui.workload_dock import WorkloadDock
 
 __all__ = ["MainWindow", "open_replay_window"]
@@ -97,15 +96,13 @@ class MainWindow(QMainWindow):
             self.engine_docks = []
             self.statusBar().showMessage(str(exc), 15000)
         self._place_docks()
-        self.presentation = Presentation(self, [self.workload_dock, self.captures_dock],
-                                         [self.page_view.before_view, self.page_view.after_view])
+        self.presentation = Presentation(self, self.captures_dock, self.workload_dock, self.page_view)
         self._fill_menus()
 
         for controller in (self.recording, self.replay, self.files):
             controller.status.connect(self.statusBar().showMessage)
         self.notes.dock.noteAdded.connect(lambda line: self.statusBar().showMessage(line, 6000))
-        self.replay.entered.connect(self._on_replay_entered)
-        self.replay.left.connect(lambda: self.setWindowTitle(f"tdescope — {self.engine.label}"))
+        self.replay_view = ReplayView(self)
         self.workload_dock.runRequested.connect(self.run_workload)
         self.workload_dock.tasks = self.tasks
         self.workload_dock.cancelRequested.connect(self.cancel)
@@ -114,7 +111,7 @@ class MainWindow(QMainWindow):
         self.engine_dock.reconnect.clicked.connect(self.reconnect)
         self.pump.subscribe(Captured, self._on_captures)
         self.pump.subscribe(CaptureWindowState, self._on_window_state)
-        self.pump.subscribe(WorkloadProgress, self.workload_dock.show_progress)
+        self.pump.subscribe(WorkloadProgress, self._on_progress)
         self.pump.subscribe(WorkloadResult, self._on_results)
         self.pump.subscribe(ABResult, lambda batch: [self.workload_dock.show_ab_result(r) for r in batch])
         self.pump.subscribe(Problem, self._on_problems)
@@ -126,6 +123,7 @@ class MainWindow(QMainWindow):
         self.installEventFilter(self.files)
         self._default_layout()
         self._restore_layout()
+        self.lessons.update_gate()
 
     # -- docks and menus -----------------------------------------------------------
     def _place_docks(self) -> None:
@@ -153,10 +151,11 @@ class MainWindow(QMainWindow):
         run_menu.addAction(QAction("C&lear captures", self, shortcut="Ctrl+L", triggered=self._clear_captures))
         view_menu = self.menus[Menu.VIEW]
         for dock in (self.notes.dock, self.engine_dock, self.workload_dock, self.captures_dock,
-                     *self.observation.docks):
+                     *self.observation.docks, self.lessons.dock):
             view_menu.addAction(dock.toggleViewAction())
         view_menu.addSeparator()
         view_menu.addAction(QAction("&Presentation mode", self, shortcut="F5", triggered=self.presentation.toggle))
+        view_menu.addAction(QAction("&Next teaching view", self, shortcut="F6", triggered=self.presentation.next_view))
         view_menu.addAction(QAction("&Full screen", self, shortcut="F11",
                                     triggered=self.presentation.toggle_full_screen))
         view_menu.addAction(QAction("&Reset layout", self, triggered=self._reset_layout))
@@ -206,6 +205,7 @@ class MainWindow(QMainWindow):
         self.engine_dock.offer_sampling(self.session, self.tasks, self.recording.set_inventory)
         self.statusBar().showMessage(f"Connected: target pid {pid}", 5000)
         self.observation.observe(self.session)
+        self.lessons.update_gate()
 
     def pick_target(self) -> None:
         """Let the user probe another server process (sessions that offer ``targets()``)."""
@@ -244,6 +244,7 @@ class MainWindow(QMainWindow):
                          allow_critical=self.allow_critical, backend=backend, isolated=True,
                          rounds=rounds if workload and {"encrypted", "plain"} <= set(workload.sides) else 0)
         self.experiment = exp
+        self.lessons.update_gate()
         label = self.live.run_started(workload.name if workload else None)
         exp.start()
 
@@ -255,6 +256,7 @@ class MainWindow(QMainWindow):
 
     def _on_experiment_finished(self, _batch) -> None:
         self.workload_dock.set_running(False)
+        self.lessons.update_gate()
         self.probe_status.set_armed(False)
         session = self.session
         if session is not None:  # file sizes and page counts moved with the workload
@@ -266,6 +268,7 @@ class MainWindow(QMainWindow):
         """Move the replay to ``ts`` and deliver its events now, so what follows sees the views at ``ts``."""
         self.replay.seek_to(ts)
         self.pump.drain()
+        self.observation.timeline_dock.focus(ts)  # the run it falls in, not the view the timeline had
 
     def feed(self, event) -> None:
         """Publish ``event`` as a producer would (the replay player's feed; a replay records nothing)."""
@@ -296,6 +299,12 @@ class MainWindow(QMainWindow):
             self.probe_status.show_state(ev, limits)
             if ev.state in ("disarmed", "failed") and limits is not None:  # a storm sends a sample: count all
                 self._next_seq = max(self._next_seq, limits.first_seq + ev.captures)
+
+    def _on_progress(self, batch: list[WorkloadProgress]) -> None:
+        # a lesson's own steps are the Lessons dock's; its runs' progress is the Workload dock's
+        runs = [ev for ev in batch if not ev.workload.startswith("lesson:")]
+        if runs:
+            self.workload_dock.show_progress(runs)
 
     def _on_results(self, batch: list[WorkloadResult]) -> None:
         for result in batch:
@@ -347,17 +356,6 @@ class MainWindow(QMainWindow):
     def _note_store(self):
         return self.replay.note_store() if self.replay.replaying else self.recording.note_store()
 
-    def _on_replay_entered(self, path: str, meta: SessionMeta) -> None:
-        self.recording.mode = "idle"  # a replay records nothing
-        self.probe_status.recorded = True  # a replayed ARMED is history, not a probe in a process
-        self.probe_status.set_armed(False)
-        self.setWindowTitle(f"REPLAY — {Path(path).name} — tdescope")
-        self.workload_dock.set_workloads([], [])
-        self.workload_dock.run_button.setEnabled(False)
-        self.workload_dock.status.setText("Replay of a recorded session: nothing runs, nothing is armed.")
-        self.engine_dock.show_inventory(f"{meta.engine_label or meta.engine} (recorded on {meta.host})",
-                                        Inventory(meta.engine, meta.inventory), meta.params.get("target_pid"))
-
     # -- layout (tdescope.ui.window.layout) ------------------------------------------
     def _default_layout(self, size: QSize | None = None) -> None:
         self.layout_kind = default_layout(self, size, self.engine_dock, self.workload_dock, self.captures_dock,
@@ -369,7 +367,9 @@ class MainWindow(QMainWindow):
 
     def _reset_layout(self) -> None:
         self.settings.remove("layout")
-        self._default_layout(self.size())
+        if self.presentation.active:
+            self.presentation.leave()
+        self._default_layout()  # sized for the screen again, whatever size the window had grown to
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
         save_layout(self, self.settings)

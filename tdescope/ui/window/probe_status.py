@@ -31,6 +31,8 @@ class ProbeStatus:
     def __init__(self, bar: QStatusBar) -> None:
         self.armed_label = QLabel("")
         self.stopped_label = QLabel("")
+        # a long line is cut, never widens the window past its screen (the whole line is its tooltip)
+        self.stopped_label.setMinimumWidth(1)
         self.recorded = False  # a replay: states are what was recorded; nothing is in any process now
         bar.addPermanentWidget(self.stopped_label)
         bar.addPermanentWidget(self.armed_label)

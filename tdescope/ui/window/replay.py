@@ -78,6 +78,8 @@ class ReplayController(QObject):
     """Replay ended (File > New): the window is live or idle again."""
     status = Signal(str, int)
     """A status bar message and how long to show it (ms)."""
+    headMoved = Signal(object)
+    """The play head moved (play, slider, a note): its timestamp, or None when the replay closed."""
 
     def __init__(self, feed: Callable[[object], None], reset_views: Callable[[], None], notes_dock: NotesDock,
                  remember: Callable[[str | Path], None], parent: QWidget) -> None:
@@ -114,6 +116,7 @@ class ReplayController(QObject):
         name = Path(path).name
         self.entered.emit(str(path), reader.meta)
         self.player = ReplayPlayer(reader, self._feed, self._reset_views, self)
+        self.player.positionChanged.connect(lambda pos, p=self.player: self.headMoved.emit(p.t0 + pos))
         self.replay_bar.attach(self.player, name)
         self.replay_bar.show()
         self.notes_dock.set_store(NoteStore(reader.path, passphrase))
@@ -145,6 +148,7 @@ class ReplayController(QObject):
         self._passphrase = None
         self.replay_bar.attach(None)
         self.notes_dock.set_store(None)
+        self.headMoved.emit(None)
 
     def leave(self) -> None:
         """Close the file and hide the replay bar; announces :attr:`left`."""
