@@ -60,6 +60,7 @@ class _State:
     breakpoints = []
     rate_start = 0.0  # start of the current one-second bucket of the hit-rate cap
     rate_hits = 0
+    hits = 0  # every hit of the probe breakpoint, captured or not
     debt = 0.0  # the duty-cycle bucket: stopped seconds not yet paid back by running time
     debt_at = 0.0
     paused = False
@@ -132,7 +133,7 @@ def _charge(seconds):
         # every hit is charged, captured or not (a decrypt probe also stops on encrypt calls):
         # the workbench shows this total, not just the captured pages' share
         _State.busy_said = now
-        _notice(Notice.BUSY, busy_s=_State.busy)
+        _notice(Notice.BUSY, busy_s=_State.busy, hits=_State.hits)
 
 
 def _maybe_pause():
@@ -229,6 +230,7 @@ class _ProbeBreakpoint(gdb.Breakpoint):
         t0 = time.perf_counter()
         spec = _State.spec
         # every hit stops the target, captured or not: charge it to the stop budget
+        _State.hits += 1
         _charge(spec["stop_overhead_s"])
         _count_hit()
         if _State.paused:
@@ -284,7 +286,7 @@ def arm(spec_path):
     gdb.execute("handle all nostop noprint pass", to_string=True)
     _State.spec = spec
     _State.spool = open(spec["spool"], "ab", buffering=0)
-    _State.seq = _State.done = 0
+    _State.seq = _State.done = _State.hits = 0
     _State.busy = 0.0
     _State.rate_start, _State.rate_hits = time.monotonic(), 0
     _State.closed = False
@@ -367,7 +369,7 @@ def disarm():
     for bp in gdb.breakpoints():
         if bp.is_valid():
             bp.delete()
-    _notice(Notice.DISARMED, captures=_State.seq, completed=_State.done, busy_s=_State.busy)
+    _notice(Notice.DISARMED, captures=_State.seq, completed=_State.done, busy_s=_State.busy, hits=_State.hits)
     if _State.spool is not None:
         _State.spool.close()
         _State.spool = None

@@ -357,7 +357,7 @@ class CaptureWindow:
                 self._error = (f"gdb died while armed: the guard put back {closed.restored} breakpoint "
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
             # frames written between the last read and the disarm
-            for capture in self._pairs.drain(self.handle.frames(), self.limits.max_captures):
+            for capture in self._pairs.drain(self.handle.frames(), self.limits.max_captures, final=True):
                 self._on_capture(capture)
         if self._reason == Happened.TARGET_EXITED.value:
             self._error = f"pid {self.pid} exited while armed ({self._pairs.captures} pages captured)"
