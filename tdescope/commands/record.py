@@ -138,7 +138,7 @@ def run(args) -> int:
         stops = _start_samplers(pid, args, live.publish, session.wait_source() if session else None, notes)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
-                               **stop_budget(target.own_target, args.stop_budget))
+                               **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:
             run_no += 1

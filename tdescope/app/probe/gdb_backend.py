@@ -32,7 +32,7 @@ from tdescope.app.probe.backend import Armed, Closed, Happened, TargetNews
 from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import SpoolReader
-from tdescope.app.system.procstat import process_state
+from tdescope.app.system.threadstops import StopFigures, ThreadStops
 
 __all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "resume_command",
            "source_command"]
@@ -82,12 +82,12 @@ class GdbBackend:
     stops_target = True
 
     def __init__(self, gdb_path: str | None = None, watchdog_s: float = 0.25) -> None:
-        self._gdb_path = gdb_path
+        self.gdb_path = gdb_path
         self._watchdog_s = watchdog_s
 
     def attach(self, pid: int, spec: ProbeSpec) -> "GdbHandle":
         """Attach gdb to ``pid`` and arm ``spec``; the target stays stopped until ``start()``."""
-        handle = GdbHandle(pid, GdbSession(self._gdb_path), self._watchdog_s)
+        handle = GdbHandle(pid, GdbSession(self.gdb_path), self._watchdog_s)
         try:
             handle._arm(spec)
         except BaseException:
@@ -104,6 +104,9 @@ class GdbHandle:
         self.gdb = gdb
         self.armed = Armed(None)
         self.arming_stop_s = 0.0
+        #: What the target's threads felt, from /proc, once closed (None before).
+        self.stops: StopFigures | None = None
+        self._meter = ThreadStops(self.pid)
         self._watchdog_s = watchdog_s
         self._workdir = tempfile.mkdtemp(prefix="tdescope-probe-")
         self._spool = os.path.join(self._workdir, "spool.bin")
@@ -112,8 +115,7 @@ class GdbHandle:
         self._backlog: list[Frame] = []
         self._guard: subprocess.Popen | None = None
         self._guarded: set[int] = set()
-        self._attached_at = 0.0
-        self._stopped_since = 0.0
+        self._attached_at = self._resumed_at = 0.0
         self._closed: Closed | None = None
         _live_sessions.add(gdb)
 
@@ -124,6 +126,7 @@ class GdbHandle:
         if spec.address is not None:
             # the address came from the ELF files: gdb need load no library symbols while the target is stopped
             gdb.command("-gdb-set auto-solib-add off")
+        self._meter.start()  # before gdb stops anything: /proc counts every thread's stop from here
         self._attached_at = time.monotonic()
         gdb.attach(self.pid)
         gdb.console_command(source_command())
@@ -154,8 +157,10 @@ class GdbHandle:
     # -- armed -----------------------------------------------------------------
     def start(self) -> None:
         """Let the target run; until now it was stopped since the attach."""
+        felt = self._meter.current_s()  # the longest stop of any thread, under way until the resume
         self.gdb.resume()
-        self.arming_stop_s = time.monotonic() - self._attached_at
+        self._resumed_at = time.monotonic()
+        self.arming_stop_s = max(self._resumed_at - self._attached_at, felt)
 
     def frames(self) -> list[Frame]:
         """Frames since the last call; return sites planted by the helper go to the guard on the way."""
@@ -177,14 +182,12 @@ class GdbHandle:
         self.gdb.console_command(resume_command(), timeout=5.0)
 
     def poll(self, timeout: float) -> TargetNews | None:
-        """The watchdog on ptrace stops, then up to ``timeout`` s for the target's exit or a SIGINT."""
-        now = time.monotonic()
-        if process_state(self.pid) == "t":  # the main thread sits in a ptrace stop
-            self._stopped_since = self._stopped_since or now
-            if now - self._stopped_since > self._watchdog_s:
-                return TargetNews(Happened.STALLED, f"watchdog: target stopped over {self._watchdog_s * 1000:.0f} ms")
-        else:
-            self._stopped_since = 0.0
+        """The watchdog on stops of any thread (from /proc), then up to ``timeout`` s for the target's
+        exit or a SIGINT."""
+        stopped = self._meter.current_s(after=self._resumed_at)  # the arming stop is counted apart
+        if stopped > self._watchdog_s:
+            return TargetNews(Happened.STALLED, f"watchdog: a thread of pid {self.pid} stopped "
+                                                f"{stopped * 1000:.0f} ms, over {self._watchdog_s * 1000:.0f} ms")
         rec = self.gdb.wait_event(_is_exit_or_sigint, timeout=timeout)
         if rec is None:
             return None
@@ -216,6 +219,7 @@ class GdbHandle:
         if self._closed is not None:
             return self._closed
         self.gdb.close()
+        self.stops = self._meter.stop()
         _live_sessions.discard(self.gdb)
         report = _stop_guard(self._guard)
         if self._reader is not None:
