@@ -205,3 +205,24 @@ def test_dropping_a_tds_opens_it_in_replay(qtbot, qsettings, session_file):
     settle(qtbot, win)
     assert win.captures_dock.model.rowCount() == 0
     win.shutdown()
+
+
+def test_a_closed_replay_window_is_freed(qtbot, replay, session_file, monkeypatch):
+    """Issue #27, item 15: replay windows opened beside a live one were kept in ``replay_windows`` for
+    the life of the workbench; closed, one is deleted, forgotten and collected."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(replay.files, "_is_live", lambda: True)  # a live window opens replays beside it
+    opened = replay.files.open_path(session_file)
+    assert opened is not None and opened is not replay and opened in replay.files.replay_windows
+    dead = weakref.ref(opened)
+    opened.close()
+    del opened
+    qtbot.waitUntil(lambda: replay.files.replay_windows == [], timeout=10000)
+
+    def freed():
+        gc.collect()  # on the GUI thread, as the workbench's collector does
+        return dead() is None
+
+    qtbot.waitUntil(freed, timeout=10000)
