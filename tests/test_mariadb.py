@@ -499,7 +499,7 @@ def test_gdb_json_on_the_lab_comes_out_in_order_with_a_hit_count(tmp_path):
     *records, summary = [json.loads(line) for line in result.stdout.splitlines()]
     seqs = [r["seq"] for r in records]
     assert len(seqs) == 60 and seqs == sorted(seqs) and len(set(seqs)) == 60
-    assert summary["backend"] == "gdb" and isinstance(summary["hits"], int) and summary["hits"] > 0
+    assert summary["backend"] == "gdb" and isinstance(summary["hits"], int) and summary["hits"] >= 60
 
 
 class _ProcStops:

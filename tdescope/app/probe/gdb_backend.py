@@ -32,7 +32,7 @@ from tdescope.app.probe.backend import Armed, Closed, Happened, TargetNews
 from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import SpoolReader
-from tdescope.app.system.threadstops import StopFigures, ThreadStops
+from tdescope.app.system.threadstops import StopFigures, ThreadStops, thread_ids
 
 __all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "resume_command",
            "source_command"]
@@ -203,12 +203,18 @@ class GdbHandle:
 
     # -- the way out -----------------------------------------------------------
     def disarm(self) -> None:
-        """Stop the target, take the probe out and wait for the helper's ``disarmed`` frame."""
+        """Take the probe out and wait for the helper's ``disarmed`` frame.
+
+        A one-thread target is stopped first. A many-threaded one is not: gdb's interrupt is a
+        SIGINT, which mariadbd blocks in every thread (its signal thread takes it with sigwait, so
+        no thread ever stops and gdb waits in vain), so the probe comes out while it runs, as a
+        paused probe's does (gdb takes the ``int3`` out through /proc/PID/mem).
+        """
         gdb = self.gdb
         if not (gdb.alive and gdb.pid is not None):
             return
         try:
-            if gdb.interrupt(timeout=3.0):
+            if len(thread_ids(self.pid)) > 1 or gdb.interrupt(timeout=3.0):
                 gdb.console_command(disarm_command(), timeout=5.0)
                 self._reply(Notice.DISARMED)
         except GdbError:
