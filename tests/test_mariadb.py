@@ -508,6 +508,8 @@ class _ProcStops:
 
     def __init__(self, pid):
         self.pid, self.longest, self.seen_stopped, self._since = pid, 0.0, 0, {}
+        self.stopped_after: dict[str, float] = {}  # per thread: stopped time seen after `self.after`
+        self.after = float("inf")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -523,6 +525,9 @@ class _ProcStops:
                 except (OSError, IndexError):
                     pass
             self.seen_stopped += bool(stopped)
+            if now > self.after:
+                for tid in stopped:
+                    self.stopped_after[tid] = self.stopped_after.get(tid, 0.0) + 0.002
             for tid in stopped:
                 self._since.setdefault(tid, now)
             for tid in set(self._since) - stopped:
@@ -578,3 +583,34 @@ def test_gdb_accepted_on_a_many_threaded_server_reports_the_stops_proc_shows(lab
     assert witness.longest > 0.02  # the witness saw the all-thread stop of the attach
     assert s.threads > 1 and s.longest_stop_s >= witness.longest - 0.05
     assert tracer_pid(pid) == 0
+
+
+@pytest.mark.gdb
+def test_the_stop_budget_counts_what_procs_threads_felt(lab):
+    """With the stops accepted, a busy window on mariadbd stays within the duty cycle as /proc shows it:
+    gdb stops all threads at each hit (measured 2-3x gdb's own per-hit charge), so the budget is charged
+    with the most stopped thread's time and the probe is paused from outside when it overflows."""
+    conn = lab.conn
+    wl.prepare_io_path(conn, LAB_DATABASE, rows=2000, evict_rows=60000)
+    pid = lab.server_pid()
+    witness = _ProcStops(pid)
+    states = []
+    limits = CaptureLimits(max_captures=100000, max_seconds=6, accept_stop=True)
+    window = CaptureWindow(pid, DECRYPT, limits, "mariadb", lambda _c: None, on_state=states.append)
+    summary = []
+    thread = threading.Thread(target=lambda: summary.append(window.run()))
+    thread.start()
+    assert window.armed.wait(30)
+    time.sleep(0.1)  # the arming stop is over (the witness sweeps every 2 ms)
+    witness.after, armed_at = time.monotonic(), time.monotonic()
+    while thread.is_alive():
+        wl.evict(conn, LAB_DATABASE)
+        wl.scan(conn, LAB_DATABASE)
+    thread.join(60)
+    armed_s = time.monotonic() - armed_at
+    witness.close()
+    assert summary[0].error is None, summary[0].error
+    assert any(s.state == "paused" for s in states)
+    felt = max(witness.stopped_after.values(), default=0.0)
+    bound = limits.max_burst_s + limits.max_busy_fraction * armed_s
+    assert felt <= bound + 0.02, (felt, bound, summary[0])  # 0.02: the witness sweeps every 2 ms

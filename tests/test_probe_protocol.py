@@ -221,6 +221,7 @@ class ScriptedHandle:
 
 class ScriptedBackend:
     name = "scripted"
+    stops_target = False  # it plays a script: nothing is stopped (a stopping one is refused on a many-threaded pid)
 
     def __init__(self, handle):
         self.handle = handle

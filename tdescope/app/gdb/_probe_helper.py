@@ -345,6 +345,16 @@ def _arm_on_load(event):
         return
 
 
+def pause(resume_in):
+    """Pause the probe from outside: the workbench's stop budget, charged with the stops /proc shows
+    (every thread of the target stops at each hit), ran out; it may resume in ``resume_in`` seconds."""
+    if _State.paused or _State.closed:
+        return
+    _State.paused = True
+    _disable_probes()
+    _notice(Notice.PAUSED, resume_in=float(resume_in), busy_s=_State.busy, by="proc")
+
+
 def resume():
     """Re-enable a paused probe (the workbench calls this once the bucket has drained)."""
     if _State.paused and not _State.closed:
@@ -376,5 +386,5 @@ def disarm():
 
 
 # ``source`` runs this file in gdb's __main__; the workbench calls through this name.
-_tdescope_probe = type("_TdescopeProbe", (), {"arm": staticmethod(arm), "resume": staticmethod(resume),
-                                              "disarm": staticmethod(disarm)})
+_tdescope_probe = type("_TdescopeProbe", (), {"arm": staticmethod(arm), "pause": staticmethod(pause),
+                                              "resume": staticmethod(resume), "disarm": staticmethod(disarm)})

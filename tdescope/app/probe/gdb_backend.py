@@ -34,8 +34,8 @@ from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import SpoolReader
 from tdescope.app.system.threadstops import StopFigures, ThreadStops, thread_ids
 
-__all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "resume_command",
-           "source_command"]
+__all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "pause_command",
+           "resume_command", "source_command"]
 
 #: The gdb-side helper, packaged with tdescope: the only file gdb may ``source``.
 HELPER = HELPER_PATH
@@ -55,6 +55,11 @@ def arm_command(spec_path: str) -> str:
     if not os.path.isabs(spec_path):
         raise ValueError(f"spec path must be absolute: {spec_path}")
     return f"python _tdescope_probe.arm({json.dumps(str(spec_path))})"
+
+
+def pause_command(resume_in: float) -> str:
+    """The console command that pauses the probe from outside, to re-arm in ``resume_in`` s."""
+    return f"python _tdescope_probe.pause({float(resume_in)!r})"
 
 
 def resume_command() -> str:
@@ -116,6 +121,11 @@ class GdbHandle:
         self._guard: subprocess.Popen | None = None
         self._guarded: set[int] = set()
         self._attached_at = self._resumed_at = 0.0
+        # the stop budget on what /proc shows: (duty, burst_s) from the spec, the bucket, its last charge
+        self._budget = (0.01, 0.025)
+        self._felt_debt = self._felt_at = 0.0
+        self._felt_last: float | None = None
+        self._paused = False
         self._closed: Closed | None = None
         _live_sessions.add(gdb)
 
@@ -130,6 +140,7 @@ class GdbHandle:
         self._attached_at = time.monotonic()
         gdb.attach(self.pid)
         gdb.console_command(source_command())
+        self._budget = (spec.duty, spec.burst_s)
         spec_path = os.path.join(self._workdir, "spec.json")
         dataclasses.replace(spec, spool=self._spool).write(spec_path)
         gdb.console_command(arm_command(spec_path))
@@ -171,6 +182,8 @@ class GdbHandle:
                 if said is Notice.RETURN_SITE and int(fields["address"]) not in self._guarded:
                     self._guarded.add(int(fields["address"]))
                     _update_guard(self._guard, self._guarded)
+                elif said in (Notice.PAUSED, Notice.RESUMED):
+                    self._paused = said is Notice.PAUSED
         out, self._backlog = self._backlog + new, []
         return out
 
@@ -180,11 +193,13 @@ class GdbHandle:
     def resume(self) -> None:
         """Re-enable the probe that paused itself."""
         self.gdb.console_command(resume_command(), timeout=5.0)
+        self._felt_debt, self._felt_at, self._paused = 0.0, time.monotonic(), False
 
     def poll(self, timeout: float) -> TargetNews | None:
         """The watchdog on stops of any thread (from /proc), then up to ``timeout`` s for the target's
         exit or a SIGINT."""
         stopped = self._meter.current_s(after=self._resumed_at)  # the arming stop is counted apart
+        self._charge_felt()
         if stopped > self._watchdog_s:
             return TargetNews(Happened.STALLED, f"watchdog: a thread of pid {self.pid} stopped "
                                                 f"{stopped * 1000:.0f} ms, over {self._watchdog_s * 1000:.0f} ms")
@@ -200,6 +215,29 @@ class GdbHandle:
             return TargetNews(Happened.BACKEND_EXITED)
         self.gdb.pid = None  # nothing left to detach from
         return TargetNews(Happened.TARGET_EXITED)
+
+    def _charge_felt(self) -> None:
+        """The stop budget on what the target felt: the most stopped thread's stopped time since the
+        resume (/proc; gdb stops every thread at each hit) goes into a bucket like the helper's, and
+        when it overflows the probe is paused from outside (while the target runs)."""
+        if not self._resumed_at:
+            return
+        now = time.monotonic()
+        most = self._meter.figures().most_stopped_s
+        if self._felt_last is None:
+            # from two sweeps after the resume on, the arming stop (reported apart) is closed
+            if self._meter.last_sweep > self._resumed_at + 2 * self._meter.interval:
+                self._felt_last, self._felt_at = most, now
+            return
+        duty, burst = self._budget
+        self._felt_debt = max(0.0, self._felt_debt - (now - self._felt_at) * duty) + max(0.0, most - self._felt_last)
+        self._felt_last, self._felt_at = most, now
+        if self._felt_debt > burst and not self._paused:
+            self._paused = True
+            try:
+                self.gdb.console_command(pause_command(self._felt_debt / duty), timeout=5.0)
+            except GdbError:
+                pass  # gdb gone: the window hears it next
 
     # -- the way out -----------------------------------------------------------
     def disarm(self) -> None:

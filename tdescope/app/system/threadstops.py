@@ -162,6 +162,12 @@ class ThreadStops:
                 self._total[tid] = self._total.get(tid, 0.0) + min(dt, now - began)
                 self._longest = max(self._longest, now - began)
 
+    @property
+    def last_sweep(self) -> float:
+        """Monotonic time of the last sweep (0 before the first)."""
+        with self._lock:
+            return self._last
+
     def current_s(self, after: float = 0.0) -> float:
         """The longest stop under way now (0 when every thread runs), counted from monotonic time
         ``after`` at the earliest, as of a sweep taken since (0 until there is one)."""
