@@ -484,6 +484,14 @@ def test_waits_and_top_on_the_lab_show_the_engines_view(tmp_path):
     top = run_tdescope("top", "--lab", "mariadb", "--seconds", "3", "--limit", "10", timeout=120)
     assert top.returncode == 0, top.stderr
     assert "mariadbd" in top.stdout
+    import re
+
+    # issue #27, item 14: a frame perf could not name shows its library once, and a library with many such
+    # samples gets one line on what to install
+    assert not re.search(r"(\[[^\]\s]+\])\s+\1", top.stdout), top.stdout
+    unnamed = [float(m.group(1)) for m in re.finditer(r"^\s*([\d.]+)%.*\s\[mariadbd\]\s*$", top.stdout, re.M)]
+    if unnamed and unnamed[0] >= 5:
+        assert "samples are in mariadbd without a function name" in top.stderr, top.stderr
 
 
 @pytest.mark.gdb

@@ -73,8 +73,8 @@ def run(args) -> int:
                  f"{row_label(r.symbol, r.dso)}{about}")
     for p in seen.problems:
         print(f"tdescope: note: {p}", file=sys.stderr)
-    for dso, _pct in unsymbolized(prof):
-        print(f"tdescope: note: {debug_symbols_hint(dso)}", file=sys.stderr)
+    for dso, pct in unsymbolized(prof):
+        print(f"tdescope: note: {debug_symbols_hint(dso, pct)}", file=sys.stderr)
     if not args.json:
         print(f"{prof.samples} samples in {len(windows)} windows at {args.perf_hz} Hz; "
               f"time in crypto {crypto_pct(prof):.1f}%",
