@@ -624,3 +624,12 @@ def test_the_stop_budget_counts_what_procs_threads_felt(lab):
     # 1.5: the witness counts 2 ms a sweep, and the workbench's bucket hears /proc one poll (20 ms) late,
     # later when the test process's threads share the GIL under load (bench_gdb_threads: 0.68-1.10)
     assert felt <= 1.5 * bound, (felt, bound, summary[0])
+
+
+@pytest.mark.gdb
+def test_cli_gdb_on_the_lab_without_accept_stop_is_one_line_with_the_cost():
+    result = run_tdescope("capture", "--engine", "mariadb", "--lab", "--backend", "gdb", "--workload", "io_path",
+                          "--count", "1", "--timeout", "5", timeout=240)
+    assert_one_line_error(result, "gdb stops all ")
+    assert "threads of pid" in result.stderr and "ms each while gdb attaches" in result.stderr
+    assert "--accept-stop goes ahead" in result.stderr
