@@ -12,7 +12,9 @@ most ``burst_s``. When a hit overflows it, the probe pauses: its breakpoint is
 disabled (gdb takes the ``int3`` out of the target's code) and the workbench
 calls ``resume()`` once the bucket has drained. So however busy the target is,
 it spends at most ``burst_s + duty * t`` of any stretch ``t`` stopped, and for
-most of an over-busy window no breakpoint sits in its code at all.
+most of an over-busy window no breakpoint sits in its code at all. This bucket
+sees gdb's side only; the workbench keeps a second one on what the target's
+threads felt (/proc) and pauses the probe from outside with ``pause(resume_in)``.
 
 Bytes travel out of band: frames appended to a spool file that the workbench
 tails (MI carries only control). The frame format, its kinds and the notices

@@ -1,15 +1,18 @@
 """The gdb backend: probes as gdb breakpoints, driven through MI, read-only.
 
 gdb attaches, ``source``\\ s the gdb-side helper (``app/gdb/_probe_helper.py``)
-and calls its three functions with literal arguments only (:func:`arm_command`,
-:func:`resume_command`, :func:`disarm_command`: the exact console commands the
-MI guard lets through). The helper answers ``arm`` and ``disarm`` with notice
+and calls its functions with literal arguments only (:func:`arm_command`,
+:func:`pause_command`, :func:`resume_command`, :func:`disarm_command`: the exact
+console commands the MI guard lets through). The helper answers ``arm`` and ``disarm`` with notice
 frames in the spool file it appends captures to, and the handle waits for
 that frame: nothing is read back from gdb's console.
 
 What only gdb needs lives here too: the guard that restores code bytes if gdb
-dies while armed, passing on a SIGINT that gdb would keep for itself, and the
-watchdog on ptrace stops.
+dies while armed, passing on a SIGINT that gdb would keep for itself, and what
+the target's threads felt, sampled from /proc from before the attach
+(:class:`~tdescope.app.system.threadstops.ThreadStops`): the watchdog on any
+thread's stop, and a second stop budget charged with the most stopped thread's
+time (gdb stops every thread at each hit), which pauses the probe from outside.
 """
 
 from __future__ import annotations
