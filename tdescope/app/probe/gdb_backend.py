@@ -175,6 +175,29 @@ class GdbHandle:
         self.gdb.resume()
         self._resumed_at = time.monotonic()
         self.arming_stop_s = max(self._resumed_at - self._attached_at, felt)
+        self._wait_inserted()
+
+    def _wait_inserted(self, timeout: float = 1.0) -> None:
+        """Return once the probe's ``int3`` is in the target's code (read from /proc/PID/mem), at most
+        ``timeout`` s: gdb writes it as the target resumes, up to tens of ms after it answered
+        ``^running``, and "armed" must be true when said. A pending probe has no address yet."""
+        addresses = [int(a, 16) for a in self.armed.locations]
+        if not addresses:
+            return
+        try:
+            fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if all(os.pread(fd, 1, a) == b"\xcc" for a in addresses):
+                    return
+                time.sleep(0.001)
+        except OSError:
+            return  # the target is gone: the window hears it next
+        finally:
+            os.close(fd)
 
     def frames(self) -> list[Frame]:
         """Frames since the last call; return sites planted by the helper go to the guard on the way."""

@@ -140,8 +140,8 @@ class ThreadStops:
     def _sweep(self) -> None:
         if self._sweeps % 50 == 0:
             self._open()  # threads come and go: look again every 50 sweeps
+        now = time.monotonic()  # before reading: every state read is at least this fresh
         states = {tid: _state(fd) for tid, fd in list(self._fds.items())}
-        now = time.monotonic()
         with self._lock:
             dt = now - self._last
             self._last = now
@@ -169,19 +169,19 @@ class ThreadStops:
             return self._last
 
     def current_s(self, after: float = 0.0) -> float:
-        """The longest stop under way now (0 when every thread runs), counted from monotonic time
-        ``after`` at the earliest, as of a sweep taken since (0 until there is one)."""
+        """The longest stop under way as of the last sweep (0 when every thread ran then), counted
+        from monotonic time ``after`` at the earliest; 0 until a sweep has begun since ``after``.
+        Never extrapolated past the last sweep: a sampler held up (a loaded machine) cannot make
+        a stop that has ended look long."""
         with self._lock:
-            now = time.monotonic()
             if self._last <= after:
                 return 0.0
-            return max((now - max(t, after) for t in self._since.values()), default=0.0)
+            return max((self._last - max(t, after) for t in self._since.values()), default=0.0)
 
     def figures(self) -> StopFigures:
         """What the threads felt so far."""
-        now = time.monotonic()
         with self._lock:
-            ongoing = max((now - t for t in self._since.values()), default=0.0)
+            ongoing = max((self._last - t for t in self._since.values()), default=0.0)
             return StopFigures(len(self._threads_seen), max(self._longest, ongoing),
                                max(self._total.values(), default=0.0), self._all, self._last - self._started,
                                self._sweeps)
