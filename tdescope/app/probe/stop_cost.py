@@ -23,7 +23,7 @@ __all__ = ["measure_attach_stop", "refuse_many_threads"]
 def measure_attach_stop(gdb_path: str | None = None) -> float | None:
     """Seconds a one-thread decoy process (``sleep``) stays stopped while gdb attaches to it the way
     the backend does (no library symbols), as ``/proc`` shows it; None when it cannot be measured."""
-    from tdescope.app.gdb.mi import GdbError, GdbSession
+    from tdescope.app.gdb.mi import GdbSession
 
     decoy = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              start_new_session=True)
@@ -35,7 +35,7 @@ def measure_attach_stop(gdb_path: str | None = None) -> float | None:
             gdb.resume()
             gdb.detach()
         return meter.stop().longest_s or None
-    except (GdbError, OSError):
+    except (UserError, OSError):  # gdb missing, too old or refused: the refusal says no figure
         return None
     finally:
         meter.stop()
