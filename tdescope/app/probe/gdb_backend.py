@@ -35,6 +35,7 @@ from tdescope.app.probe.backend import Armed, Closed, Happened, TargetNews
 from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import SpoolReader
+from tdescope.app.probe.stop_cost import StopBucket
 from tdescope.app.system.threadstops import StopFigures, ThreadStops, thread_ids
 
 __all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "pause_command",
@@ -124,10 +125,7 @@ class GdbHandle:
         self._guard: subprocess.Popen | None = None
         self._guarded: set[int] = set()
         self._attached_at = self._resumed_at = 0.0
-        # the stop budget on what /proc shows: (duty, burst_s) from the spec, the bucket, its last charge
-        self._budget = (0.01, 0.025)
-        self._felt_debt = self._felt_at = 0.0
-        self._felt_last: float | None = None
+        self._bucket = StopBucket(0.01, 0.025)  # the stop budget on what /proc shows (the spec's, once armed)
         self._paused = False
         self._closed: Closed | None = None
         _live_sessions.add(gdb)
@@ -143,7 +141,7 @@ class GdbHandle:
         self._attached_at = time.monotonic()
         gdb.attach(self.pid)
         gdb.console_command(source_command())
-        self._budget = (spec.duty, spec.burst_s)
+        self._bucket = StopBucket(spec.duty, spec.burst_s)
         spec_path = os.path.join(self._workdir, "spec.json")
         dataclasses.replace(spec, spool=self._spool).write(spec_path)
         gdb.console_command(arm_command(spec_path))
@@ -219,7 +217,9 @@ class GdbHandle:
     def resume(self) -> None:
         """Re-enable the probe that paused itself."""
         self.gdb.console_command(resume_command(), timeout=5.0)
-        self._felt_debt, self._felt_at, self._paused = 0.0, time.monotonic(), False
+        self._paused = False
+        if self._bucket.started:
+            self._bucket.start(self._meter.figures().most_stopped_s, time.monotonic())
 
     def poll(self, timeout: float) -> TargetNews | None:
         """The watchdog on stops of any thread (from /proc), then up to ``timeout`` s for the target's
@@ -250,18 +250,16 @@ class GdbHandle:
             return
         now = time.monotonic()
         most = self._meter.figures().most_stopped_s
-        if self._felt_last is None:
+        if not self._bucket.started:
             # from two sweeps after the resume on, the arming stop (reported apart) is closed
             if self._meter.last_sweep > self._resumed_at + 2 * self._meter.interval:
-                self._felt_last, self._felt_at = most, now
+                self._bucket.start(most, now)
             return
-        duty, burst = self._budget
-        self._felt_debt = max(0.0, self._felt_debt - (now - self._felt_at) * duty) + max(0.0, most - self._felt_last)
-        self._felt_last, self._felt_at = most, now
-        if self._felt_debt > burst and not self._paused:
+        resume_in = self._bucket.feed(most, now)
+        if resume_in is not None and not self._paused:
             self._paused = True
             try:
-                self.gdb.console_command(pause_command(self._felt_debt / duty), timeout=5.0)
+                self.gdb.console_command(pause_command(resume_in), timeout=5.0)
             except GdbError:
                 pass  # gdb gone: the window hears it next
 

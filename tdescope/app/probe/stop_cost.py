@@ -17,7 +17,7 @@ import subprocess
 from tdescope.app.errors import UserError
 from tdescope.app.system.threadstops import ThreadStops, thread_ids
 
-__all__ = ["measure_attach_stop", "refuse_many_threads"]
+__all__ = ["StopBucket", "measure_attach_stop", "refuse_many_threads"]
 
 
 def measure_attach_stop(gdb_path: str | None = None) -> float | None:
@@ -55,3 +55,38 @@ def refuse_many_threads(pid: int, gdb_path: str | None = None, burst_s: float = 
     raise UserError(f"gdb stops all {threads} threads of pid {pid} at once: {cost}, and all {threads} at "
                     f"every probe hit, beyond the {burst_s * 1000:.0f} ms stop burst; --accept-stop goes ahead, "
                     f"--backend ebpf stops nothing")
+
+
+class StopBucket:
+    """The stop budget's leaky bucket over a running total of stopped seconds (the most stopped thread's,
+    from /proc): it fills with the stopped time, drains at ``duty`` of wall time and holds ``burst_s``.
+
+    A total can grow by no more than the wall time between two feeds: a sampler that caught up after a
+    delay is not charged twice, and a 100 % budget never overflows.
+    """
+
+    def __init__(self, duty: float, burst_s: float) -> None:
+        self.duty, self.burst_s = duty, burst_s
+        self.debt = 0.0
+        self._total: float | None = None
+        self._at = 0.0
+
+    def start(self, total_s: float, now: float) -> None:
+        """Count from here: ``total_s`` stopped so far is not charged (the arming stop, reported apart)."""
+        self.debt, self._total, self._at = 0.0, total_s, now
+
+    @property
+    def started(self) -> bool:
+        return self._total is not None
+
+    def feed(self, total_s: float, now: float) -> float | None:
+        """Charge the growth of ``total_s`` since the last feed; the seconds until the probe may re-arm
+        when the bucket overflowed, else None."""
+        if self._total is None:
+            self.start(total_s, now)
+            return None
+        wall = max(0.0, now - self._at)
+        felt = min(max(0.0, total_s - self._total), wall)
+        self.debt = max(0.0, self.debt + felt - wall * self.duty)
+        self._total, self._at = total_s, now
+        return self.debt / self.duty if self.debt > self.burst_s else None
