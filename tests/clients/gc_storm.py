@@ -2,8 +2,9 @@
 
 Run by tests/test_gc_policy.py in a subprocess with a timeout: a deadlock in a collection fails the test
 instead of blocking the suite. With ``policy`` the workbench's GC policy (``collect_on_gui_thread``) is on,
-as in ``run_gui`` and replay. Prints one JSON line: collections on the worker and the GUI thread, items
-still alive at the end.
+as in ``run_gui`` and replay; with ``plain`` it is off and the dropped objects are plain Python cycles (Qt
+items without the policy are the hazard itself: that run once died of SIGSEGV in a worker's collection).
+Prints one JSON line: collections on the worker and the GUI thread, objects still alive at the end.
 """
 
 import gc
@@ -44,16 +45,27 @@ worker.start()
 plot = pg.PlotWidget()
 dropped = []
 deadline = time.monotonic() + float(sys.argv[2])
+
+
+class Plain:
+    pass
+
+
 while time.monotonic() < deadline:
-    items = [plot.plot([1, 2, 3], [3, 1, 2]) for _ in range(10)]
+    if sys.argv[1] == "plain":
+        items = [Plain() for _ in range(10)]
+    else:
+        items = [plot.plot([1, 2, 3], [3, 1, 2]) for _ in range(10)]
     for item in items:
         item.me = item  # a cycle: only the cyclic collector frees it
     dropped += [weakref.ref(item) for item in items]
-    label = QLabel("timeline label")
-    label.me = label
-    dropped.append(weakref.ref(label))
-    plot.clear()  # as the charts do when a run is picked
-    del items, item, label
+    if sys.argv[1] != "plain":
+        label = QLabel("timeline label")
+        label.me = label
+        dropped.append(weakref.ref(label))
+        plot.clear()  # as the charts do when a run is picked
+        del label
+    del items, item
     app.processEvents()
 end = time.monotonic() + 30  # the worker allocates on: the GUI thread's timer reaches the older generations
 while any(r() is not None for r in dropped) and time.monotonic() < end:
