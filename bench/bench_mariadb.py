@@ -49,7 +49,7 @@ def run(quick: bool) -> dict:
                 window = None
                 if how != "none":
                     limits = CaptureLimits(max_captures=100000, max_seconds=300, max_busy_fraction=1.0,
-                                           max_burst_s=10, max_hits_per_s=1_000_000)
+                                           max_burst_s=10, max_hits_per_s=1_000_000, accept_stop=True)
                     backend = EbpfBackend() if how == "ebpf" else GdbBackend()
                     window = CaptureWindow(session.server_pid(), recipes()[0], limits, "mariadb", got.append,
                                            backend=backend)

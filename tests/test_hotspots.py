@@ -444,3 +444,20 @@ def test_a_thread_started_just_after_the_sampler_is_sampled():
             target.kill()
             target.wait()
         assert len(windows) >= 2 and sum(sum(w.stacks.values()) for w in windows) > 50, (trial, windows)
+
+
+def test_a_frame_without_a_name_shows_its_library_once_and_says_what_to_install():
+    """Issue #27, item 14: `crypto [libcrypto.so.3] [libcrypto.so.3]` and `[mariadbd] 41 %` with no hint."""
+    from tdescope.app.hotspots.profile import Profile
+    from tdescope.app.hotspots.symbols import debug_symbols_hint, perf_has_debuginfod, row_label, unsymbolized
+
+    crypto = "/usr/lib/x86_64-linux-gnu/libcrypto.so.3"
+    assert row_label("[libcrypto.so.3]", crypto) == "[libcrypto.so.3]"
+    assert row_label("aesni_cbc_encrypt", crypto) == "aesni_cbc_encrypt  [libcrypto.so.3]"
+    prof = Profile.from_stacks({"main;[mariadbd]": 41, "main;do_work": 59},
+                               {"[mariadbd]": "/usr/sbin/mariadbd", "do_work": "/usr/sbin/mariadbd"})
+    assert unsymbolized(prof) == [("/usr/sbin/mariadbd", 41.0)]
+    hint = debug_symbols_hint("/usr/sbin/mariadbd", 41.0)
+    assert "\n" not in hint and hint.startswith("41 % of samples are in mariadbd without a function name")
+    assert "install mariadb-server-core-dbgsym" in hint  # the package that holds the file, on Debian
+    assert ("DEBUGINFOD_URLS" in hint) == perf_has_debuginfod()  # offered only where perf can use it

@@ -52,7 +52,7 @@ def _space_id(conn, table: str) -> int:
 def _captured_during(session, backend: str, action, count: int = 100000) -> list:
     """Every decrypt capture while ``action()`` runs on the lab."""
     got = []
-    limits = CaptureLimits(max_captures=count, max_seconds=60, max_busy_fraction=1.0, max_burst_s=10,
+    limits = CaptureLimits(max_captures=count, max_seconds=60, max_busy_fraction=1.0, max_burst_s=10, accept_stop=True,
                            max_hits_per_s=1_000_000)
     window = CaptureWindow(session.server_pid(), DECRYPT, limits, "mariadb", got.append,
                            backend=probe_backend(backend))
@@ -484,6 +484,155 @@ def test_waits_and_top_on_the_lab_show_the_engines_view(tmp_path):
     top = run_tdescope("top", "--lab", "mariadb", "--seconds", "3", "--limit", "10", timeout=120)
     assert top.returncode == 0, top.stderr
     assert "mariadbd" in top.stdout
+    import re
+
+    # issue #27, item 14: a frame perf could not name shows its library once, and a library with many such
+    # samples gets one line on what to install
+    assert not re.search(r"(\[[^\]\s]+\])\s+\1", top.stdout), top.stdout
+    unnamed = [float(m.group(1)) for m in re.finditer(r"^\s*([\d.]+)%.*\s\[mariadbd\]\s*$", top.stdout, re.M)]
+    if unnamed and unnamed[0] >= 5:
+        assert "samples are in mariadbd without a function name" in top.stderr, top.stderr
+
+
+@pytest.mark.gdb
+def test_gdb_json_on_the_lab_comes_out_in_order_with_a_hit_count(tmp_path):
+    """Issue #27, item 13: page reads on several threads return in any order; the captures come
+    out by sequence number and the summary counts the probe's hits."""
+    import json
+
+    result = run_tdescope("capture", "--engine", "mariadb", "--lab", "--backend", "gdb", "--accept-stop",
+                          "--workload", "io_path",
+                          "--count", "60", "--json", timeout=240)
+    assert result.returncode == 0, result.stderr
+    *records, summary = [json.loads(line) for line in result.stdout.splitlines()]
+    seqs = [r["seq"] for r in records]
+    assert len(seqs) == 60 and seqs == sorted(seqs) and len(set(seqs)) == 60
+    assert summary["backend"] == "gdb" and isinstance(summary["hits"], int) and summary["hits"] >= 60
+
+
+class _ProcStops:
+    """The test's own witness: every thread of ``pid`` sampled from /proc/PID/task/*/stat on a thread,
+    longest continuous stop (``t``/``T``) of any one thread, counted from first seen to first seen running."""
+
+    def __init__(self, pid):
+        self.pid, self.longest, self.seen_stopped, self._since = pid, 0.0, 0, {}
+        self.stopped_after: dict[str, float] = {}  # per thread: stopped time seen after `self.after`
+        self.after = float("inf")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(0.002):
+            now, stopped = time.monotonic(), set()
+            for tid in os.listdir(f"/proc/{self.pid}/task"):
+                try:
+                    with open(f"/proc/{self.pid}/task/{tid}/stat") as fh:
+                        if fh.read().rsplit(")", 1)[1].split()[0] in "tT":
+                            stopped.add(tid)
+                except (OSError, IndexError):
+                    pass
+            self.seen_stopped += bool(stopped)
+            if now > self.after:
+                for tid in stopped:
+                    self.stopped_after[tid] = self.stopped_after.get(tid, 0.0) + 0.002
+            for tid in stopped:
+                self._since.setdefault(tid, now)
+            for tid in set(self._since) - stopped:
+                self.longest = max(self.longest, now - self._since.pop(tid))
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(10)
+        return self
+
+
+@pytest.mark.gdb
+
+def test_gdb_on_a_many_threaded_server_says_the_cost_and_stops_nothing_without_the_flag(lab):
+    """Issue #27, item 5: gdb in all-stop mode stops every thread of mariadbd together while it attaches
+    and arms (0.25-1.1 s measured), far beyond the 25 ms burst: refused, before anything stops, with the
+    cost said; /proc shows no thread stopped."""
+    pid = lab.server_pid()
+    witness = _ProcStops(pid)
+    window = CaptureWindow(pid, DECRYPT, CaptureLimits(max_captures=5, max_seconds=5), "mariadb", lambda _c: None)
+    summary = window.run()
+    witness.close()
+    assert summary.error and f"threads of pid {pid}" in summary.error and "--accept-stop" in summary.error
+    assert "ms" in summary.error  # what it would cost, measured
+    assert witness.seen_stopped == 0 and tracer_pid(pid) == 0
+
+
+@pytest.mark.gdb
+
+def test_gdb_accepted_on_a_many_threaded_server_reports_the_stops_proc_shows(lab):
+    """With the stops accepted, the summary's longest stop is what the threads felt: at least the longest
+    stop of any thread the test's own /proc witness saw (less one sample), arming included."""
+    conn = lab.conn
+    wl.prepare_io_path(conn, LAB_DATABASE, rows=2000, evict_rows=60000)
+    pid = lab.server_pid()
+    witness = _ProcStops(pid)
+    got = []
+    window = CaptureWindow(pid, DECRYPT, CaptureLimits(max_captures=20, max_seconds=30, accept_stop=True),
+                           "mariadb", got.append)
+    summary = []
+    thread = threading.Thread(target=lambda: summary.append(window.run()))
+    thread.start()
+    try:
+        assert window.armed.wait(30)
+        wl.evict(conn, LAB_DATABASE)
+        wl.scan(conn, LAB_DATABASE)
+    finally:
+        window.cancel()
+        thread.join(60)
+    witness.close()
+    s = summary[0]
+    assert s.error is None, s.error
+    assert witness.longest > 0.02  # the witness saw the all-thread stop of the attach
+    assert s.threads > 1 and s.longest_stop_s >= witness.longest - 0.05
+    assert tracer_pid(pid) == 0
+
+
+@pytest.mark.gdb
+def test_the_stop_budget_counts_what_procs_threads_felt(lab):
+    """With the stops accepted, a busy window on mariadbd stays within the duty cycle as /proc shows it:
+    gdb stops all threads at each hit (measured 2-3x gdb's own per-hit charge), so the budget is charged
+    with the most stopped thread's time and the probe is paused from outside when it overflows."""
+    conn = lab.conn
+    wl.prepare_io_path(conn, LAB_DATABASE, rows=2000, evict_rows=60000)
+    pid = lab.server_pid()
+    witness = _ProcStops(pid)
+    states = []
+    limits = CaptureLimits(max_captures=100000, max_seconds=6, accept_stop=True)
+    window = CaptureWindow(pid, DECRYPT, limits, "mariadb", lambda _c: None, on_state=states.append)
+    summary = []
+    thread = threading.Thread(target=lambda: summary.append(window.run()))
+    thread.start()
+    assert window.armed.wait(30)
+    time.sleep(0.1)  # the arming stop is over (the witness sweeps every 2 ms)
+    witness.after, armed_at = time.monotonic(), time.monotonic()
+    while thread.is_alive():
+        wl.evict(conn, LAB_DATABASE)
+        wl.scan(conn, LAB_DATABASE)
+    thread.join(60)
+    armed_s = time.monotonic() - armed_at
+    witness.close()
+    assert summary[0].error is None, summary[0].error
+    assert any(s.state == "paused" for s in states)
+    felt = max(witness.stopped_after.values(), default=0.0)
+    bound = limits.max_burst_s + limits.max_busy_fraction * armed_s
+    # 1.5: the witness counts 2 ms a sweep, and the workbench's bucket hears /proc one poll (20 ms) late,
+    # later when the test process's threads share the GIL under load (bench_gdb_threads: 0.68-1.10)
+    assert felt <= 1.5 * bound, (felt, bound, summary[0])
+
+
+@pytest.mark.gdb
+def test_cli_gdb_on_the_lab_without_accept_stop_is_one_line_with_the_cost():
+    result = run_tdescope("capture", "--engine", "mariadb", "--lab", "--backend", "gdb", "--workload", "io_path",
+                          "--count", "1", "--timeout", "5", timeout=240)
+    assert_one_line_error(result, "gdb stops all ")
+    assert "threads of pid" in result.stderr and "ms each while gdb attaches" in result.stderr
+    assert "--accept-stop goes ahead" in result.stderr
 
 
 def test_a_second_io_path_run_reads_as_many_pages_and_decodes_its_records(lab):

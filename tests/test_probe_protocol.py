@@ -19,7 +19,7 @@ from tdescope.app.probe.backend import Armed, Closed, Happened, TargetNews
 from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of, pack, pack_notice, unpack
 from tdescope.app.probe.gdb_backend import HELPER, arm_command, disarm_command, resume_command, source_command
 from tdescope.app.probe.spec import ProbeSpec
-from tdescope.app.probe.spool import FramePairs, SpoolReader
+from tdescope.app.probe.spool import REORDER_S, FramePairs, SpoolReader
 from tdescope.app.probe.window import TRANSITIONS, CaptureLimits, CaptureWindow, Phase
 from tdescope.plugins.sqlcipher.engine import DECRYPT, ENCRYPT
 
@@ -37,9 +37,9 @@ def _after(seq, data, busy=50.0):
 @pytest.mark.parametrize("entry_only, stream, captures, closed, paused_for, busy_s", [
     # a pair makes one capture, stamped with the "before" frame's time and page, charged both stops
     (False, [_before(1, b"C1"), _after(1, b"P1")], [(1, 1.0, 7, b"C1", b"P1", 150.0)], None, None, 0.0),
-    # pairs by seq, in any order of return
+    # pairs by seq, in any order of return, and out in seq order (issue #27, item 13)
     (False, [_before(1, b"a"), _before(2, b"b"), _after(2, b"B"), _after(1, b"A")],
-     [(2, 2.0, 7, b"b", b"B", 150.0), (1, 1.0, 7, b"a", b"A", 150.0)], None, None, 0.0),
+     [(1, 1.0, 7, b"a", b"A", 150.0), (2, 2.0, 7, b"b", b"B", 150.0)], None, None, 0.0),
     # an "after" with no "before" is dropped; a "before" alone waits
     (False, [_after(9, b"x"), _before(3, b"c")], [], None, None, 0.0),
     # an entry-only recipe: a "before" frame is a whole capture
@@ -221,6 +221,7 @@ class ScriptedHandle:
 
 class ScriptedBackend:
     name = "scripted"
+    stops_target = False  # it plays a script: nothing is stopped (a stopping one is refused on a many-threaded pid)
 
     def __init__(self, handle):
         self.handle = handle
@@ -263,3 +264,23 @@ def test_window_runs_a_backend_through_its_states(symbol, turns, states, reason,
         assert summary.error == f"pid {os.getpid()} exited while armed (1 pages captured)"
     if symbol is None:
         assert summary.error == f"pid {os.getpid()} does not use t: symbol f or g not found"
+
+
+def test_a_call_still_out_holds_later_captures_until_it_returns_or_the_window_ends():
+    pairs = FramePairs(lambda *a: a[0], entry_only=False)
+    frames, _ = unpack(_before(1, b"a") + _before(2, b"b") + _before(3, b"c") + _after(3, b"C") + _after(2, b"B"))
+    assert list(pairs.drain(frames, limit=100)) == []  # 1 is still out: 2 and 3 wait
+    frames, _ = unpack(_after(1, b"A"))
+    assert list(pairs.drain(frames, limit=100)) == [1, 2, 3]
+    frames, _ = unpack(_before(4, b"d") + _before(5, b"e") + _after(5, b"E"))
+    assert list(pairs.drain(frames, limit=100)) == []
+    assert list(pairs.drain([], limit=100, final=True)) == [5]  # 4 never returned: 5 is not lost
+
+
+def test_a_call_that_never_returns_holds_nothing_for_long():
+    pairs = FramePairs(lambda *a: a[0], entry_only=False)
+    stale = pack(FrameKind.BEFORE, 1, 7, 0, b"a", 1.0, ts=10.0)
+    later = [pack(FrameKind.BEFORE, 2, 7, 0, b"b", 1.0, ts=10.5 + REORDER_S),
+             pack(FrameKind.AFTER, 2, 7, 0, b"B", 1.0, ts=10.6 + REORDER_S)]
+    frames, _ = unpack(stale + b"".join(later))
+    assert list(pairs.drain(frames, limit=100)) == [2]

@@ -270,3 +270,24 @@ def test_clicking_the_slider_track_jumps_there(qtbot, qsettings, two_runs):
     (x0, x1), _ = timeline.plot.viewRange()
     assert x0 <= player.position <= x1
     win.shutdown()
+
+
+def test_a_closed_replay_window_is_freed(qtbot, replay, session_file, monkeypatch):
+    """Issue #27, item 15: replay windows opened beside a live one were kept in ``replay_windows`` for
+    the life of the workbench; closed, one is deleted, forgotten and collected."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(replay.files, "_is_live", lambda: True)  # a live window opens replays beside it
+    opened = replay.files.open_path(session_file)
+    assert opened is not None and opened is not replay and opened in replay.files.replay_windows
+    dead = weakref.ref(opened)
+    opened.close()
+    del opened
+    qtbot.waitUntil(lambda: replay.files.replay_windows == [], timeout=10000)
+
+    def freed():
+        gc.collect()  # on the GUI thread, as the workbench's collector does
+        return dead() is None
+
+    qtbot.waitUntil(freed, timeout=10000)

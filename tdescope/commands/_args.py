@@ -90,6 +90,9 @@ def add_stop_budget_argument(parser) -> None:
     parser.add_argument("--stop-budget", type=percent, metavar="PCT",
                         help="the share of wall time the target may spend stopped in probe hits, in %% (default 1; "
                              "50 for a lab the workbench started); over it the probe pauses, then re-arms")
+    parser.add_argument("--accept-stop", action="store_true",
+                        help="gdb: probe a process with more than one thread anyway; gdb stops all its threads "
+                             "together while it attaches and arms (hundreds of ms) and at every hit")
 
 
 def add_probe_arguments(parser) -> None:

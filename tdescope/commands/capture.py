@@ -100,7 +100,7 @@ def run(args) -> int:
         if recipe.requires and has_ability(target.session, Ability.REQUIRE_EXTENSIONS):
             target.session.require_extension(recipe.requires)  # before anything is armed
         limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
-                               **stop_budget(target.own_target, args.stop_budget))
+                               **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
         exp = Experiment(target.session, target.workload, target.params, recipe, limits, engine.name, sink,
                          pid=target.pid, repeat_until_captured=target.workload is not None,
                          allow_critical=args.allow_critical, backend=backend)
@@ -169,7 +169,9 @@ def summary_json(s, written: int) -> dict:
             "stopped_ms": round(s.stopped_s * 1000, 3), "arming_stop_ms": round(s.arming_stop_s * 1000, 3),
             "total_stopped_ms": round((s.stopped_s + s.arming_stop_s) * 1000, 3),
             "hits": counters.get("hits"), "lost": counters.get("lost", 0 if s.backend == "ebpf" else None),
-            "sampled_out": counters.get("sampled_out"), "rate_capped": counters.get("rate_capped")}
+            "sampled_out": counters.get("sampled_out"), "rate_capped": counters.get("rate_capped"),
+            "threads": s.threads, "longest_thread_stop_ms": round(s.longest_stop_s * 1000, 3),
+            "most_stopped_thread_ms": round(s.most_stopped_s * 1000, 3)}
 
 
 def summary_line(s) -> str:
@@ -183,5 +185,7 @@ def summary_line(s) -> str:
         return (f" with eBPF: {c.get('hits', 0)} probe hits, probes added {s.stopped_s * 1000:.1f} ms to the "
                 f"target, lost {c.get('lost', 0)}{extra}")
     total = (s.stopped_s + s.arming_stop_s) * 1000
+    felt = (f"; /proc: the longest stop of any of its {s.threads} threads {s.longest_stop_s * 1000:.1f} ms, "
+            f"the most stopped thread {s.most_stopped_s * 1000:.1f} ms in all" if s.threads else "")
     return (f", target stopped {total:.1f} ms in all ({s.arming_stop_s * 1000:.0f} ms while gdb attached and armed, "
-            f"{s.stopped_s * 1000:.1f} ms in probe hits)")
+            f"{s.stopped_s * 1000:.1f} ms in probe hits){felt}")

@@ -185,7 +185,7 @@ def run(args) -> int:
                                 session.wait_source() if session is not None and not args.no_waits else None, notes)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
-                               **stop_budget(target.own_target, args.stop_budget))
+                               **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
         exited = _exit_watch(pid, captured)
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:

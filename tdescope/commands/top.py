@@ -41,6 +41,7 @@ def run(args) -> int:
     from tdescope.app.hotspots.glossary import describe
     from tdescope.app.hotspots.crypto import is_crypto
     from tdescope.app.hotspots.profile import Profile, crypto_pct
+    from tdescope.app.hotspots.symbols import debug_symbols_hint, row_label, unsymbolized
 
     seen = observe(args, hotspots=True, waits=False)
     windows = [e for e in seen.events if isinstance(e, HotspotWindow)]
@@ -71,11 +72,13 @@ def run(args) -> int:
             mark = "crypto" if record["crypto"] else ""
             about = f"  {record['glossary']}" if record["glossary"] else ""
             emit(f"{r.self_pct:6.1f}% {r.total_pct:6.1f}% {r.self_samples:7d}  {mark:6s} "
-                 f"{r.symbol}  [{r.dso.rsplit('/', 1)[-1]}]{about}")
+                 f"{row_label(r.symbol, r.dso)}{about}")
     if seen.interrupted:
         raise interrupted_line(seen, f"{prof.samples} samples in {len(windows)} windows")
     for p in seen.problems:
         print(f"tdescope: note: {p}", file=sys.stderr)
+    for dso, pct in unsymbolized(prof):
+        print(f"tdescope: note: {debug_symbols_hint(dso, pct)}", file=sys.stderr)
     if not args.json:
         print(f"{prof.samples} samples in {len(windows)} windows at {args.perf_hz} Hz; "
               f"time in crypto {crypto_pct(prof):.1f}%",

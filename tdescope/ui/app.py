@@ -9,6 +9,7 @@ import sys
 
 from tdescope.app.engines import ConnectParams, discover_engines
 from tdescope.app.errors import UserError
+from tdescope.ui.gc_policy import collect_on_gui_thread
 
 __all__ = ["run_gui"]
 
@@ -36,6 +37,7 @@ def _run_replay(path: str) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
     app.setOrganizationName("tdescope")
+    collector = collect_on_gui_thread()  # noqa: F841 - lives as long as the loop
     passphrase = ask_passphrase(None, path)  # the dialog needs the QApplication
     window = open_replay_window(path, passphrase=passphrase)
     window.show()
@@ -73,6 +75,7 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
     app.setOrganizationName("tdescope")
+    collector = collect_on_gui_thread()  # noqa: F841 - lives as long as the loop
     window = MainWindow(engines[lab])
     window.workload_dock.backend.setCurrentIndex(max(0, window.workload_dock.backend.findData(backend)))
     window.show()

@@ -25,6 +25,7 @@ __all__ = ["TaskRunner", "TaskState", "describe"]
 
 #: Command-line options a message may name, and what a window user does instead.
 _GUI_WORDS = {"--allow-critical overrides": "tick “Allow critical processes” in Change target… to override",
+              "--accept-stop goes ahead": "the command line's `tdescope capture --accept-stop` goes ahead",
               "--allow-critical": "“Allow critical processes” in Change target…"}
 
 

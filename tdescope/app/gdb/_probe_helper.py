@@ -12,7 +12,9 @@ most ``burst_s``. When a hit overflows it, the probe pauses: its breakpoint is
 disabled (gdb takes the ``int3`` out of the target's code) and the workbench
 calls ``resume()`` once the bucket has drained. So however busy the target is,
 it spends at most ``burst_s + duty * t`` of any stretch ``t`` stopped, and for
-most of an over-busy window no breakpoint sits in its code at all.
+most of an over-busy window no breakpoint sits in its code at all. This bucket
+sees gdb's side only; the workbench keeps a second one on what the target's
+threads felt (/proc) and pauses the probe from outside with ``pause(resume_in)``.
 
 Bytes travel out of band: frames appended to a spool file that the workbench
 tails (MI carries only control). The frame format, its kinds and the notices
@@ -60,6 +62,7 @@ class _State:
     breakpoints = []
     rate_start = 0.0  # start of the current one-second bucket of the hit-rate cap
     rate_hits = 0
+    hits = 0  # every hit of the probe breakpoint, captured or not
     debt = 0.0  # the duty-cycle bucket: stopped seconds not yet paid back by running time
     debt_at = 0.0
     paused = False
@@ -132,7 +135,7 @@ def _charge(seconds):
         # every hit is charged, captured or not (a decrypt probe also stops on encrypt calls):
         # the workbench shows this total, not just the captured pages' share
         _State.busy_said = now
-        _notice(Notice.BUSY, busy_s=_State.busy)
+        _notice(Notice.BUSY, busy_s=_State.busy, hits=_State.hits)
 
 
 def _maybe_pause():
@@ -229,6 +232,7 @@ class _ProbeBreakpoint(gdb.Breakpoint):
         t0 = time.perf_counter()
         spec = _State.spec
         # every hit stops the target, captured or not: charge it to the stop budget
+        _State.hits += 1
         _charge(spec["stop_overhead_s"])
         _count_hit()
         if _State.paused:
@@ -284,7 +288,7 @@ def arm(spec_path):
     gdb.execute("handle all nostop noprint pass", to_string=True)
     _State.spec = spec
     _State.spool = open(spec["spool"], "ab", buffering=0)
-    _State.seq = _State.done = 0
+    _State.seq = _State.done = _State.hits = 0
     _State.busy = 0.0
     _State.rate_start, _State.rate_hits = time.monotonic(), 0
     _State.closed = False
@@ -343,6 +347,16 @@ def _arm_on_load(event):
         return
 
 
+def pause(resume_in):
+    """Pause the probe from outside: the workbench's stop budget, charged with the stops /proc shows
+    (every thread of the target stops at each hit), ran out; it may resume in ``resume_in`` seconds."""
+    if _State.paused or _State.closed:
+        return
+    _State.paused = True
+    _disable_probes()
+    _notice(Notice.PAUSED, resume_in=float(resume_in), busy_s=_State.busy, by="proc")
+
+
 def resume():
     """Re-enable a paused probe (the workbench calls this once the bucket has drained)."""
     if _State.paused and not _State.closed:
@@ -367,12 +381,12 @@ def disarm():
     for bp in gdb.breakpoints():
         if bp.is_valid():
             bp.delete()
-    _notice(Notice.DISARMED, captures=_State.seq, completed=_State.done, busy_s=_State.busy)
+    _notice(Notice.DISARMED, captures=_State.seq, completed=_State.done, busy_s=_State.busy, hits=_State.hits)
     if _State.spool is not None:
         _State.spool.close()
         _State.spool = None
 
 
 # ``source`` runs this file in gdb's __main__; the workbench calls through this name.
-_tdescope_probe = type("_TdescopeProbe", (), {"arm": staticmethod(arm), "resume": staticmethod(resume),
-                                              "disarm": staticmethod(disarm)})
+_tdescope_probe = type("_TdescopeProbe", (), {"arm": staticmethod(arm), "pause": staticmethod(pause),
+                                              "resume": staticmethod(resume), "disarm": staticmethod(disarm)})

@@ -33,7 +33,7 @@ __all__ = ["HELPER_FUNCTIONS", "HELPER_PATH", "refusal"]
 HELPER_PATH = str(Path(__file__).resolve().with_name("_probe_helper.py"))
 
 #: The functions the helper exposes on ``_tdescope_probe``, and how many arguments each takes.
-HELPER_FUNCTIONS = {"arm": 1, "resume": 0, "disarm": 0}
+HELPER_FUNCTIONS = {"arm": 1, "pause": 1, "resume": 0, "disarm": 0}
 
 _NUMBER = r"[0-9]+"
 _ADDRESS = r"0x[0-9a-fA-F]+"

@@ -34,11 +34,11 @@ class Notice(str, enum.Enum):
     """What a notice frame says. Replies answer the workbench's calls; the rest arrive unasked."""
 
     ARMED = "armed"  #: reply to ``arm``: ``armed`` (symbol or None), ``pending``, ``locations``, ``errors``
-    DISARMED = "disarmed"  #: reply to ``disarm``: ``captures``, ``completed``, ``busy_s``
+    DISARMED = "disarmed"  #: reply to ``disarm``: ``captures``, ``completed``, ``busy_s``, ``hits``
     RESUMED = "resumed"  #: a paused probe is back in the target's code
     PAUSED = "paused"  #: stop budget spent: ``resume_in`` seconds until it may re-arm, ``busy_s``
     WINDOW_CLOSED = "window-closed"  #: the probe reached a limit: ``reason``
-    BUSY = "busy"  #: running total of stopped time, uncaptured hits included: ``busy_s``
+    BUSY = "busy"  #: running total of stopped time, uncaptured hits included: ``busy_s``, ``hits``
     RETURN_SITE = "return-site"  #: a breakpoint was planted at return ``address`` (for the guard)
     ARMED_ON_LOAD = "armed-on-load"  #: a pending probe found its ``symbol`` in ``objfile``
     READ_FAILED = "read-failed"  #: a buffer could not be read: ``seq``, ``side``, ``message``

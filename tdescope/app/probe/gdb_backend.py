@@ -1,15 +1,18 @@
 """The gdb backend: probes as gdb breakpoints, driven through MI, read-only.
 
 gdb attaches, ``source``\\ s the gdb-side helper (``app/gdb/_probe_helper.py``)
-and calls its three functions with literal arguments only (:func:`arm_command`,
-:func:`resume_command`, :func:`disarm_command`: the exact console commands the
-MI guard lets through). The helper answers ``arm`` and ``disarm`` with notice
+and calls its functions with literal arguments only (:func:`arm_command`,
+:func:`pause_command`, :func:`resume_command`, :func:`disarm_command`: the exact
+console commands the MI guard lets through). The helper answers ``arm`` and ``disarm`` with notice
 frames in the spool file it appends captures to, and the handle waits for
 that frame: nothing is read back from gdb's console.
 
 What only gdb needs lives here too: the guard that restores code bytes if gdb
-dies while armed, passing on a SIGINT that gdb would keep for itself, and the
-watchdog on ptrace stops.
+dies while armed, passing on a SIGINT that gdb would keep for itself, and what
+the target's threads felt, sampled from /proc from before the attach
+(:class:`~tdescope.app.system.threadstops.ThreadStops`): the watchdog on any
+thread's stop, and a second stop budget charged with the most stopped thread's
+time (gdb stops every thread at each hit), which pauses the probe from outside.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from tdescope.app.probe.backend import Armed, Closed, Happened, TargetNews
 from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import SpoolReader
-from tdescope.app.system.procstat import process_state
+from tdescope.app.probe.stop_cost import StopBucket
 from tdescope.app.system.private_files import create_private
+from tdescope.app.system.procstat import process_state
+from tdescope.app.system.threadstops import StopFigures, ThreadStops, thread_ids
 
-__all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "resume_command",
-           "source_command"]
+__all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "pause_command",
+           "resume_command", "source_command"]
 
 #: The gdb-side helper, packaged with tdescope: the only file gdb may ``source``.
 HELPER = HELPER_PATH
@@ -56,6 +61,11 @@ def arm_command(spec_path: str) -> str:
     if not os.path.isabs(spec_path):
         raise ValueError(f"spec path must be absolute: {spec_path}")
     return f"python _tdescope_probe.arm({json.dumps(str(spec_path))})"
+
+
+def pause_command(resume_in: float) -> str:
+    """The console command that pauses the probe from outside, to re-arm in ``resume_in`` s."""
+    return f"python _tdescope_probe.pause({float(resume_in)!r})"
 
 
 def resume_command() -> str:
@@ -83,12 +93,12 @@ class GdbBackend:
     stops_target = True
 
     def __init__(self, gdb_path: str | None = None, watchdog_s: float = 0.25) -> None:
-        self._gdb_path = gdb_path
+        self.gdb_path = gdb_path
         self._watchdog_s = watchdog_s
 
     def attach(self, pid: int, spec: ProbeSpec) -> "GdbHandle":
         """Attach gdb to ``pid`` and arm ``spec``; the target stays stopped until ``start()``."""
-        handle = GdbHandle(pid, GdbSession(self._gdb_path), self._watchdog_s)
+        handle = GdbHandle(pid, GdbSession(self.gdb_path), self._watchdog_s)
         try:
             handle._arm(spec)
         except BaseException:
@@ -105,6 +115,9 @@ class GdbHandle:
         self.gdb = gdb
         self.armed = Armed(None)
         self.arming_stop_s = 0.0
+        #: What the target's threads felt, from /proc, once closed (None before).
+        self.stops: StopFigures | None = None
+        self._meter = ThreadStops(self.pid)
         self._watchdog_s = watchdog_s
         self._workdir = tempfile.mkdtemp(prefix="tdescope-probe-")  # 0700
         self._spool = os.path.join(self._workdir, "spool.bin")
@@ -113,8 +126,9 @@ class GdbHandle:
         self._backlog: list[Frame] = []
         self._guard: subprocess.Popen | None = None
         self._guarded: set[int] = set()
-        self._attached_at = 0.0
-        self._stopped_since = 0.0
+        self._attached_at = self._resumed_at = 0.0
+        self._bucket = StopBucket(0.01, 0.025)  # the stop budget on what /proc shows (the spec's, once armed)
+        self._paused = False
         self._closed: Closed | None = None
         _live_sessions.add(gdb)
 
@@ -125,9 +139,11 @@ class GdbHandle:
         if spec.address is not None:
             # the address came from the ELF files: gdb need load no library symbols while the target is stopped
             gdb.command("-gdb-set auto-solib-add off")
+        self._meter.start()  # before gdb stops anything: /proc counts every thread's stop from here
         self._attached_at = time.monotonic()
         gdb.attach(self.pid)
         gdb.console_command(source_command())
+        self._bucket = StopBucket(spec.duty, spec.burst_s)
         spec_path = os.path.join(self._workdir, "spec.json")
         dataclasses.replace(spec, spool=self._spool).write(spec_path)
         gdb.console_command(arm_command(spec_path))
@@ -155,8 +171,33 @@ class GdbHandle:
     # -- armed -----------------------------------------------------------------
     def start(self) -> None:
         """Let the target run; until now it was stopped since the attach."""
+        felt = self._meter.current_s()  # the longest stop of any thread, under way until the resume
         self.gdb.resume()
-        self.arming_stop_s = time.monotonic() - self._attached_at
+        self._resumed_at = time.monotonic()
+        self.arming_stop_s = max(self._resumed_at - self._attached_at, felt)
+        self._wait_inserted()
+
+    def _wait_inserted(self, timeout: float = 1.0) -> None:
+        """Return once the probe's ``int3`` is in the target's code (read from /proc/PID/mem), at most
+        ``timeout`` s: gdb writes it as the target resumes, up to tens of ms after it answered
+        ``^running``, and "armed" must be true when said. A pending probe has no address yet."""
+        addresses = [int(a, 16) for a in self.armed.locations]
+        if not addresses:
+            return
+        try:
+            fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if all(os.pread(fd, 1, a) == b"\xcc" for a in addresses):
+                    return
+                time.sleep(0.001)
+        except OSError:
+            return  # the target is gone: the window hears it next
+        finally:
+            os.close(fd)
 
     def frames(self) -> list[Frame]:
         """Frames since the last call; return sites planted by the helper go to the guard on the way."""
@@ -167,6 +208,8 @@ class GdbHandle:
                 if said is Notice.RETURN_SITE and int(fields["address"]) not in self._guarded:
                     self._guarded.add(int(fields["address"]))
                     _update_guard(self._guard, self._guarded)
+                elif said in (Notice.PAUSED, Notice.RESUMED):
+                    self._paused = said is Notice.PAUSED
         out, self._backlog = self._backlog + new, []
         return out
 
@@ -176,16 +219,18 @@ class GdbHandle:
     def resume(self) -> None:
         """Re-enable the probe that paused itself."""
         self.gdb.console_command(resume_command(), timeout=5.0)
+        self._paused = False
+        if self._bucket.started:
+            self._bucket.start(self._meter.figures().most_stopped_s, time.monotonic())
 
     def poll(self, timeout: float) -> TargetNews | None:
-        """The watchdog on ptrace stops, then up to ``timeout`` s for the target's exit or a SIGINT."""
-        now = time.monotonic()
-        if process_state(self.pid) == "t":  # the main thread sits in a ptrace stop
-            self._stopped_since = self._stopped_since or now
-            if now - self._stopped_since > self._watchdog_s:
-                return TargetNews(Happened.STALLED, f"watchdog: target stopped over {self._watchdog_s * 1000:.0f} ms")
-        else:
-            self._stopped_since = 0.0
+        """The watchdog on stops of any thread (from /proc), then up to ``timeout`` s for the target's
+        exit or a SIGINT."""
+        stopped = self._meter.current_s(after=self._resumed_at)  # the arming stop is counted apart
+        self._charge_felt()
+        if stopped > self._watchdog_s:
+            return TargetNews(Happened.STALLED, f"watchdog: a thread of pid {self.pid} stopped "
+                                                f"{stopped * 1000:.0f} ms, over {self._watchdog_s * 1000:.0f} ms")
         rec = self.gdb.wait_event(_is_exit_or_sigint, timeout=timeout)
         if rec is None:
             return None
@@ -199,14 +244,41 @@ class GdbHandle:
         self.gdb.pid = None  # nothing left to detach from
         return TargetNews(Happened.TARGET_EXITED)
 
+    def _charge_felt(self) -> None:
+        """The stop budget on what the target felt: the most stopped thread's stopped time since the
+        resume (/proc; gdb stops every thread at each hit) goes into a bucket like the helper's, and
+        when it overflows the probe is paused from outside (while the target runs)."""
+        if not self._resumed_at:
+            return
+        now = time.monotonic()
+        most = self._meter.figures().most_stopped_s
+        if not self._bucket.started:
+            # from two sweeps after the resume on, the arming stop (reported apart) is closed
+            if self._meter.last_sweep > self._resumed_at + 2 * self._meter.interval:
+                self._bucket.start(most, now)
+            return
+        resume_in = self._bucket.feed(most, now)
+        if resume_in is not None and not self._paused:
+            self._paused = True
+            try:
+                self.gdb.console_command(pause_command(resume_in), timeout=5.0)
+            except GdbError:
+                pass  # gdb gone: the window hears it next
+
     # -- the way out -----------------------------------------------------------
     def disarm(self) -> None:
-        """Stop the target, take the probe out and wait for the helper's ``disarmed`` frame."""
+        """Take the probe out and wait for the helper's ``disarmed`` frame.
+
+        A one-thread target is stopped first. A many-threaded one is not: gdb's interrupt is a
+        SIGINT, which mariadbd blocks in every thread (its signal thread takes it with sigwait, so
+        no thread ever stops and gdb waits in vain), so the probe comes out while it runs, as a
+        paused probe's does (gdb takes the ``int3`` out through /proc/PID/mem).
+        """
         gdb = self.gdb
         if not (gdb.alive and gdb.pid is not None):
             return
         try:
-            if gdb.interrupt(timeout=3.0):
+            if len(thread_ids(self.pid)) > 1 or gdb.interrupt(timeout=3.0):
                 gdb.console_command(disarm_command(), timeout=5.0)
                 self._reply(Notice.DISARMED)
         except GdbError:
@@ -217,6 +289,7 @@ class GdbHandle:
         if self._closed is not None:
             return self._closed
         self.gdb.close()
+        self.stops = self._meter.stop()
         _live_sessions.discard(self.gdb)
         report = _stop_guard(self._guard)
         if self._reader is not None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from tdescope.app.events import PageCapture
 from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of, unpack
 
-__all__ = ["FramePairs", "SpoolReader"]
+__all__ = ["REORDER_S", "FramePairs", "SpoolReader"]
 
 
 class SpoolReader:
@@ -35,8 +35,18 @@ class SpoolReader:
         self._fh.close()
 
 
+#: How long (seconds of probe time) a capture whose call has not returned holds back later
+#: ones: a call that never returns (a thread unwound past it) must not hold the stream forever.
+REORDER_S = 5.0
+
+
 class FramePairs:
     """Pairs "before" and "after" frames by sequence number into :class:`PageCapture` events.
+
+    Captures come out in sequence order: calls on several threads return in any
+    order, so a completed pair waits until every earlier call still out has
+    returned (or has been out for :data:`REORDER_S`, or the window ends:
+    ``drain(..., final=True)``).
 
     Parameters
     ----------
@@ -50,6 +60,8 @@ class FramePairs:
         self._make = make
         self._entry_only = entry_only
         self.pending: dict[int, tuple] = {}
+        self._done: dict[int, tuple] = {}  # completed pairs waiting for an earlier call's return
+        self._latest_ts = 0.0
         self.captures = 0
         self.stopped_s = 0.0
         self.closed_reason: str | None = None
@@ -66,24 +78,40 @@ class FramePairs:
         uncaptured hits too), else the sum over the captured frames."""
         return max(self.stopped_s, self.helper_busy_s)
 
-    def drain(self, frames: Iterable[Frame], limit: int) -> Iterator[PageCapture]:
-        """Yield the captures ``frames`` complete, up to ``limit`` in all."""
+    def drain(self, frames: Iterable[Frame], limit: int, final: bool = False) -> Iterator[PageCapture]:
+        """Yield the captures ``frames`` complete, in sequence order, up to ``limit`` in all.
+
+        ``final``: no frame will follow (the probe is out), so nothing waits for an earlier call.
+        """
         for frame in frames:
             self.stopped_s += frame.busy_us / 1e6
             if frame.kind is FrameKind.NOTICE:
                 self._note(*notice_of(frame))
                 continue
-            if self.captures >= limit:
+            self._latest_ts = max(self._latest_ts, frame.ts)
+            if self.captures + len(self._done) >= limit:
                 continue
             if frame.kind is FrameKind.BEFORE and self._entry_only:
-                self.captures += 1
-                yield self._make(frame.seq, frame.ts, frame.pgno, frame.data, b"", frame.busy_us)
+                self._done[frame.seq] = (frame.seq, frame.ts, frame.pgno, frame.data, b"", frame.busy_us)
             elif frame.kind is FrameKind.BEFORE:
                 self.pending[frame.seq] = (frame.ts, frame.pgno, frame.data, frame.busy_us)
             elif frame.seq in self.pending:
                 t0, pgno, before, busy0 = self.pending.pop(frame.seq)
+                self._done[frame.seq] = (frame.seq, t0, pgno, before, frame.data, busy0 + frame.busy_us)
+            yield from self._release(limit, final)
+        yield from self._release(limit, final)
+
+    def _release(self, limit: int, final: bool) -> Iterator[PageCapture]:
+        """The completed pairs no call still out comes before (every one when ``final``)."""
+        while self._done:
+            first = min(self._done)
+            if not final and any(seq < first and self._latest_ts - ts < REORDER_S
+                                 for seq, (ts, *_rest) in self.pending.items()):
+                return
+            args = self._done.pop(first)
+            if self.captures < limit:
                 self.captures += 1
-                yield self._make(frame.seq, t0, pgno, before, frame.data, busy0 + frame.busy_us)
+                yield self._make(*args)
 
     def _note(self, notice: Notice | None, fields: dict) -> None:
         if notice is Notice.WINDOW_CLOSED:

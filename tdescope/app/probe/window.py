@@ -30,6 +30,7 @@ from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.spec import ProbeSpec, at_entry
 from tdescope.app.probe.spool import FramePairs
+from tdescope.app.probe.stop_cost import refuse_many_threads
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
 
 __all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
@@ -41,7 +42,7 @@ PROGRESS_S = 0.5
 BUSY_FRACTION = 0.01
 #: Stop budget for a lab process the workbench started itself: nobody else's work
 #: waits on it, so a class sees captures stream instead of arriving in bursts.
-LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5}
+LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5, "accept_stop": True}
 #: How long one turn of the armed loop waits for news from the target.
 POLL_S = 0.02
 
@@ -77,6 +78,10 @@ class CaptureLimits:
     first_seq : int
         The number of the window's first capture: a session numbers its captures on
         across windows, so "#3" names one capture in notes and reports.
+    accept_stop : bool
+        Let a stopping backend (gdb) probe a target with more than one thread, which it
+        stops all together while it attaches and arms and at every hit (``--accept-stop``);
+        refused otherwise, with the cost (:mod:`tdescope.app.probe.stop_cost`).
     """
 
     max_captures: int = 200
@@ -87,6 +92,7 @@ class CaptureLimits:
     watchdog_s: float = 0.25
     max_hits_per_s: int = 1000
     first_seq: int = 1
+    accept_stop: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_captures <= 100_000:
@@ -108,8 +114,11 @@ class CaptureLimits:
 @dataclass(frozen=True, slots=True)
 class CaptureSummary:
     """How a window ended. ``arming_stop_s``: how long the target was stopped while
-    gdb attached and armed (before the first resume). ``guard``: what the guard
-    did when gdb died while armed (``{"restored": N, "fast_ms": ...}``), else None."""
+    gdb attached and armed (before the first resume), the longer of gdb's clock and
+    /proc's. ``guard``: what the guard did when gdb died while armed (``{"restored": N,
+    "fast_ms": ...}``), else None. ``threads``, ``longest_stop_s``, ``most_stopped_s``:
+    what the target's threads felt, sampled from /proc by a stopping backend
+    (:class:`~tdescope.app.system.threadstops.StopFigures`; 0 for eBPF)."""
 
     captures: int
     reason: str
@@ -122,15 +131,21 @@ class CaptureSummary:
     guard: dict | None = None
     backend: str = "gdb"
     counters: dict | None = None
+    threads: int = 0
+    longest_stop_s: float = 0.0
+    most_stopped_s: float = 0.0
 
 
-def stop_budget(own_target: bool, fraction: float | None = None) -> dict:
+def stop_budget(own_target: bool, fraction: float | None = None, accept_stop: bool = False) -> dict:
     """:class:`CaptureLimits` keywords for the stop budget: 1 % of wall time in 25 ms
     bursts, or :data:`LAB_STOP_BUDGET` for a target the workbench started itself
-    (``EngineSession.own_target``). ``fraction`` (the user's ``--stop-budget``) wins."""
+    (``EngineSession.own_target``). ``fraction`` (the user's ``--stop-budget``) wins;
+    ``accept_stop`` (``--accept-stop``) lets gdb stop a many-threaded target."""
     budget = dict(LAB_STOP_BUDGET) if own_target else {"max_busy_fraction": BUSY_FRACTION}
     if fraction:
         budget["max_busy_fraction"] = fraction
+    if accept_stop:
+        budget["accept_stop"] = True
     return budget
 
 
@@ -268,11 +283,13 @@ class CaptureWindow:
         finally:
             guard = self._finish()
         handle = self.handle
+        felt = getattr(handle, "stops", None)
         return CaptureSummary(
             self._pairs.captures, self._reason, handle.armed.symbol if handle else None,
             handle.armed.locations if handle else (), self._pairs.stopped_total_s, time.monotonic() - t_start,
             self._error, handle.arming_stop_s if handle else 0.0, guard, self._backend.name,
-            dict(self._pairs.counters) or None,
+            dict(self._pairs.counters) or None, felt.threads if felt else 0, felt.longest_s if felt else 0.0,
+            felt.most_stopped_s if felt else 0.0,
         )
 
     def _attach(self) -> None:
@@ -280,7 +297,10 @@ class CaptureWindow:
         if not os.path.exists(f"/proc/{self.pid}"):
             raise UserError(f"pid {self.pid} is gone (no such process)")
         # before anything can stop it
-        refuse_critical_target(self.pid, self._allow_critical, getattr(self._backend, "stops_target", True))
+        stops = getattr(self._backend, "stops_target", True)
+        refuse_critical_target(self.pid, self._allow_critical, stops)
+        if stops and not self.limits.accept_stop:
+            refuse_many_threads(self.pid, getattr(self._backend, "gdb_path", None), self.limits.max_burst_s)
         # find the address before attaching: the backend then loads no library symbols while
         # the target is stopped, and a process without the function is never stopped
         address = refuse_unused_target(self.pid, self.recipe, self.engine)
@@ -357,7 +377,7 @@ class CaptureWindow:
                 self._error = (f"gdb died while armed: the guard put back {closed.restored} breakpoint "
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
             # frames written between the last read and the disarm
-            for capture in self._pairs.drain(self.handle.frames(), self.limits.max_captures):
+            for capture in self._pairs.drain(self.handle.frames(), self.limits.max_captures, final=True):
                 self._on_capture(capture)
         if self._reason == Happened.TARGET_EXITED.value:
             self._error = f"pid {self.pid} exited while armed ({self._pairs.captures} pages captured)"

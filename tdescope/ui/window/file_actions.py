@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, QSettings, Signal
+from PySide6.QtCore import QEvent, QObject, QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMenu, QMessageBox
 
@@ -91,7 +91,7 @@ class FileActions(QObject):
         self._is_live = is_live
         self._reset_views = reset_views
         self._window = window
-        self.replay_windows: list[QMainWindow] = []  # opened from here; alive while shown
+        self.replay_windows: list[QMainWindow] = []  # opened from here; alive until closed
         self.recent_menu = QMenu("Open &Recent", window)
         self.recent_menu.aboutToShow.connect(self._fill_recent)
 
@@ -158,12 +158,19 @@ class FileActions(QObject):
                 self.replay.enter_replay(path, passphrase)
                 return self._window
             window = self._open_window(str(path), passphrase)
+            # closed, it is deleted and forgotten: replay windows do not pile up for the life of the workbench
+            window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            key = id(window)
+            window.destroyed.connect(lambda _obj=None, k=key: self._forget_replay_window(k))
             self.replay_windows.append(window)
             window.show()
             return window
         except UserError as exc:
             QMessageBox.warning(self._window, "Cannot open session", str(exc))
             return None
+
+    def _forget_replay_window(self, key: int) -> None:
+        self.replay_windows = [w for w in self.replay_windows if id(w) != key]
 
     def save_as(self, path: str | None = None) -> Path | None:
         """Save a copy of the recording (or the replayed file) under a new name."""
