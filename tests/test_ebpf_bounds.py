@@ -1,0 +1,97 @@
+"""The eBPF window's bounds under a storm: it ends on time, its probes leave on time, and its counts add up.
+
+The target is ``bench/fast_target.py``: a SQLCipher scan with no Python per row that offers tens of
+thousands of page decrypts a second, far more than any consumer of full captures keeps up with.
+The consumer is the CLI's own (``describe_capture``: decode, entropy and digests of every page).
+What is asserted is measured from the window's own events (their timestamps) and from the kernel's
+side (``bpftool``: the links this test process holds).
+"""
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tdescope.app.probe.capture_record import describe_capture
+from tdescope.app.probe.ebpf.backend import EbpfBackend
+from tdescope.app.probe.window import CaptureLimits, CaptureWindow
+from tdescope.plugins.sqlcipher.engine import DECRYPT
+from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
+
+FAST_TARGET = Path(__file__).resolve().parents[1] / "bench" / "fast_target.py"
+#: A window's promise: it ends, probes out, within this long after its timeout, whatever the load.
+END_WITHIN_S = 0.5
+
+
+class Flood:
+    """``fast_target.py`` decrypting pages flat out until stopped."""
+
+    def __init__(self, folder: Path) -> None:
+        self.stop = folder / "stop"
+        self.proc = subprocess.Popen([sys.executable, str(FAST_TARGET), str(folder / "app.db"), str(self.stop)],
+                                     stdout=subprocess.PIPE, text=True, start_new_session=True)
+        self.pid = int(self.proc.stdout.readline())
+        self.rounds = 0
+        threading.Thread(target=self._count, daemon=True).start()
+
+    def _count(self) -> None:
+        for _ in self.proc.stdout:
+            self.rounds += 1
+
+    def close(self) -> int:
+        self.stop.touch()
+        try:
+            return self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return -9
+
+
+@pytest.fixture
+def flood(tmp_path):
+    target = Flood(tmp_path)
+    yield target
+    assert target.close() == 0  # its own check of every round's aggregate held throughout
+
+
+def links_held_by_us() -> list[dict]:
+    """BPF links this test process holds (bpftool names the processes holding each link)."""
+    import os
+
+    out = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True, check=True).stdout
+    return [ln for ln in json.loads(out or "[]") if any(p.get("pid") == os.getpid() for p in ln.get("pids", ()))]
+
+
+def storm_window(pid: int, seconds: float, consumer, count: int = 100000):
+    """A window on ``pid`` whose end state records, at that moment, the links still held."""
+    states, at_end = [], []
+
+    def on_state(state):
+        states.append(state)
+        if state.state in ("disarmed", "failed"):
+            at_end.append(links_held_by_us())
+
+    limits = CaptureLimits(max_captures=count, max_seconds=seconds, max_busy_fraction=1.0, max_burst_s=10,
+                           max_hits_per_s=1_000_000)
+    window = CaptureWindow(pid, DECRYPT, limits, "sqlcipher", consumer, on_state, backend=EbpfBackend())
+    return window, states, at_end
+
+
+@pytest.mark.xfail(strict=True, reason="issue 27 item 4: an eBPF window under a storm ran 125 s past a 1 s timeout, "
+                   "its uprobes attached throughout")
+def test_a_window_under_a_storm_ends_and_detaches_within_half_a_second_of_its_timeout(flood):
+    decoder = SqlitePageDecoder()
+    kept = []
+    window, states, at_end = storm_window(flood.pid, 1.0, lambda c: kept.append(describe_capture(c, decoder)))
+    summary = window.run()
+    assert summary.error is None and summary.reason == "limit: max seconds", summary
+    armed = next(s.ts for s in states if s.state == "armed")
+    end = states[-1]
+    assert end.state == "disarmed"
+    assert end.ts - armed <= 1.0 + END_WITHIN_S, f"window ended {end.ts - armed:.2f} s after arming"
+    assert at_end == [[]], "a uprobe was still attached when the window said it had ended"
+    assert kept and summary.counters["hits"] > len(kept)  # it was a storm: more offered than kept
