@@ -81,8 +81,6 @@ def storm_window(pid: int, seconds: float, consumer, count: int = 100000):
     return window, states, at_end
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27 item 4: an eBPF window under a storm ran 125 s past a 1 s timeout, "
-                   "its uprobes attached throughout")
 def test_a_window_under_a_storm_ends_and_detaches_within_half_a_second_of_its_timeout(flood):
     decoder = SqlitePageDecoder()
     kept = []

@@ -9,6 +9,7 @@ keeps what the notices said (closed, paused, stopped time).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 
 from tdescope.app.events import PageCapture
@@ -59,6 +60,9 @@ class FramePairs:
         self.helper_busy_s = 0.0
         #: The probe's own counters from its last ``busy`` notice (eBPF: ``hits``, ``lost``, ...).
         self.counters: dict[str, int] = {}
+        #: Pages that reached the workbench but were not handed over: after the window's deadline,
+        #: over its count, or (counted by the window at its end) never paired or never read.
+        self.not_kept = 0
 
     @property
     def stopped_total_s(self) -> float:
@@ -66,14 +70,17 @@ class FramePairs:
         uncaptured hits too), else the sum over the captured frames."""
         return max(self.stopped_s, self.helper_busy_s)
 
-    def drain(self, frames: Iterable[Frame], limit: int) -> Iterator[PageCapture]:
-        """Yield the captures ``frames`` complete, up to ``limit`` in all."""
+    def drain(self, frames: Iterable[Frame], limit: int, until: float | None = None) -> Iterator[PageCapture]:
+        """Yield the captures ``frames`` complete, up to ``limit`` in all and until ``time.monotonic()``
+        passes ``until``; the pages past either are counted in :attr:`not_kept`, never built."""
         for frame in frames:
             self.stopped_s += frame.busy_us / 1e6
             if frame.kind is FrameKind.NOTICE:
                 self._note(*notice_of(frame))
                 continue
-            if self.captures >= limit:
+            if self.captures >= limit or (until is not None and time.monotonic() > until):
+                if frame.kind is FrameKind.BEFORE:
+                    self.not_kept += 1
                 continue
             if frame.kind is FrameKind.BEFORE and self._entry_only:
                 self.captures += 1

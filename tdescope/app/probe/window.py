@@ -44,6 +44,9 @@ BUSY_FRACTION = 0.01
 LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5}
 #: How long one turn of the armed loop waits for news from the target.
 POLL_S = 0.02
+#: What a window may spend on its last frames once it is disarmed: it ends (probes out first) within
+#: this long of its deadline, or of its cancel, whatever the backlog; the rest is counted, not kept.
+CLOSE_S = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,8 +275,16 @@ class CaptureWindow:
             self._pairs.captures, self._reason, handle.armed.symbol if handle else None,
             handle.armed.locations if handle else (), self._pairs.stopped_total_s, time.monotonic() - t_start,
             self._error, handle.arming_stop_s if handle else 0.0, guard, self._backend.name,
-            dict(self._pairs.counters) or None,
+            self._counts(),
         )
+
+    def _counts(self) -> dict | None:
+        """The probe's counters (None when it keeps none), with the window's own: ``captured`` and
+        ``not_kept`` (reached the workbench, not handed over: past the deadline or the count, never
+        paired, or still unread when the window closed)."""
+        if not self._pairs.counters:
+            return None
+        return {**self._pairs.counters, "captured": self._pairs.captures, "not_kept": self._pairs.not_kept}
 
     def _attach(self) -> None:
         """ATTACHING -> ARMED: refuse a critical process, resolve, attach, arm, let the target run."""
@@ -303,8 +314,11 @@ class CaptureWindow:
         if self._cancel.is_set():
             self._reason = self._cancel_reason
             return
-        for capture in pairs.drain(self.handle.frames(), limits.max_captures):
+        deadline = self._armed_at + limits.max_seconds
+        for capture in pairs.drain(self.handle.frames(), limits.max_captures, deadline):
             self._on_capture(capture)
+            if self._cancel.is_set():
+                break
         if pairs.closed_reason:
             self._reason = pairs.closed_reason
         if pairs.captures >= limits.max_captures:
@@ -346,7 +360,8 @@ class CaptureWindow:
             self._reason = news.happened.value
 
     def _finish(self) -> dict | None:
-        """-> DISARMING -> DONE or FAILED: take the probe out, release the target, collect the last frames."""
+        """-> DISARMING -> DONE or FAILED: take the probe out, release the target, collect the last
+        frames for at most :data:`CLOSE_S` (and not past the deadline by more), count the rest."""
         self._enter(Phase.DISARMING)
         guard = None
         if self.handle is not None:
@@ -357,8 +372,19 @@ class CaptureWindow:
                 self._error = (f"gdb died while armed: the guard put back {closed.restored} breakpoint "
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
             # frames written between the last read and the disarm
-            for capture in self._pairs.drain(self.handle.frames(), self.limits.max_captures):
-                self._on_capture(capture)
+            now = time.monotonic()
+            until = now + CLOSE_S
+            if self._armed_at:
+                until = min(until, max(now, self._armed_at + self.limits.max_seconds) + CLOSE_S)
+            while True:
+                frames = self.handle.frames()
+                for capture in self._pairs.drain(frames, self.limits.max_captures, until):
+                    self._on_capture(capture)
+                if not frames or time.monotonic() > until:
+                    break
+            discard = getattr(self.handle, "discard", None)
+            self._pairs.not_kept += (discard() if discard else 0) + len(self._pairs.pending)
+            self._pairs.pending.clear()
         if self._reason == Happened.TARGET_EXITED.value:
             self._error = f"pid {self.pid} exited while armed ({self._pairs.captures} pages captured)"
         self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)

@@ -37,6 +37,9 @@ __all__ = ["DEFAULT_RING_MB", "EbpfBackend", "EbpfHandle", "ring_bytes"]
 DEFAULT_RING_MB = 64
 #: Seconds between the ``busy`` notices that carry the probe's counters.
 STATS_S = 0.25
+#: Ring bytes read per :meth:`EbpfHandle.frames` call: a window turn stays short whatever the backlog
+#: (~500 16 KiB page pairs), so it hears its deadline and its cancel in time.
+SLICE_BYTES = 16 << 20
 
 
 def ring_bytes(megabytes: float) -> int:
@@ -144,9 +147,10 @@ class EbpfHandle:
         """Nothing to do: the probe runs from the moment it is attached."""
 
     def frames(self) -> list[Frame]:
-        """Frames read from the ring since the last call, and a ``busy`` notice every :data:`STATS_S`."""
+        """Frames read from the ring (at most :data:`SLICE_BYTES` of it), and a ``busy`` notice
+        every :data:`STATS_S`."""
         if self._ring is not None:
-            self._ring.drain(self._assembler.add)
+            self._ring.drain(self._assembler.add, SLICE_BYTES)
         out = self._notices + self._assembler.take()
         self._notices = []
         now = time.monotonic()
@@ -156,13 +160,13 @@ class EbpfHandle:
         return out
 
     def _busy_notice(self) -> Frame:
-        s = self._stats = self._obj.lookup_u64s("stats", N_STATS)
+        s = self._stats = self._obj.lookup_percpu_u64s("stats", N_STATS)
         busy = s[Stat.PROG_NS] / 1e9 + (s[Stat.HITS] + s[Stat.RETURNS]) * TRAP_COST_US / 1e6
         frames, _ = unpack(pack_notice(
             Notice.BUSY, busy_s=busy, lost=s[Stat.LOST], hits=s[Stat.HITS], skipped=s[Stat.CONDITION],
             sampled_out=s[Stat.SAMPLED_OUT], rate_capped=s[Stat.RATE_CAPPED], over_limit=s[Stat.OVER_LIMIT],
-            read_errors=s[Stat.READ_ERRORS], ring_used=self._ring.pending() if self._ring else 0,
-            ring_size=self._ring_size))
+            emitted=s[Stat.EMITTED], lost_return=s[Stat.LOST_RETURN], read_errors=s[Stat.READ_ERRORS],
+            ring_used=self._ring.pending() if self._ring else 0, ring_size=self._ring_size))
         return frames[0]
 
     @property
@@ -174,7 +178,10 @@ class EbpfHandle:
         """Nothing to do: an eBPF probe never pauses itself."""
 
     def poll(self, timeout: float) -> TargetNews | None:
-        """Up to ``timeout`` s: the target's exit, or a pending library that has appeared (armed then)."""
+        """Up to ``timeout`` s: the target's exit, or a pending library that has appeared (armed then).
+        Does not wait while the ring holds more than a slice: the window comes back for it at once."""
+        if self._ring is not None and self._ring.pending() > SLICE_BYTES // 4:
+            timeout = 0.0
         if self.armed.pending:
             found = self._locate()
             if found is not None:
@@ -187,7 +194,9 @@ class EbpfHandle:
 
     # -- the way out -----------------------------------------------------------
     def disarm(self) -> None:
-        """Take the probes out of the target, then read what the ring still holds. Never raises."""
+        """Take the probes out of the target, then read the final counters. Never raises.
+
+        What the ring still holds stays for :meth:`frames` (and :meth:`discard`)."""
         for link in self._links:
             try:
                 link.destroy()
@@ -195,21 +204,30 @@ class EbpfHandle:
                 pass
         self._links = []
         try:
-            if self._ring is not None and self._obj is not None:
-                self._ring.drain(self._assembler.add)
+            if self._obj is not None:
                 self._stats_at = 0.0
                 self._notices.append(self._busy_notice())
         except Exception:  # noqa: BLE001
             pass
 
+    def discard(self) -> int:
+        """Drop what the ring still holds without reading it, and let the ring go; returns how many
+        pages (entry records) that was. After :meth:`close`, the window's last read comes first."""
+        if self._ring is None:
+            return 0
+        try:
+            return self._ring.discard(int(FrameKind.BEFORE))
+        finally:
+            if self._closed is not None:
+                self._ring.close()
+                self._ring = None
+
     def close(self) -> Closed:
-        """Detach everything and unload the program; unread frames stay for :meth:`frames`."""
+        """Detach everything and unload the program. The ring's mapping outlives the program: unread
+        records stay for :meth:`frames` until :meth:`discard` lets them go."""
         if self._closed is not None:
             return self._closed
         self.disarm()
-        if self._ring is not None:
-            self._ring.close()
-            self._ring = None
         if self._obj is not None:
             self._obj.close()
             self._obj = None

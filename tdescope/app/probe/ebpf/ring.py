@@ -73,6 +73,25 @@ class RingReader:
             self._cons[0] = cons  # release each record at once: the producer may reuse it
         return count
 
+    def discard(self, kind: int) -> int:
+        """Release every complete record without reading its body; returns how many began with the
+        32-bit ``kind`` (the records nobody will keep are counted, never copied)."""
+        cons = self._cons[0]
+        end = self._prod[0]
+        lens, mask = self._lens, self._mask
+        count = 0
+        while cons < end:
+            at = cons & mask
+            length = lens[at >> 2]
+            if length & _BUSY:
+                break
+            size = length & ~(_BUSY | _DISCARD)
+            if not length & _DISCARD and size >= 4 and lens[(at + _HEADER) >> 2] == kind:
+                count += 1
+            cons += (size + _HEADER + 7) & ~7
+        self._cons[0] = cons
+        return count
+
     def close(self) -> None:
         for view in (self._cons, self._prod, self._lens, self._data, self._whole):
             view.release()
