@@ -49,14 +49,11 @@ def _captures_of_a_cold_scan(session, backend: str, count: int) -> list:
     return got
 
 
-OVERREAD = pytest.mark.xfail(strict=True, reason="issue 27 item 6: the recipe copies a constant 16384 bytes")
-
-
 @pytest.mark.parametrize("page_size, backends", [
-    pytest.param(4096, ("ebpf",), marks=OVERREAD),
-    pytest.param(8192, ("ebpf", "gdb"), marks=[pytest.mark.gdb, OVERREAD]),
+    (4096, ("ebpf",)),
+    pytest.param(8192, ("ebpf", "gdb"), marks=pytest.mark.gdb),
     (16384, ("ebpf",)),
-    pytest.param(32768, ("ebpf",), marks=OVERREAD),
+    (32768, ("ebpf",)),
 ])
 def test_each_side_is_the_page_whatever_the_page_size(page_size, backends):
     session = ENGINE.connect(ConnectParams(options={"lab": True, "page_size": page_size}))
