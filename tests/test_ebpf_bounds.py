@@ -8,6 +8,7 @@ side (``bpftool``: the links this test process holds).
 """
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -15,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_tdescope
 from tdescope.app.probe.capture_record import describe_capture
 from tdescope.app.probe.ebpf.backend import EbpfBackend
+from tdescope.app.probe.tally import tally_of
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.sqlcipher.engine import DECRYPT
 from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
@@ -93,3 +96,42 @@ def test_a_window_under_a_storm_ends_and_detaches_within_half_a_second_of_its_ti
     assert end.ts - armed <= 1.0 + END_WITHIN_S, f"window ended {end.ts - armed:.2f} s after arming"
     assert at_end == [[]], "a uprobe was still attached when the window said it had ended"
     assert kept and summary.counters["hits"] > len(kept)  # it was a storm: more offered than kept
+
+
+def test_on_a_storm_every_hit_is_counted_once(flood):
+    """Sampling, the byte-rate cap, a small ring, a count and a deadline all at once: the kernel's
+    counts and the window's add up to the hits, and what the window kept is what it says it kept."""
+    decoder = SqlitePageDecoder()
+    kept = []
+    limits = CaptureLimits(max_captures=3000, max_seconds=1.0, max_busy_fraction=1.0, max_burst_s=10,
+                           max_hits_per_s=1_000_000)
+    backend = EbpfBackend(ring_mb=1, sample_every=2, max_bytes_per_s=40e6)
+    summary = CaptureWindow(flood.pid, DECRYPT, limits, "sqlcipher",
+                            lambda c: kept.append(describe_capture(c, decoder)), backend=backend).run()
+    assert summary.error is None, summary.error
+    tally = tally_of(summary.counters)
+    assert tally.adds_up, tally.line()
+    assert tally.captured == summary.captures == len(kept) > 0
+    assert tally.sampled_out > 0 and tally.rate_capped > 0
+    c = summary.counters
+    # what the probe put in the ring is what the window kept or counted as not kept
+    assert c["emitted"] == c["captured"] + c["not_kept"]
+
+
+def test_capture_prints_where_every_hit_went(flood):
+    args = ["capture", "--pid", str(flood.pid), "--backend", "ebpf", "--count", "100000", "--timeout", "1",
+            "--sample", "3"]
+    done = run_tdescope(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    tally = summary["tally"]
+    assert tally["adds_up"] and tally["sampled_out"] > 0 and tally["captured"] == summary["captures"]
+    assert tally["hits"] == sum(tally[k] for k in ("captured", "not_kept", "lost", "sampled_out", "rate_capped",
+                                                   "over_limit", "other_calls"))
+    done = run_tdescope(*args)
+    assert done.returncode == 0, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    said = re.search(r"(\d+) hits = (\d+) captured((?: \+ \d+ [a-z ]+)*)$", line)
+    assert said, line
+    terms = [int(n) for n in re.findall(r"\+ (\d+)", said.group(3))]
+    assert int(said.group(1)) == int(said.group(2)) + sum(terms)  # a reader sees it add up

@@ -70,15 +70,18 @@ class FramePairs:
         uncaptured hits too), else the sum over the captured frames."""
         return max(self.stopped_s, self.helper_busy_s)
 
-    def drain(self, frames: Iterable[Frame], limit: int, until: float | None = None) -> Iterator[PageCapture]:
-        """Yield the captures ``frames`` complete, up to ``limit`` in all and until ``time.monotonic()``
-        passes ``until``; the pages past either are counted in :attr:`not_kept`, never built."""
+    def drain(self, frames: Iterable[Frame], limit: int, until: float | None = None,
+              stop: Callable[[], bool] | None = None) -> Iterator[PageCapture]:
+        """Yield the captures ``frames`` complete, up to ``limit`` in all, until ``time.monotonic()``
+        passes ``until`` and while ``stop()`` is false; the pages past any of them are counted in
+        :attr:`not_kept`, never built."""
         for frame in frames:
             self.stopped_s += frame.busy_us / 1e6
             if frame.kind is FrameKind.NOTICE:
                 self._note(*notice_of(frame))
                 continue
-            if self.captures >= limit or (until is not None and time.monotonic() > until):
+            if (self.captures >= limit or (until is not None and time.monotonic() > until)
+                    or (stop is not None and stop())):
                 if frame.kind is FrameKind.BEFORE:
                     self.not_kept += 1
                 continue

@@ -44,8 +44,8 @@ BUSY_FRACTION = 0.01
 LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5}
 #: How long one turn of the armed loop waits for news from the target.
 POLL_S = 0.02
-#: What a window may spend on its last frames once it is disarmed: it ends (probes out first) within
-#: this long of its deadline, or of its cancel, whatever the backlog; the rest is counted, not kept.
+#: What a window may spend on its last frames once it is disarmed (probes out first), and never past its
+#: deadline: it ends soon after its cancel, count or deadline whatever the backlog; the rest is counted.
 CLOSE_S = 0.2
 
 
@@ -315,10 +315,8 @@ class CaptureWindow:
             self._reason = self._cancel_reason
             return
         deadline = self._armed_at + limits.max_seconds
-        for capture in pairs.drain(self.handle.frames(), limits.max_captures, deadline):
+        for capture in pairs.drain(self.handle.frames(), limits.max_captures, deadline, self._cancel.is_set):
             self._on_capture(capture)
-            if self._cancel.is_set():
-                break
         if pairs.closed_reason:
             self._reason = pairs.closed_reason
         if pairs.captures >= limits.max_captures:
@@ -361,7 +359,7 @@ class CaptureWindow:
 
     def _finish(self) -> dict | None:
         """-> DISARMING -> DONE or FAILED: take the probe out, release the target, collect the last
-        frames for at most :data:`CLOSE_S` (and not past the deadline by more), count the rest."""
+        frames for at most :data:`CLOSE_S` (and not past the deadline), count the rest."""
         self._enter(Phase.DISARMING)
         guard = None
         if self.handle is not None:
@@ -371,19 +369,25 @@ class CaptureWindow:
             if closed.restored:
                 self._error = (f"gdb died while armed: the guard put back {closed.restored} breakpoint "
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
-            # frames written between the last read and the disarm
-            now = time.monotonic()
-            until = now + CLOSE_S
+            # frames written between the last read and the disarm: read for CLOSE_S at most, and
+            # never past the deadline; what is left is counted (discard), not copied
+            until = time.monotonic() + CLOSE_S
             if self._armed_at:
-                until = min(until, max(now, self._armed_at + self.limits.max_seconds) + CLOSE_S)
+                until = min(until, self._armed_at + self.limits.max_seconds)
+            discard = getattr(self.handle, "discard", None)
             while True:
+                late = time.monotonic() > until
+                if late and discard is not None:  # the rest is counted, not read; the notices still come
+                    self._pairs.not_kept += discard()
+                    discard = None
                 frames = self.handle.frames()
                 for capture in self._pairs.drain(frames, self.limits.max_captures, until):
                     self._on_capture(capture)
-                if not frames or time.monotonic() > until:
+                if late or not frames:
                     break
-            discard = getattr(self.handle, "discard", None)
-            self._pairs.not_kept += (discard() if discard else 0) + len(self._pairs.pending)
+            if discard is not None:
+                self._pairs.not_kept += discard()
+            self._pairs.not_kept += len(self._pairs.pending)
             self._pairs.pending.clear()
         if self._reason == Happened.TARGET_EXITED.value:
             self._error = f"pid {self.pid} exited while armed ({self._pairs.captures} pages captured)"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import select
+import threading
 import time
 
 from tdescope.app.errors import UserError
@@ -197,12 +198,16 @@ class EbpfHandle:
         """Take the probes out of the target, then read the final counters. Never raises.
 
         What the ring still holds stays for :meth:`frames` (and :meth:`discard`)."""
-        for link in self._links:
-            try:
-                link.destroy()
-            except Exception:  # noqa: BLE001 - the kernel removes it with the object anyway
-                pass
-        self._links = []
+        # each detach waits for the kernel's grace period (~0.1 s here): the entry and the return
+        # probe leave side by side, not one after the other
+        links, self._links = self._links, []
+        threads = [threading.Thread(target=_destroy, args=(link,), name="ebpf-detach") for link in links[1:]]
+        for thread in threads:
+            thread.start()
+        for link in links[:1]:
+            _destroy(link)
+        for thread in threads:
+            thread.join()
         try:
             if self._obj is not None:
                 self._stats_at = 0.0
@@ -236,6 +241,13 @@ class EbpfHandle:
             self._pidfd = None
         self._closed = Closed()
         return self._closed
+
+
+def _destroy(link: BpfLink) -> None:
+    try:
+        link.destroy()
+    except Exception:  # noqa: BLE001 - the kernel removes it with the object anyway
+        pass
 
 
 def _open_pidfd(pid: int) -> int | None:
