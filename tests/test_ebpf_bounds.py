@@ -135,3 +135,61 @@ def test_capture_prints_where_every_hit_went(flood):
     assert said, line
     terms = [int(n) for n in re.findall(r"\+ (\d+)", said.group(3))]
     assert int(said.group(1)) == int(said.group(2)) + sum(terms)  # a reader sees it add up
+
+
+def _windows_in(path):
+    """(captures kept in the file, the closing states of its windows)."""
+    from tdescope.app.events import CaptureWindowState, PageCapture
+    from tdescope.app.session.reader import SessionReader
+
+    with SessionReader(path, writable=False) as reader:
+        kept = sum(1 for _ in reader.events(kinds=[PageCapture], with_bytes=False))
+        ends = [s for s in reader.events(kinds=[CaptureWindowState]) if s.state in ("disarmed", "failed")]
+    return kept, ends
+
+
+def test_the_guis_recording_and_record_keep_by_one_rule_and_count_the_rest(flood, tmp_path):
+    """One storm, both paths: the GUI's (a worker-process window publishing into the live hub and its
+    recorder) and ``tdescope record``'s keep the same rate and record how many they did not keep;
+    ``info`` and the report say it."""
+    from tdescope.app.experiment import Experiment
+    from tdescope.app.probe.keep_rate import KEEP_PER_S
+    from tdescope.app.session.file import SessionRecorder
+    from tdescope.app.session.live import LiveSession
+    from tdescope.app.session.meta import SessionMeta
+
+    seconds = 1.5
+    gui_file = tmp_path / "gui.tds"
+    live = LiveSession()
+    recorder = SessionRecorder(gui_file, SessionMeta.collect("sqlcipher", "SQLCipher"))
+    live.attach(recorder)
+    limits = CaptureLimits(max_captures=100000, max_seconds=seconds, max_busy_fraction=1.0, max_burst_s=10,
+                           max_hits_per_s=1_000_000, max_kept_per_s=KEEP_PER_S)  # as the main window builds them
+    exp = Experiment(None, None, {}, DECRYPT, limits, "sqlcipher", live.publish, pid=flood.pid,
+                     backend=EbpfBackend(), isolated=True)
+    exp.start()
+    assert exp.wait(60) and exp.error is None, exp.error
+    live.detach()
+    recorder.close()
+
+    cli_file = tmp_path / "record.tds"
+    done = run_tdescope("record", "--pid", str(flood.pid), "--engine", "sqlcipher", "--backend", "ebpf",
+                        "--captures", "100000", "--seconds", str(seconds), "--no-hotspots", "--no-waits",
+                        "-o", str(cli_file))
+    assert done.returncode == 0, done.stderr
+
+    for path in (gui_file, cli_file):
+        kept, ends = _windows_in(path)
+        assert len(ends) == 1, (path, ends)
+        end = ends[0]
+        assert end.unsent > 0, f"{path.name}: not a storm? {end}"
+        assert kept + end.unsent == end.captures, (path.name, kept, end)  # every capture kept or counted
+        assert kept <= KEEP_PER_S * (seconds + 1) + KEEP_PER_S, (path.name, kept)  # the one rule: its rate
+        info = run_tdescope("info", str(path), "--json")
+        assert info.returncode == 0, info.stderr
+        assert json.loads(info.stdout)["captures_not_kept"] == end.unsent
+        assert "captures not kept" in run_tdescope("info", str(path)).stdout
+        html = tmp_path / f"{path.stem}.html"
+        report = run_tdescope("report", str(path), "-o", str(html))
+        assert report.returncode == 0, report.stderr
+        assert f"{end.unsent} not kept" in html.read_text()

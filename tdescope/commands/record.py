@@ -78,6 +78,7 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
 
 
 def run(args) -> int:
+    from tdescope.app.probe.keep_rate import KEEP_PER_S
     from tdescope.app.probe.window import CaptureLimits, stop_budget
     from tdescope.app.events import PageCapture
     from tdescope.app.experiment import Experiment
@@ -138,6 +139,7 @@ def run(args) -> int:
         stops = _start_samplers(pid, args, live.publish, session.wait_source() if session else None, notes)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
+                               max_kept_per_s=KEEP_PER_S,  # the GUI's window keeps the same
                                **stop_budget(target.own_target, args.stop_budget))
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:

@@ -45,11 +45,19 @@ class FramePairs:
         ``make(seq, ts, pgno, before, after, stop_us) -> PageCapture``.
     entry_only : bool
         The recipe copies nothing at return: a "before" frame is a whole capture.
+    keep : callable, optional
+        The keep rate (:class:`~tdescope.app.probe.keep_rate.KeepRate` ``.allow``): asked at each
+        page's first frame; a page it refuses counts as a capture, is counted in :attr:`thinned`,
+        and is never built.
     """
 
-    def __init__(self, make: Callable[..., PageCapture], entry_only: bool) -> None:
+    def __init__(self, make: Callable[..., PageCapture], entry_only: bool,
+                 keep: Callable[[], bool] | None = None) -> None:
         self._make = make
         self._entry_only = entry_only
+        self._keep = keep
+        #: Captures the keep rate did not keep (part of :attr:`captures`).
+        self.thinned = 0
         self.pending: dict[int, tuple] = {}
         self.captures = 0
         self.stopped_s = 0.0
@@ -85,7 +93,10 @@ class FramePairs:
                 if frame.kind is FrameKind.BEFORE:
                     self.not_kept += 1
                 continue
-            if frame.kind is FrameKind.BEFORE and self._entry_only:
+            if frame.kind is FrameKind.BEFORE and self._keep is not None and not self._keep():
+                self.captures += 1
+                self.thinned += 1
+            elif frame.kind is FrameKind.BEFORE and self._entry_only:
                 self.captures += 1
                 yield self._make(frame.seq, frame.ts, frame.pgno, frame.data, b"", frame.busy_us)
             elif frame.kind is FrameKind.BEFORE:

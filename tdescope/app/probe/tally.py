@@ -2,9 +2,11 @@
 
 Each call the entry probe sees ends in exactly one place::
 
-    hits = captured + not kept + lost + sampled out + rate capped + over the count + other calls
+    hits = captured + thinned + not kept + lost + sampled out + rate capped + over the count + other calls
 
 - **captured**: handed to the window's consumer as a page pair.
+- **thinned**: paired, but over the window's keep rate (:mod:`~tdescope.app.probe.keep_rate`: the
+  GUI and ``record`` keep a few hundred a second); counted, never built.
 - **not kept**: reached the workbench (the ring), but the window did not hand it over: it came
   after the window's deadline or count, or was still unread, or still inside the call, when the
   window closed. Counted, never copied out of the ring.
@@ -24,7 +26,7 @@ from dataclasses import asdict, dataclass
 __all__ = ["Tally", "tally_of"]
 
 #: (field, words) in the order the line says them.
-_TERMS = (("captured", "captured"), ("not_kept", "not kept"), ("lost", "lost"),
+_TERMS = (("captured", "captured"), ("thinned", "thinned"), ("not_kept", "not kept"), ("lost", "lost"),
           ("sampled_out", "sampled out"), ("rate_capped", "rate capped"), ("over_limit", "over the count"),
           ("other_calls", "other calls"))
 
@@ -35,6 +37,7 @@ class Tally:
 
     hits: int
     captured: int
+    thinned: int
     not_kept: int
     lost: int
     sampled_out: int
@@ -68,7 +71,7 @@ def tally_of(counters: dict | None) -> Tally | None:
         return None
     lost_return = int(counters.get("lost_return", 0))
     return Tally(
-        hits=int(counters["hits"]), captured=int(counters["captured"]),
+        hits=int(counters["hits"]), captured=int(counters["captured"]), thinned=int(counters.get("thinned", 0)),
         not_kept=int(counters.get("not_kept", 0)) - lost_return,  # their pages are in not_kept once: lost
         lost=int(counters.get("lost", 0)) + lost_return, sampled_out=int(counters.get("sampled_out", 0)),
         rate_capped=int(counters.get("rate_capped", 0)), over_limit=int(counters.get("over_limit", 0)),

@@ -28,6 +28,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
+from tdescope.app.probe.keep_rate import KeepRate
 from tdescope.app.probe.spec import ProbeSpec, at_entry
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
@@ -80,6 +81,10 @@ class CaptureLimits:
     first_seq : int
         The number of the window's first capture: a session numbers its captures on
         across windows, so "#3" names one capture in notes and reports.
+    max_kept_per_s : int
+        The keep rate (:mod:`~tdescope.app.probe.keep_rate`): captures kept per second, the others
+        counted as thinned and never built; 0 keeps every capture (``capture`` prints each one).
+        The GUI's windows and ``record`` use the same one, :data:`~tdescope.app.probe.keep_rate.KEEP_PER_S`.
     """
 
     max_captures: int = 200
@@ -90,6 +95,7 @@ class CaptureLimits:
     watchdog_s: float = 0.25
     max_hits_per_s: int = 1000
     first_seq: int = 1
+    max_kept_per_s: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_captures <= 100_000:
@@ -104,6 +110,8 @@ class CaptureLimits:
             raise UserError(f"watchdog must be between 0.01 and 10 seconds, not {self.watchdog_s}")
         if not 1 <= self.max_hits_per_s <= 1_000_000:
             raise UserError(f"hit-rate cap must be between 1 and 1000000 hits/s, not {self.max_hits_per_s}")
+        if not 0 <= self.max_kept_per_s <= 1_000_000:
+            raise UserError(f"keep rate must be between 0 and 1000000 captures/s, not {self.max_kept_per_s}")
         if self.first_hit_timeout is not None and not 0 < self.first_hit_timeout <= 3600:
             raise UserError(f"first-hit timeout must be between 0 and 3600 seconds, not {self.first_hit_timeout}")
 
@@ -112,7 +120,8 @@ class CaptureLimits:
 class CaptureSummary:
     """How a window ended. ``arming_stop_s``: how long the target was stopped while
     gdb attached and armed (before the first resume). ``guard``: what the guard
-    did when gdb died while armed (``{"restored": N, "fast_ms": ...}``), else None."""
+    did when gdb died while armed (``{"restored": N, "fast_ms": ...}``), else None. ``thinned``: the
+    captures (counted in ``captures``) the keep rate did not keep."""
 
     captures: int
     reason: str
@@ -125,6 +134,7 @@ class CaptureSummary:
     guard: dict | None = None
     backend: str = "gdb"
     counters: dict | None = None
+    thinned: int = 0
 
 
 def stop_budget(own_target: bool, fraction: float | None = None) -> dict:
@@ -221,7 +231,8 @@ class CaptureWindow:
         self.handle: ProbeHandle | None = None
         self.phase = Phase.ATTACHING
         self._symbol = ""
-        self._pairs = FramePairs(self._capture, entry_only=recipe.after is None)
+        keep = KeepRate(limits.max_kept_per_s).allow if limits.max_kept_per_s else None
+        self._pairs = FramePairs(self._capture, entry_only=recipe.after is None, keep=keep)
         self._reason = "cancelled"
         self._error: str | None = None
         self._armed_at = self._progress_at = self._resume_at = 0.0
@@ -255,7 +266,7 @@ class CaptureWindow:
         arming = self.handle.arming_stop_s if self.handle is not None else 0.0
         self._on_state(CaptureWindowState(time.time(), state, pairs.captures, pairs.stopped_total_s + arming, message,
                                           self._backend.name, pairs.counters.get("hits", 0),
-                                          pairs.counters.get("lost", 0)))
+                                          pairs.counters.get("lost", 0), pairs.thinned))
 
     # -- run -------------------------------------------------------------------
     def run(self) -> CaptureSummary:
@@ -275,16 +286,18 @@ class CaptureWindow:
             self._pairs.captures, self._reason, handle.armed.symbol if handle else None,
             handle.armed.locations if handle else (), self._pairs.stopped_total_s, time.monotonic() - t_start,
             self._error, handle.arming_stop_s if handle else 0.0, guard, self._backend.name,
-            self._counts(),
+            self._counts(), self._pairs.thinned,
         )
 
     def _counts(self) -> dict | None:
-        """The probe's counters (None when it keeps none), with the window's own: ``captured`` and
-        ``not_kept`` (reached the workbench, not handed over: past the deadline or the count, never
-        paired, or still unread when the window closed)."""
+        """The probe's counters (None when it keeps none), with the window's own: ``captured`` (handed
+        over), ``thinned`` (refused by the keep rate) and ``not_kept`` (reached the workbench, not
+        handed over: past the deadline or the count, never paired, or still unread when the window closed)."""
         if not self._pairs.counters:
             return None
-        return {**self._pairs.counters, "captured": self._pairs.captures, "not_kept": self._pairs.not_kept}
+        pairs = self._pairs
+        return {**pairs.counters, "captured": pairs.captures - pairs.thinned, "thinned": pairs.thinned,
+                "not_kept": pairs.not_kept}
 
     def _attach(self) -> None:
         """ATTACHING -> ARMED: refuse a critical process, resolve, attach, arm, let the target run."""
