@@ -39,8 +39,8 @@ DEFAULT_RING_MB = 64
 #: Seconds between the ``busy`` notices that carry the probe's counters.
 STATS_S = 0.25
 #: Ring bytes read per :meth:`EbpfHandle.frames` call: a window turn stays short whatever the backlog
-#: (~500 16 KiB page pairs), so it hears its deadline and its cancel in time.
-SLICE_BYTES = 16 << 20
+#: (~125 16 KiB page pairs: a small heap to reuse), so it hears its deadline and its cancel in time.
+SLICE_BYTES = 4 << 20
 
 
 def ring_bytes(megabytes: float) -> int:
