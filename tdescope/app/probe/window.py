@@ -28,12 +28,12 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
-from tdescope.app.probe.keep_rate import KeepRate
+from tdescope.app.probe.keep_rate import KEEP_PER_S, KeepRate
 from tdescope.app.probe.spec import ProbeSpec, at_entry
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
 
-__all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
+__all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
            "refuse_critical_target", "refuse_unused_target", "stop_budget"]
 
 #: Seconds between the "armed" progress states that carry the live stopped time.
@@ -45,8 +45,7 @@ BUSY_FRACTION = 0.01
 LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5}
 #: How long one turn of the armed loop waits for news from the target.
 POLL_S = 0.02
-#: What a window may spend on its last frames once it is disarmed (probes out first), and never past its
-#: deadline: it ends soon after its cancel, count or deadline whatever the backlog; the rest is counted.
+#: What a window may spend on its last frames once disarmed (probes out first), never past its deadline.
 CLOSE_S = 0.2
 
 
@@ -82,9 +81,8 @@ class CaptureLimits:
         The number of the window's first capture: a session numbers its captures on
         across windows, so "#3" names one capture in notes and reports.
     max_kept_per_s : int
-        The keep rate (:mod:`~tdescope.app.probe.keep_rate`): captures kept per second, the others
-        counted as thinned and never built; 0 keeps every capture (``capture`` prints each one).
-        The GUI's windows and ``record`` use the same one, :data:`~tdescope.app.probe.keep_rate.KEEP_PER_S`.
+        The keep rate (:mod:`~tdescope.app.probe.keep_rate`; the GUI and ``record``: :data:`KEEP_PER_S`):
+        captures kept per second, the rest counted as thinned; 0 keeps every one (``capture``).
     """
 
     max_captures: int = 200
@@ -290,9 +288,7 @@ class CaptureWindow:
         )
 
     def _counts(self) -> dict | None:
-        """The probe's counters (None when it keeps none), with the window's own: ``captured`` (handed
-        over), ``thinned`` (refused by the keep rate) and ``not_kept`` (reached the workbench, not
-        handed over: past the deadline or the count, never paired, or still unread when the window closed)."""
+        """The probe's counters (None without), the window's own added (:mod:`~tdescope.app.probe.tally`)."""
         if not self._pairs.counters:
             return None
         pairs = self._pairs
@@ -382,17 +378,13 @@ class CaptureWindow:
             if closed.restored:
                 self._error = (f"gdb died while armed: the guard put back {closed.restored} breakpoint "
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
-            # frames written between the last read and the disarm: read for CLOSE_S at most, and
-            # never past the deadline; what is left is counted (discard), not copied
-            until = time.monotonic() + CLOSE_S
-            if self._armed_at:
-                until = min(until, self._armed_at + self.limits.max_seconds)
+            # frames written between the last read and the disarm; what is left is counted, not copied
+            until = min(time.monotonic() + CLOSE_S, (self._armed_at or float("inf")) + self.limits.max_seconds)
             discard = getattr(self.handle, "discard", None)
             while True:
                 late = time.monotonic() > until
                 if late and discard is not None:  # the rest is counted, not read; the notices still come
-                    self._pairs.not_kept += discard()
-                    discard = None
+                    self._pairs.not_kept, discard = self._pairs.not_kept + discard(), None
                 frames = self.handle.frames()
                 for capture in self._pairs.drain(frames, self.limits.max_captures, until):
                     self._on_capture(capture)

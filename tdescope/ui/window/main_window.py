@@ -25,8 +25,7 @@ from tdescope.app.events import ABResult, CaptureWindowState, Marker, PageCaptur
 from tdescope.app.experiment import Experiment
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture, side_label
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask
-from tdescope.app.probe.keep_rate import KEEP_PER_S
-from tdescope.app.probe.window import CaptureLimits, stop_budget
+from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.live import LiveSession
 from tdescope.app.session.meta import SessionMeta
