@@ -28,7 +28,8 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
-from tdescope.app.probe.keep_rate import KEEP_PER_S, KeepRate
+from tdescope.app.probe.keep_rate import KeepRate
+from tdescope.app.probe.limits import BUSY_FRACTION, KEEP_PER_S, LAB_STOP_BUDGET, CaptureLimits, stop_budget
 from tdescope.app.probe.spec import ProbeSpec, at_entry
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
@@ -38,80 +39,10 @@ __all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "C
 
 #: Seconds between the "armed" progress states that carry the live stopped time.
 PROGRESS_S = 0.5
-#: The default stop budget: the share of wall time a target may spend stopped in probes.
-BUSY_FRACTION = 0.01
-#: Stop budget for a lab process the workbench started itself: nobody else's work
-#: waits on it, so a class sees captures stream instead of arriving in bursts.
-LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5}
 #: How long one turn of the armed loop waits for news from the target.
 POLL_S = 0.02
 #: What a window may spend on its last frames once disarmed (probes out first), never past its deadline.
 CLOSE_S = 0.2
-
-
-@dataclass(frozen=True, slots=True)
-class CaptureLimits:
-    """Bounds of one capture window.
-
-    Attributes
-    ----------
-    max_captures : int
-        Pages to capture before disarming (1..100000).
-    max_seconds : float
-        Wall-clock length of the window once armed.
-    max_busy_fraction : float
-        The stop budget, a duty cycle: the share of wall time the target may
-        spend stopped in probe hits (default 1 %). Each hit is charged the
-        measured copy time plus ``spec.STOP_OVERHEAD_S`` per stop. Over budget,
-        the window pauses: the breakpoint leaves the target's code until the
-        budget has been paid back by running time, then it re-arms.
-    max_burst_s : float
-        How much stopped time a burst may use before the window pauses (default
-        25 ms: about 40 page captures back to back).
-    first_hit_timeout : float or None
-        Give up when nothing was captured this long after arming.
-    watchdog_s : float
-        Detach when the target stays stopped longer than this while armed.
-    max_hits_per_s : int
-        The hit-rate cap: more probe hits than this within one second disarm the
-        window (default 1000: at ~0.25 ms a stop, a burst can never hold the target
-        stopped more than about a quarter of that second, even in a long window
-        whose stop budget is large).
-    first_seq : int
-        The number of the window's first capture: a session numbers its captures on
-        across windows, so "#3" names one capture in notes and reports.
-    max_kept_per_s : int
-        The keep rate (:mod:`~tdescope.app.probe.keep_rate`; the GUI and ``record``: :data:`KEEP_PER_S`):
-        captures kept per second, the rest counted as thinned; 0 keeps every one (``capture``).
-    """
-
-    max_captures: int = 200
-    max_seconds: float = 30.0
-    max_busy_fraction: float = BUSY_FRACTION
-    max_burst_s: float = 0.025
-    first_hit_timeout: float | None = None
-    watchdog_s: float = 0.25
-    max_hits_per_s: int = 1000
-    first_seq: int = 1
-    max_kept_per_s: int = 0
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.max_captures <= 100_000:
-            raise UserError(f"capture count must be between 1 and 100000, not {self.max_captures}")
-        if not 0 < self.max_seconds <= 3600:
-            raise UserError(f"capture window must be between 0 and 3600 seconds, not {self.max_seconds}")
-        if not 0 < self.max_busy_fraction <= 1:
-            raise UserError("stop budget must be a fraction between 0 and 1")
-        if not 0.001 <= self.max_burst_s <= 10:
-            raise UserError(f"stop burst must be between 0.001 and 10 seconds, not {self.max_burst_s}")
-        if not 0.01 <= self.watchdog_s <= 10:
-            raise UserError(f"watchdog must be between 0.01 and 10 seconds, not {self.watchdog_s}")
-        if not 1 <= self.max_hits_per_s <= 1_000_000:
-            raise UserError(f"hit-rate cap must be between 1 and 1000000 hits/s, not {self.max_hits_per_s}")
-        if not 0 <= self.max_kept_per_s <= 1_000_000:
-            raise UserError(f"keep rate must be between 0 and 1000000 captures/s, not {self.max_kept_per_s}")
-        if self.first_hit_timeout is not None and not 0 < self.first_hit_timeout <= 3600:
-            raise UserError(f"first-hit timeout must be between 0 and 3600 seconds, not {self.first_hit_timeout}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,16 +64,6 @@ class CaptureSummary:
     backend: str = "gdb"
     counters: dict | None = None
     thinned: int = 0
-
-
-def stop_budget(own_target: bool, fraction: float | None = None) -> dict:
-    """:class:`CaptureLimits` keywords for the stop budget: 1 % of wall time in 25 ms
-    bursts, or :data:`LAB_STOP_BUDGET` for a target the workbench started itself
-    (``EngineSession.own_target``). ``fraction`` (the user's ``--stop-budget``) wins."""
-    budget = dict(LAB_STOP_BUDGET) if own_target else {"max_busy_fraction": BUSY_FRACTION}
-    if fraction:
-        budget["max_busy_fraction"] = fraction
-    return budget
 
 
 class Phase(enum.Enum):
@@ -234,6 +155,7 @@ class CaptureWindow:
         self._reason = "cancelled"
         self._error: str | None = None
         self._armed_at = self._progress_at = self._resume_at = 0.0
+        self._timer: threading.Timer | None = None
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Ask the window to disarm and detach now; ``reason`` is how it ends ("the workload finished")."""
@@ -311,6 +233,11 @@ class CaptureWindow:
         self.handle.start()
         self._reason = ""
         self._armed_at = time.monotonic()
+        detach = getattr(self.handle, "detach", None)  # eBPF: probes out at the deadline, whatever the consumer
+        if detach is not None:
+            self._timer = threading.Timer(self.limits.max_seconds, detach)
+            self._timer.daemon = True
+            self._timer.start()
         self._enter(Phase.ARMED, self._armed_line())
 
     def _armed_line(self) -> str:
@@ -371,6 +298,8 @@ class CaptureWindow:
         frames for at most :data:`CLOSE_S` (and not past the deadline), count the rest."""
         self._enter(Phase.DISARMING)
         guard = None
+        if self._timer is not None:
+            self._timer.cancel()
         if self.handle is not None:
             self.handle.disarm()
             closed = self.handle.close()

@@ -96,6 +96,7 @@ class EbpfHandle:
         self._obj: BpfObject | None = None
         self._ring: RingReader | None = None
         self._links: list[BpfLink] = []
+        self._detaching = threading.Lock()
         self._assembler = FrameAssembler(time.time() - time.monotonic())
         self._notices: list[Frame] = []
         self._stats = [0] * N_STATS
@@ -194,20 +195,19 @@ class EbpfHandle:
         return None
 
     # -- the way out -----------------------------------------------------------
+    def detach(self) -> None:
+        """Take the probes out of the target; safe from any thread (a window's deadline timer), and
+        twice. Each link waits for the kernel's grace period (~0.1 s here, side by side no faster)."""
+        with self._detaching:
+            links, self._links = self._links, []
+            for link in links:
+                _destroy(link)
+
     def disarm(self) -> None:
         """Take the probes out of the target, then read the final counters. Never raises.
 
         What the ring still holds stays for :meth:`frames` (and :meth:`discard`)."""
-        # each detach waits for the kernel's grace period (~0.1 s here): the entry and the return
-        # probe leave side by side, not one after the other
-        links, self._links = self._links, []
-        threads = [threading.Thread(target=_destroy, args=(link,), name="ebpf-detach") for link in links[1:]]
-        for thread in threads:
-            thread.start()
-        for link in links[:1]:
-            _destroy(link)
-        for thread in threads:
-            thread.join()
+        self.detach()
         try:
             if self._obj is not None:
                 self._stats_at = 0.0
