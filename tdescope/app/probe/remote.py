@@ -16,7 +16,6 @@ died): the probe comes out the same way as on any other exit.
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 import subprocess
 import sys
