@@ -46,9 +46,9 @@ class FramePairs:
     entry_only : bool
         The recipe copies nothing at return: a "before" frame is a whole capture.
     keep : callable, optional
-        The keep rate (:class:`~tdescope.app.probe.keep_rate.KeepRate` ``.allow``): asked at each
-        page's first frame; a page it refuses counts as a capture, is counted in :attr:`thinned`,
-        and is never built.
+        The keep rate (:class:`~tdescope.app.probe.keep_rate.KeepRate` ``.allow``): asked as each
+        pair completes; a pair it refuses counts as a capture, is counted in :attr:`thinned`, and is
+        never built into a :class:`PageCapture`.
     """
 
     def __init__(self, make: Callable[..., PageCapture], entry_only: bool,
@@ -93,18 +93,21 @@ class FramePairs:
                 if frame.kind is FrameKind.BEFORE:
                     self.not_kept += 1
                 continue
-            if frame.kind is FrameKind.BEFORE and self._keep is not None and not self._keep():
-                self.captures += 1
-                self.thinned += 1
-            elif frame.kind is FrameKind.BEFORE and self._entry_only:
-                self.captures += 1
-                yield self._make(frame.seq, frame.ts, frame.pgno, frame.data, b"", frame.busy_us)
-            elif frame.kind is FrameKind.BEFORE:
+            if frame.kind is FrameKind.BEFORE and not self._entry_only:
                 self.pending[frame.seq] = (frame.ts, frame.pgno, frame.data, frame.busy_us)
+                continue
+            if frame.kind is FrameKind.BEFORE:
+                t0, pgno, before, after, busy = frame.ts, frame.pgno, frame.data, b"", frame.busy_us
             elif frame.seq in self.pending:
                 t0, pgno, before, busy0 = self.pending.pop(frame.seq)
-                self.captures += 1
-                yield self._make(frame.seq, t0, pgno, before, frame.data, busy0 + frame.busy_us)
+                after, busy = frame.data, busy0 + frame.busy_us
+            else:
+                continue
+            self.captures += 1
+            if self._keep is not None and not self._keep():
+                self.thinned += 1  # a whole pair, so a page is never both thinned and unpaired
+                continue
+            yield self._make(frame.seq, t0, pgno, before, after, busy)
 
     def _note(self, notice: Notice | None, fields: dict) -> None:
         if notice is Notice.WINDOW_CLOSED:
