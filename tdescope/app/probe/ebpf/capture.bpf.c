@@ -67,7 +67,7 @@ enum stat {
 };
 
 /* Shared by all CPUs: the sequence, the sampling count and the byte-rate second. */
-enum shared { G_SEQ, G_MATCHED, G_RATE_START, G_RATE_BYTES, G_NSHARED };
+enum shared { G_SEQ, G_MATCHED, G_RATE_START, G_RATE_BYTES, G_IN_RING, G_NSHARED };
 
 enum rec_kind { REC_BEFORE = 0, REC_AFTER = 1 };
 #define REC_READ_ERROR 1
@@ -287,16 +287,19 @@ int on_entry(struct pt_regs *ctx)
         outcome = S_RATE_CAPPED;
         goto out;
     }
-    __u64 *seqp = global(G_SEQ);
-    if (!seqp)
+    __u64 *seqp = global(G_SEQ), *in_ring = global(G_IN_RING);
+    if (!seqp || !in_ring)
         goto out;
-    __u64 seq = __sync_fetch_and_add(seqp, 1) + 1;
-    if (seq > cfg->max_captures) {
+    /* the count bounds pages put in the ring, not pages the ring had no room for (a few CPUs at
+     * once may pass this test together: the window counts the few extra as not kept) */
+    if (*in_ring >= cfg->max_captures) {
         outcome = S_OVER_LIMIT;
         goto out;
     }
+    __u64 seq = __sync_fetch_and_add(seqp, 1) + 1;
     if (!emit(REC_BEFORE, seq, pgno, mode, src, (__u32)len, t0))
         goto out;  /* the ring is full: lost */
+    __sync_fetch_and_add(in_ring, 1);
     outcome = S_EMITTED;
     if (!cfg->entry_only) {
         struct inflight call = {.seq = seq, .pgno = pgno, .mode = mode, .len = (__u32)len};
