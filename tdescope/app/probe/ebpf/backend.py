@@ -109,7 +109,7 @@ class EbpfHandle:
         obj = self._obj = BpfObject(object_path())
         obj.resize("events", self._ring_size)
         obj.load()
-        check_layout(obj.value_size("config"))
+        check_layout(obj.value_size("config"), obj.has_map("shared"))
         obj.update("config", ctypes.c_uint32(0), config)
         self._ring = RingReader(obj.map_fd("events"), self._ring_size)
 

@@ -121,6 +121,9 @@ class BpfObject:
             raise UserError(f"eBPF: the capture program has no map {name!r}")
         return ptr
 
+    def has_map(self, name: str) -> bool:
+        return bool(libbpf().bpf_object__find_map_by_name(self._ptr, name.encode()))
+
     def resize(self, map_name: str, entries: int) -> None:
         """Set a map's size before :meth:`load` (a ring buffer's size in bytes: a power of two pages)."""
         rc = libbpf().bpf_map__set_max_entries(self._map(map_name), entries)

@@ -158,11 +158,14 @@ _unpack_record = RECORD.unpack_from
 _BODY = RECORD.size
 
 
-def check_layout(config_value_size: int) -> None:
-    """UserError when the object's config differs in size from :class:`Config` (stale build)."""
+def check_layout(config_value_size: int, per_cpu_stats: bool = True) -> None:
+    """UserError when the object's config differs in size from :class:`Config`, or its counters are not
+    this version's (per-CPU ``stats`` beside a ``shared`` map): a stale build."""
     if config_value_size != ctypes.sizeof(Config):
         raise UserError(f"eBPF: the capture program's config is {config_value_size} bytes, tdescope expects "
                         f"{ctypes.sizeof(Config)}: rebuild it (make setup)")
+    if not per_cpu_stats:
+        raise UserError("eBPF: the capture program is an older build (its counters differ): rebuild it (make setup)")
 
 
 def built() -> bool:
