@@ -23,8 +23,8 @@ def _children(pid: int) -> list[int]:
 def test_a_storm_arrives_as_a_sample_with_the_full_counts(sqlcipher_app):
     app = sqlcipher_app(rounds=100)
     got, states = [], []
-    window = RemoteWindow(app.pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60), "sqlcipher",
-                          got.append, states.append, backend=EbpfBackend(), max_per_s=100)
+    window = RemoteWindow(app.pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60, max_kept_per_s=100),
+                          "sqlcipher", got.append, states.append, backend=EbpfBackend())
     result = []
     thread = threading.Thread(target=lambda: result.append(window.run()))
     thread.start()

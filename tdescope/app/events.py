@@ -248,7 +248,8 @@ class CaptureWindowState(Event):
     eBPF, which stops nothing: the time its probes added to the target's calls).
     ``backend`` names what holds the probe (``"gdb"``, ``"ebpf"``); ``hits`` counts
     probe hits, captured or not, and ``lost`` the records an eBPF ring had no room for;
-    ``unsent`` the captures a worker-process window did not send on (a storm arrives as a sample).
+    ``unsent`` the captures (counted in ``captures``) the window's keep rate did not keep: the GUI's
+    window and ``record`` keep the same few hundred a second (a storm arrives, and is recorded, as a sample).
     """
 
     state: str

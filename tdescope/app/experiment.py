@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tdescope.app.ab.runner import ABRunner
+from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.probe.backend import ProbeBackend
 from tdescope.app.probe.remote import RemoteWindow
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary, CaptureWindow
@@ -84,7 +85,9 @@ class Experiment:
         self.isolated = isolated
         self.workload = workload
         self.params = dict(params)
-        self.recipe = recipe
+        # a length the probed call does not pass comes from the server (its block size), not a constant
+        fits = recipe is not None and session is not None and has_ability(session, Ability.FIT_RECIPES)
+        self.recipe = session.fit_recipe(recipe) if fits else recipe
         self.limits = limits
         self.engine = engine
         self.sink = sink

@@ -163,27 +163,34 @@ def _write_private(path: Path, data: bytes) -> None:
 
 
 def summary_json(s, written: int) -> dict:
-    """The closing JSON line of ``capture --json``: backend, counts, losses, time in probes."""
+    """The closing JSON line of ``capture --json``: backend, counts, losses, time in probes; with eBPF,
+    ``tally``: where every probe hit went (its terms add up to ``hits``, see :mod:`tdescope.app.probe.tally`)."""
+    from tdescope.app.probe.tally import tally_of
+
     counters = s.counters or {}
+    tally = tally_of(counters)
     return {"backend": s.backend, "captures": written, "reason": s.reason, "symbol": s.armed_symbol,
             "stopped_ms": round(s.stopped_s * 1000, 3), "arming_stop_ms": round(s.arming_stop_s * 1000, 3),
             "total_stopped_ms": round((s.stopped_s + s.arming_stop_s) * 1000, 3),
-            "hits": counters.get("hits"), "lost": counters.get("lost", 0 if s.backend == "ebpf" else None),
+            "hits": counters.get("hits"),
+            "lost": tally.lost if tally else counters.get("lost", 0 if s.backend == "ebpf" else None),
             "sampled_out": counters.get("sampled_out"), "rate_capped": counters.get("rate_capped"),
+            "tally": tally.to_json() if tally else None,
             "threads": s.threads, "longest_thread_stop_ms": round(s.longest_stop_s * 1000, 3),
             "most_stopped_thread_ms": round(s.most_stopped_s * 1000, 3)}
 
 
 def summary_line(s) -> str:
-    """``capture``'s closing words after the count: what the probe cost the target."""
+    """``capture``'s closing words after the count: what the probe cost the target, and with eBPF
+    where every hit went (the terms add up to the hits)."""
+    from tdescope.app.probe.tally import tally_of
+
     if s is None:
         return ""
     if s.backend == "ebpf":
-        c = s.counters or {}
-        extra = "".join(f", {c[k]} {label}" for k, label in (("sampled_out", "sampled out"),
-                                                              ("rate_capped", "over the byte-rate cap")) if c.get(k))
-        return (f" with eBPF: {c.get('hits', 0)} probe hits, probes added {s.stopped_s * 1000:.1f} ms to the "
-                f"target, lost {c.get('lost', 0)}{extra}")
+        tally = tally_of(s.counters)
+        where = tally.line() if tally else f"{(s.counters or {}).get('hits', 0)} hits"
+        return f" with eBPF: probes added {s.stopped_s * 1000:.1f} ms to the target; {where}"
     total = (s.stopped_s + s.arming_stop_s) * 1000
     felt = (f"; /proc: the longest stop of any of its {s.threads} threads {s.longest_stop_s * 1000:.1f} ms, "
             f"the most stopped thread {s.most_stopped_s * 1000:.1f} ms in all" if s.threads else "")

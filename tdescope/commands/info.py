@@ -16,12 +16,15 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from tdescope.app.events import CaptureWindowState
+    from tdescope.app.probe.keep_rate import thinned_in
     from tdescope.app.session.reader import SessionReader
     from tdescope.commands._passphrase import passphrase_for
 
     with SessionReader(args.file, writable=False, passphrase=passphrase_for(args.file)) as reader:
         s = reader.summary()
         notes = reader.notes()
+        thinned = thinned_in(reader.events(kinds=[CaptureWindowState]))
     meta = s.meta
     if args.json:
         emit(json.dumps({
@@ -32,6 +35,7 @@ def run(args) -> int:
             "started": s.start,
             "duration_s": round(s.duration_s, 3),
             "counts": s.counts,
+            "captures_not_kept": thinned,
             "notes": [{"ts": n.when, "target": n.target.kind, "about": n.target.describe(), "text": n.text}
                       for n in notes],
             "aes_ni": meta.aes_ni,
@@ -43,6 +47,8 @@ def run(args) -> int:
          f"{s.duration_s:.1f} s (session format {s.schema_version})")
     for kind, n in s.counts.items():
         emit(f"  {kind:<22} {n:>9}")
+    if thinned:
+        emit(f"  {'captures not kept':<22} {thinned:>9}  (over the windows' keep rate: a storm is kept as a sample)")
     emit(f"  {'notes':<22} {len(notes):>9}")
     for n in notes:
         emit(f"  - {time.strftime('%H:%M:%S', time.localtime(n.when))} {n.target.describe()}: {n.text}")

@@ -119,6 +119,7 @@ def _inventory(session, engine, sample_columns: bool) -> tuple:
 
 
 def run(args) -> int:
+    from tdescope.app.probe.keep_rate import KEEP_PER_S
     from tdescope.app.probe.window import CaptureLimits, stop_budget
     from tdescope.app.events import PageCapture, Problem
     from tdescope.app.experiment import Experiment
@@ -185,6 +186,7 @@ def run(args) -> int:
                                 session.wait_source() if session is not None and not args.no_waits else None, notes)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
+                               max_kept_per_s=KEEP_PER_S,  # the GUI's window keeps the same
                                **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
         exited = _exit_watch(pid, captured)
         run_no = 0

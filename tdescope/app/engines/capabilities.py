@@ -21,12 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from tdescope.app.engines.api import Inventory, PageDecoder, TargetChoice, Workload
+from tdescope.app.engines.api import Inventory, PageDecoder, ProbeRecipe, TargetChoice, Workload
 
 __all__ = [
     "Ability",
     "ChoosesTargets",
     "DecodesWithCatalog",
+    "FitsRecipes",
     "HasPanel",
     "ListsCriticalProcesses",
     "OwnsTarget",
@@ -113,6 +114,16 @@ class DecodesWithCatalog(Protocol):
 
 
 @runtime_checkable
+class FitsRecipes(Protocol):
+    """A session that fits a probe recipe to its server's settings before it is armed: a length the
+    probed call does not pass (a block size) comes from the server, read at connect, not a constant."""
+
+    def fit_recipe(self, recipe: ProbeRecipe) -> ProbeRecipe:
+        """``recipe`` with this server's lengths (itself when nothing changes)."""
+        ...
+
+
+@runtime_checkable
 class SummarizesPages(Protocol):
     """A page decoder that reads a page's type and cell count without a full decode."""
 
@@ -146,6 +157,7 @@ class Ability(enum.Enum):
     RUN_SQL = "run_sql"
     SAMPLE_COLUMNS = "sample_columns"
     CATALOG_DECODER = "catalog_decoder"
+    FIT_RECIPES = "fit_recipes"
     SUMMARIZE_PAGES = "summarize_pages"
     PANEL = "panel"
     CRITICAL_PROCESSES = "critical_processes"
@@ -175,6 +187,7 @@ _SPECS: dict[Ability, _Spec] = {
     Ability.RUN_SQL: _Spec(RunsSql, Role.SESSION, ("sql_workload",)),
     Ability.SAMPLE_COLUMNS: _Spec(SamplesColumns, Role.SESSION, ("sampling_reads", "sample_columns")),
     Ability.CATALOG_DECODER: _Spec(DecodesWithCatalog, Role.SESSION, ("catalog_decoder",)),
+    Ability.FIT_RECIPES: _Spec(FitsRecipes, Role.SESSION, ("fit_recipe",)),
     Ability.SUMMARIZE_PAGES: _Spec(SummarizesPages, Role.DECODER, ("summarize",)),
     Ability.PANEL: _Spec(HasPanel, Role.ENGINE, ("panel",)),
     Ability.CRITICAL_PROCESSES: _Spec(ListsCriticalProcesses, Role.ENGINE, ("critical_processes",)),

@@ -250,7 +250,8 @@ class _ProbeBreakpoint(gdb.Breakpoint):
                 mode = _int32(_value(frame, cond[0]))
                 if mode != cond[1]:
                     return False
-            length = min(_value(frame, spec["length"]), spec["max_length"])
+            # a length is a C (unsigned) int or a small size_t: the register's upper half may be garbage
+            length = min(_value(frame, spec["length"]) & 0xFFFFFFFF, spec["max_length"])
             address = _value(frame, spec["before"])
             pgno = _int32(_value(frame, spec["pgno"])) if spec.get("pgno") else -1
             data = bytes(gdb.selected_inferior().read_memory(address, length))

@@ -6,16 +6,16 @@ GUI's process would hold the GIL the event loop needs. :class:`RemoteWindow`
 runs the real :class:`~tdescope.app.probe.window.CaptureWindow` in a worker
 process (``python -m tdescope.app.probe.remote FD``, talking pickles over a
 socket pair: no re-import of the caller's main module, as multiprocessing's
-spawn would do) and forwards, in batches, every capture while the stream is
-slow, and a sample once it is faster than ``max_per_s`` (the window's states
-still carry the full counts: captures, hits, lost). The worker ends its window
+spawn would do) and forwards, in batches, every capture the window keeps: with
+the keep rate the GUI gives it (``CaptureLimits.max_kept_per_s``, the same rule
+``record`` uses), a storm arrives as a sample, and the window's states carry the
+full counts (captures, thinned as ``unsent``, hits, lost). The worker ends its window
 when asked, and by itself when the pipe to its parent closes (the workbench
 died): the probe comes out the same way as on any other exit.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 import subprocess
 import sys
@@ -30,36 +30,24 @@ from tdescope.app.probe.backend import ProbeBackend
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary, CaptureWindow
 from tdescope.app.system.child_env import PYTHON, child_env
 
-__all__ = ["FORWARD_PER_S", "RemoteWindow"]
+__all__ = ["RemoteWindow"]
 
-#: Captures per second forwarded to the parent before it gets a sample instead.
-FORWARD_PER_S = 300
 #: A batch leaves the worker after this long, or at this many captures.
 BATCH_S, BATCH_MAX = 0.05, 64
 
 
 class _Forwarder:
-    """The worker's side: thins captures with a token bucket and sends them in batches."""
+    """The worker's side: sends the window's captures and states in batches."""
 
-    def __init__(self, conn, max_per_s: int) -> None:
+    def __init__(self, conn) -> None:
         self._conn = conn
         self._lock = threading.Lock()
-        self._rate = float(max_per_s)
-        self._tokens = float(max_per_s)
-        self._at = time.monotonic()
         self._batch: list[PageCapture] = []
         self._sent_at = time.monotonic()
-        self.skipped = 0
 
     def capture(self, capture: PageCapture) -> None:
         now = time.monotonic()
         with self._lock:
-            self._tokens = min(self._rate, self._tokens + (now - self._at) * self._rate)
-            self._at = now
-            if self._tokens < 1:
-                self.skipped += 1
-                return
-            self._tokens -= 1
             self._batch.append(capture)
             if len(self._batch) >= BATCH_MAX or now - self._sent_at >= BATCH_S:
                 self._flush()
@@ -67,7 +55,7 @@ class _Forwarder:
     def state(self, state: CaptureWindowState) -> None:
         with self._lock:
             self._flush()
-            self._conn.send(("state", dataclasses.replace(state, unsent=self.skipped)))
+            self._conn.send(("state", state))
 
     def _flush(self) -> None:
         if self._batch:
@@ -78,7 +66,7 @@ class _Forwarder:
     def finish(self, summary: CaptureSummary) -> None:
         with self._lock:
             self._flush()
-            self._conn.send(("summary", summary, self.skipped))
+            self._conn.send(("summary", summary))
 
 
 def _listen(conn, window: CaptureWindow) -> None:
@@ -95,9 +83,9 @@ def _listen(conn, window: CaptureWindow) -> None:
     window.cancel(reason)
 
 
-def _work(conn, pid, recipe, limits, engine, backend, allow_critical, max_per_s) -> None:
+def _work(conn, pid, recipe, limits, engine, backend, allow_critical) -> None:
     """The worker process's body."""
-    out = _Forwarder(conn, max_per_s)
+    out = _Forwarder(conn)
     window = CaptureWindow(pid, recipe, limits, engine, out.capture, out.state, backend=backend,
                            allow_critical=allow_critical)
     threading.Thread(target=_listen, args=(conn, window), name="parent-pipe", daemon=True).start()
@@ -115,16 +103,14 @@ class RemoteWindow:
     """A :class:`CaptureWindow` run in a worker process; same parameters, same ``run``/``cancel``/``armed``.
 
     ``on_capture`` and ``on_state`` are called on the thread that calls :meth:`run`.
-    ``max_per_s``: captures forwarded per second before a sample is forwarded instead;
-    :attr:`skipped` counts the ones not forwarded.
+    :attr:`skipped`: the captures the window's keep rate did not keep (``limits.max_kept_per_s``).
     """
 
     def __init__(self, pid: int, recipe: ProbeRecipe, limits: CaptureLimits, engine: str,
                  on_capture: Callable[[PageCapture], None],
                  on_state: Callable[[CaptureWindowState], None] | None = None,
-                 backend: ProbeBackend | None = None, allow_critical: bool = False,
-                 max_per_s: int = FORWARD_PER_S) -> None:
-        self._args = (int(pid), recipe, limits, engine, backend, allow_critical, int(max_per_s))
+                 backend: ProbeBackend | None = None, allow_critical: bool = False) -> None:
+        self._args = (int(pid), recipe, limits, engine, backend, allow_critical)
         self._on_capture = on_capture
         self._on_state = on_state or (lambda _s: None)
         self.armed = threading.Event()
@@ -180,7 +166,8 @@ class RemoteWindow:
                         self.armed.clear()
                     self._on_state(state)
                 else:
-                    summary, self.skipped = msg[1], msg[2]
+                    summary = msg[1]
+                    self.skipped = summary.thinned
         finally:
             self.armed.clear()
             self._conn = None

@@ -9,6 +9,7 @@ keeps what the notices said (closed, paused, stopped time).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 
 from tdescope.app.events import PageCapture
@@ -54,11 +55,19 @@ class FramePairs:
         ``make(seq, ts, pgno, before, after, stop_us) -> PageCapture``.
     entry_only : bool
         The recipe copies nothing at return: a "before" frame is a whole capture.
+    keep : callable, optional
+        The keep rate (:class:`~tdescope.app.probe.keep_rate.KeepRate` ``.allow``): asked as each
+        pair completes; a pair it refuses counts as a capture, is counted in :attr:`thinned`, and is
+        never built into a :class:`PageCapture`.
     """
 
-    def __init__(self, make: Callable[..., PageCapture], entry_only: bool) -> None:
+    def __init__(self, make: Callable[..., PageCapture], entry_only: bool,
+                 keep: Callable[[], bool] | None = None) -> None:
         self._make = make
         self._entry_only = entry_only
+        self._keep = keep
+        #: Captures the keep rate did not keep (part of :attr:`captures`).
+        self.thinned = 0
         self.pending: dict[int, tuple] = {}
         self._done: dict[int, tuple] = {}  # completed pairs waiting for an earlier call's return
         self._latest_ts = 0.0
@@ -71,6 +80,9 @@ class FramePairs:
         self.helper_busy_s = 0.0
         #: The probe's own counters from its last ``busy`` notice (eBPF: ``hits``, ``lost``, ...).
         self.counters: dict[str, int] = {}
+        #: Pages that reached the workbench but were not handed over: after the window's deadline,
+        #: over its count, or (counted by the window at its end) never paired or never read.
+        self.not_kept = 0
 
     @property
     def stopped_total_s(self) -> float:
@@ -78,8 +90,11 @@ class FramePairs:
         uncaptured hits too), else the sum over the captured frames."""
         return max(self.stopped_s, self.helper_busy_s)
 
-    def drain(self, frames: Iterable[Frame], limit: int, final: bool = False) -> Iterator[PageCapture]:
-        """Yield the captures ``frames`` complete, in sequence order, up to ``limit`` in all.
+    def drain(self, frames: Iterable[Frame], limit: int, until: float | None = None,
+              stop: Callable[[], bool] | None = None, final: bool = False) -> Iterator[PageCapture]:
+        """Yield the captures ``frames`` complete, in sequence order, up to ``limit`` in all, until
+        ``time.monotonic()`` passes ``until`` and while ``stop()`` is false; the pages past any of
+        them are counted in :attr:`not_kept`, never built.
 
         ``final``: no frame will follow (the probe is out), so nothing waits for an earlier call.
         """
@@ -89,29 +104,41 @@ class FramePairs:
                 self._note(*notice_of(frame))
                 continue
             self._latest_ts = max(self._latest_ts, frame.ts)
-            if self.captures + len(self._done) >= limit:
+            if (self.captures + len(self._done) >= limit or (until is not None and time.monotonic() > until)
+                    or (stop is not None and stop())):
+                if frame.kind is FrameKind.BEFORE:
+                    self.not_kept += 1
                 continue
-            if frame.kind is FrameKind.BEFORE and self._entry_only:
-                self._done[frame.seq] = (frame.seq, frame.ts, frame.pgno, frame.data, b"", frame.busy_us)
-            elif frame.kind is FrameKind.BEFORE:
+            if frame.kind is FrameKind.BEFORE and not self._entry_only:
                 self.pending[frame.seq] = (frame.ts, frame.pgno, frame.data, frame.busy_us)
+                continue
+            if frame.kind is FrameKind.BEFORE:
+                self._done[frame.seq] = (frame.seq, frame.ts, frame.pgno, frame.data, b"", frame.busy_us)
             elif frame.seq in self.pending:
                 t0, pgno, before, busy0 = self.pending.pop(frame.seq)
                 self._done[frame.seq] = (frame.seq, t0, pgno, before, frame.data, busy0 + frame.busy_us)
+            else:
+                continue
             yield from self._release(limit, final)
         yield from self._release(limit, final)
 
     def _release(self, limit: int, final: bool) -> Iterator[PageCapture]:
-        """The completed pairs no call still out comes before (every one when ``final``)."""
+        """The completed pairs no call still out comes before (every one when ``final``); a pair the
+        keep rate refuses counts as a capture and in :attr:`thinned`, and is never built."""
         while self._done:
             first = min(self._done)
             if not final and any(seq < first and self._latest_ts - ts < REORDER_S
                                  for seq, (ts, *_rest) in self.pending.items()):
                 return
             args = self._done.pop(first)
-            if self.captures < limit:
-                self.captures += 1
-                yield self._make(*args)
+            if self.captures >= limit:
+                self.not_kept += 1
+                continue
+            self.captures += 1
+            if self._keep is not None and not self._keep():
+                self.thinned += 1  # a whole pair, so a page is never both thinned and unpaired
+                continue
+            yield self._make(*args)
 
     def _note(self, notice: Notice | None, fields: dict) -> None:
         if notice is Notice.WINDOW_CLOSED:

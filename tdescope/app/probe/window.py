@@ -28,87 +28,22 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
+from tdescope.app.probe.keep_rate import KeepRate
+from tdescope.app.probe.limits import BUSY_FRACTION, KEEP_PER_S, LAB_STOP_BUDGET, CaptureLimits, stop_budget
 from tdescope.app.probe.spec import ProbeSpec, at_entry
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.stop_cost import refuse_many_threads
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
 
-__all__ = ["BUSY_FRACTION", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
+__all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
            "refuse_critical_target", "refuse_unused_target", "stop_budget"]
 
 #: Seconds between the "armed" progress states that carry the live stopped time.
 PROGRESS_S = 0.5
-#: The default stop budget: the share of wall time a target may spend stopped in probes.
-BUSY_FRACTION = 0.01
-#: Stop budget for a lab process the workbench started itself: nobody else's work
-#: waits on it, so a class sees captures stream instead of arriving in bursts.
-LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5, "accept_stop": True}
 #: How long one turn of the armed loop waits for news from the target.
 POLL_S = 0.02
-
-
-@dataclass(frozen=True, slots=True)
-class CaptureLimits:
-    """Bounds of one capture window.
-
-    Attributes
-    ----------
-    max_captures : int
-        Pages to capture before disarming (1..100000).
-    max_seconds : float
-        Wall-clock length of the window once armed.
-    max_busy_fraction : float
-        The stop budget, a duty cycle: the share of wall time the target may
-        spend stopped in probe hits (default 1 %). Each hit is charged the
-        measured copy time plus ``spec.STOP_OVERHEAD_S`` per stop. Over budget,
-        the window pauses: the breakpoint leaves the target's code until the
-        budget has been paid back by running time, then it re-arms.
-    max_burst_s : float
-        How much stopped time a burst may use before the window pauses (default
-        25 ms: about 40 page captures back to back).
-    first_hit_timeout : float or None
-        Give up when nothing was captured this long after arming.
-    watchdog_s : float
-        Detach when the target stays stopped longer than this while armed.
-    max_hits_per_s : int
-        The hit-rate cap: more probe hits than this within one second disarm the
-        window (default 1000: at ~0.25 ms a stop, a burst can never hold the target
-        stopped more than about a quarter of that second, even in a long window
-        whose stop budget is large).
-    first_seq : int
-        The number of the window's first capture: a session numbers its captures on
-        across windows, so "#3" names one capture in notes and reports.
-    accept_stop : bool
-        Let a stopping backend (gdb) probe a target with more than one thread, which it
-        stops all together while it attaches and arms and at every hit (``--accept-stop``);
-        refused otherwise, with the cost (:mod:`tdescope.app.probe.stop_cost`).
-    """
-
-    max_captures: int = 200
-    max_seconds: float = 30.0
-    max_busy_fraction: float = BUSY_FRACTION
-    max_burst_s: float = 0.025
-    first_hit_timeout: float | None = None
-    watchdog_s: float = 0.25
-    max_hits_per_s: int = 1000
-    first_seq: int = 1
-    accept_stop: bool = False
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.max_captures <= 100_000:
-            raise UserError(f"capture count must be between 1 and 100000, not {self.max_captures}")
-        if not 0 < self.max_seconds <= 3600:
-            raise UserError(f"capture window must be between 0 and 3600 seconds, not {self.max_seconds}")
-        if not 0 < self.max_busy_fraction <= 1:
-            raise UserError("stop budget must be a fraction between 0 and 1")
-        if not 0.001 <= self.max_burst_s <= 10:
-            raise UserError(f"stop burst must be between 0.001 and 10 seconds, not {self.max_burst_s}")
-        if not 0.01 <= self.watchdog_s <= 10:
-            raise UserError(f"watchdog must be between 0.01 and 10 seconds, not {self.watchdog_s}")
-        if not 1 <= self.max_hits_per_s <= 1_000_000:
-            raise UserError(f"hit-rate cap must be between 1 and 1000000 hits/s, not {self.max_hits_per_s}")
-        if self.first_hit_timeout is not None and not 0 < self.first_hit_timeout <= 3600:
-            raise UserError(f"first-hit timeout must be between 0 and 3600 seconds, not {self.first_hit_timeout}")
+#: What a window may spend on its last frames once disarmed (probes out first), never past its deadline.
+CLOSE_S = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +51,9 @@ class CaptureSummary:
     """How a window ended. ``arming_stop_s``: how long the target was stopped while
     gdb attached and armed (before the first resume), the longer of gdb's clock and
     /proc's. ``guard``: what the guard did when gdb died while armed (``{"restored": N,
-    "fast_ms": ...}``), else None. ``threads``, ``longest_stop_s``, ``most_stopped_s``:
-    what the target's threads felt, sampled from /proc by a stopping backend
+    "fast_ms": ...}``), else None. ``thinned``: the captures (counted in ``captures``) the keep
+    rate did not keep. ``threads``, ``longest_stop_s``, ``most_stopped_s``: what the target's
+    threads felt, sampled from /proc by a stopping backend
     (:class:`~tdescope.app.system.threadstops.StopFigures`; 0 for eBPF)."""
 
     captures: int
@@ -131,22 +67,10 @@ class CaptureSummary:
     guard: dict | None = None
     backend: str = "gdb"
     counters: dict | None = None
+    thinned: int = 0
     threads: int = 0
     longest_stop_s: float = 0.0
     most_stopped_s: float = 0.0
-
-
-def stop_budget(own_target: bool, fraction: float | None = None, accept_stop: bool = False) -> dict:
-    """:class:`CaptureLimits` keywords for the stop budget: 1 % of wall time in 25 ms
-    bursts, or :data:`LAB_STOP_BUDGET` for a target the workbench started itself
-    (``EngineSession.own_target``). ``fraction`` (the user's ``--stop-budget``) wins;
-    ``accept_stop`` (``--accept-stop``) lets gdb stop a many-threaded target."""
-    budget = dict(LAB_STOP_BUDGET) if own_target else {"max_busy_fraction": BUSY_FRACTION}
-    if fraction:
-        budget["max_busy_fraction"] = fraction
-    if accept_stop:
-        budget["accept_stop"] = True
-    return budget
 
 
 class Phase(enum.Enum):
@@ -233,10 +157,12 @@ class CaptureWindow:
         self.handle: ProbeHandle | None = None
         self.phase = Phase.ATTACHING
         self._symbol = ""
-        self._pairs = FramePairs(self._capture, entry_only=recipe.after is None)
+        keep = KeepRate(limits.max_kept_per_s).allow if limits.max_kept_per_s else None
+        self._pairs = FramePairs(self._capture, entry_only=recipe.after is None, keep=keep)
         self._reason = "cancelled"
         self._error: str | None = None
         self._armed_at = self._progress_at = self._resume_at = 0.0
+        self._timer: threading.Timer | None = None
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Ask the window to disarm and detach now; ``reason`` is how it ends ("the workload finished")."""
@@ -267,7 +193,7 @@ class CaptureWindow:
         arming = self.handle.arming_stop_s if self.handle is not None else 0.0
         self._on_state(CaptureWindowState(time.time(), state, pairs.captures, pairs.stopped_total_s + arming, message,
                                           self._backend.name, pairs.counters.get("hits", 0),
-                                          pairs.counters.get("lost", 0)))
+                                          pairs.counters.get("lost", 0), pairs.thinned))
 
     # -- run -------------------------------------------------------------------
     def run(self) -> CaptureSummary:
@@ -288,9 +214,17 @@ class CaptureWindow:
             self._pairs.captures, self._reason, handle.armed.symbol if handle else None,
             handle.armed.locations if handle else (), self._pairs.stopped_total_s, time.monotonic() - t_start,
             self._error, handle.arming_stop_s if handle else 0.0, guard, self._backend.name,
-            dict(self._pairs.counters) or None, felt.threads if felt else 0, felt.longest_s if felt else 0.0,
-            felt.most_stopped_s if felt else 0.0,
+            self._counts(), self._pairs.thinned, felt.threads if felt else 0,
+            felt.longest_s if felt else 0.0, felt.most_stopped_s if felt else 0.0,
         )
+
+    def _counts(self) -> dict | None:
+        """The probe's counters (None without), the window's own added (:mod:`~tdescope.app.probe.tally`)."""
+        if not self._pairs.counters:
+            return None
+        pairs = self._pairs
+        return {**pairs.counters, "captured": pairs.captures - pairs.thinned, "thinned": pairs.thinned,
+                "not_kept": pairs.not_kept}
 
     def _attach(self) -> None:
         """ATTACHING -> ARMED: refuse a critical process, resolve, attach, arm, let the target run."""
@@ -311,6 +245,11 @@ class CaptureWindow:
         self.handle.start()
         self._reason = ""
         self._armed_at = time.monotonic()
+        detach = getattr(self.handle, "detach", None)  # eBPF: probes out at the deadline, whatever the consumer
+        if detach is not None:
+            self._timer = threading.Timer(self.limits.max_seconds, detach)
+            self._timer.daemon = True
+            self._timer.start()
         self._enter(Phase.ARMED, self._armed_line())
 
     def _armed_line(self) -> str:
@@ -323,7 +262,8 @@ class CaptureWindow:
         if self._cancel.is_set():
             self._reason = self._cancel_reason
             return
-        for capture in pairs.drain(self.handle.frames(), limits.max_captures):
+        deadline = self._armed_at + limits.max_seconds
+        for capture in pairs.drain(self.handle.frames(), limits.max_captures, deadline, self._cancel.is_set):
             self._on_capture(capture)
         if pairs.closed_reason:
             self._reason = pairs.closed_reason
@@ -366,9 +306,12 @@ class CaptureWindow:
             self._reason = news.happened.value
 
     def _finish(self) -> dict | None:
-        """-> DISARMING -> DONE or FAILED: take the probe out, release the target, collect the last frames."""
+        """-> DISARMING -> DONE or FAILED: take the probe out, release the target, collect the last
+        frames for at most :data:`CLOSE_S` (and not past the deadline), count the rest."""
         self._enter(Phase.DISARMING)
         guard = None
+        if self._timer is not None:
+            self._timer.cancel()
         if self.handle is not None:
             self.handle.disarm()
             closed = self.handle.close()
@@ -376,9 +319,22 @@ class CaptureWindow:
             if closed.restored:
                 self._error = (f"gdb died while armed: the guard put back {closed.restored} breakpoint "
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
-            # frames written between the last read and the disarm
-            for capture in self._pairs.drain(self.handle.frames(), self.limits.max_captures, final=True):
-                self._on_capture(capture)
+            # frames written between the last read and the disarm; what is left is counted, not copied
+            until = min(time.monotonic() + CLOSE_S, (self._armed_at or float("inf")) + self.limits.max_seconds)
+            discard = getattr(self.handle, "discard", None)
+            while True:
+                late = time.monotonic() > until
+                if late and discard is not None:  # the rest is counted, not read; the notices still come
+                    self._pairs.not_kept, discard = self._pairs.not_kept + discard(), None
+                frames = self.handle.frames()
+                for capture in self._pairs.drain(frames, self.limits.max_captures, until, final=True):
+                    self._on_capture(capture)
+                if late or not frames:
+                    break
+            if discard is not None:
+                self._pairs.not_kept += discard()
+            self._pairs.not_kept += len(self._pairs.pending)
+            self._pairs.pending.clear()
         if self._reason == Happened.TARGET_EXITED.value:
             self._error = f"pid {self.pid} exited while armed ({self._pairs.captures} pages captured)"
         self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)

@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from tdescope import __version__
-from tdescope.app.engines.api import PageDecoder
+from tdescope.app.engines.api import DecodedPage, PageDecoder
+from tdescope.app.probe.capture_record import side_label
+from tdescope.app.probe.entropy import chunk_entropy, shannon_entropy, verdict
+from tdescope.app.probe.keep_rate import thinned_in
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, LessonCard, Marker, PageCapture, Problem,
                                  WorkloadProgress, WorkloadResult)
@@ -227,7 +230,8 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
             armed_at = s.ts if armed_at is None else armed_at
         elif armed_at is not None:
             why = " (paused: stop budget)" if s.state == "paused" else ""
-            windows.append((armed_at, s.ts, f"probe window: {s.captures} pages{why}"))
+            kept = f", {s.unsent} not kept (keep rate)" if s.unsent else ""
+            windows.append((armed_at, s.ts, f"probe window: {s.captures} pages{kept}{why}"))
             armed_at = None
     if armed_at is not None:
         windows.append((armed_at, t1, "probe window (still armed at the end)"))
@@ -295,6 +299,10 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
            ("Session format", str(summary.schema_version))]
     env += [(f"Parameter {k}", str(v)) for k, v in meta.params.items()]
     env += [(f"{section}: {name}", str(value)) for section, name, value in meta.inventory]
+    thinned = thinned_in(reader.events(kinds=[CaptureWindowState]))
+    if thinned:
+        env.append(("Captures not kept", f"{thinned} not kept: over the probe windows' keep rate, a storm is "
+                                         f"recorded as a sample (counted, not stored)"))
     problems = tuple(p.message for p in reader.events(kinds=[Problem]))
     return Report(
         title=meta.title or f"{meta.engine_label or meta.engine or 'Session'} encryption session",

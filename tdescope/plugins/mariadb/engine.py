@@ -30,7 +30,8 @@ class MariaDbEngine:
         stopping_only=True),)
 
     def connect(self, params: ConnectParams):
-        """``options["lab"]``: start a private encrypted server; else ``params.dsn`` (``host= port= user=
+        """``options["lab"]``: start a private encrypted server (``options["page_size"]``: its
+        ``innodb_page_size``, default 16384); else ``params.dsn`` (``host= port= user=
         dbname= socket=`` or ``mariadb://user@host:port/db``), ``options["prompt"]`` asked for a password;
         ``options["pid"]`` (``--target-pid``) must be the server's own pid: one process serves every connection."""
         from tdescope.plugins.mariadb.connection import parse_dsn
@@ -38,7 +39,8 @@ class MariaDbEngine:
 
         opts = params.options or {}
         if opts.get("lab"):
-            return MariaDbSession(parse_dsn(""), lab=True, progress=opts.get("progress"))
+            return MariaDbSession(parse_dsn(""), lab=True, progress=opts.get("progress"),
+                                  lab_page_size=int(opts.get("page_size") or 16384))
         spec = parse_dsn(params.dsn)
         if params.password is not None:
             from dataclasses import replace

@@ -28,7 +28,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.system.child_env import child_env
 from tdescope.app.system.reaper import Reaper, reap_with_me
 
-__all__ = ["LAB_DATABASE", "MariaLab", "find_server"]
+__all__ = ["LAB_DATABASE", "PAGE_SIZES", "MariaLab", "find_server"]
 
 #: The lab's database, with the encrypted table and its plain twin.
 LAB_DATABASE = "tdescope_lab"
@@ -61,7 +61,10 @@ performance_schema=ON
 performance-schema-consumer-events-waits-current=ON
 performance-schema-instrument='wait/%=ON'
 max_connections=40
+innodb_page_size={page_size}
 """
+#: InnoDB's page sizes (``innodb_page_size``, fixed when the data directory is created).
+PAGE_SIZES = (4096, 8192, 16384, 32768, 65536)
 
 
 def find_server() -> tuple[str, str]:
@@ -87,11 +90,20 @@ class MariaLab:
     progress : callable, optional
         ``progress(message)`` at each start-up step.
     buffer_pool : str
-        ``innodb_buffer_pool_size``.
+        ``innodb_buffer_pool_size`` (for pages over 16 KiB, at least what InnoDB needs for them).
+    page_size : int
+        ``innodb_page_size``: one of :data:`PAGE_SIZES` (the lab's default is InnoDB's, 16 KiB).
     """
 
-    def __init__(self, progress: Callable[[str], None] | None = None, buffer_pool: str = BUFFER_POOL) -> None:
+    def __init__(self, progress: Callable[[str], None] | None = None, buffer_pool: str = BUFFER_POOL,
+                 page_size: int = 16384) -> None:
         say = progress or (lambda _m: None)
+        if page_size not in PAGE_SIZES:
+            raise UserError(f"MariaDB lab: innodb_page_size must be one of {', '.join(map(str, PAGE_SIZES))}, "
+                            f"not {page_size}")
+        if page_size > 16384 and buffer_pool == BUFFER_POOL:
+            buffer_pool = f"{page_size // 16384 * 12}M"  # InnoDB refuses a 6 MB pool for 32/64 KiB pages
+        self.page_size = page_size
         server, install = find_server()
         self.dir = Path(tempfile.mkdtemp(prefix="tdescope-mariadb-"))  # mode 0700
         self.proc: subprocess.Popen | None = None
@@ -105,7 +117,8 @@ class MariaLab:
                 fh.write("".join(f"{i};{secrets.token_hex(32)}\n" for i in (1, 2)))
             self.config = self.dir / "my.cnf"
             user = "root" if os.geteuid() == 0 else ""
-            self.config.write_text(_CONFIG.format(dir=self.dir, port=self.port, pool=buffer_pool, user=user)
+            self.config.write_text(_CONFIG.format(dir=self.dir, port=self.port, pool=buffer_pool, user=user,
+                                                  page_size=page_size)
                                    .replace("user=\n", ""))
             say("MariaDB lab: creating the data directory…")
             done = subprocess.run([install, f"--defaults-file={self.config}", "--auth-root-authentication-method=normal",

@@ -59,11 +59,14 @@ class MariaDbSession:
         ``progress(message)`` while the lab starts.
     target_pid : int, optional
         ``--target-pid``: refused (UserError, one line) unless it is the server's own pid.
+    lab_page_size : int
+        The lab server's ``innodb_page_size``.
     """
 
     def __init__(self, spec: ConnectionSpec, prompt: Callable[[str], str | None] | None = None, lab: bool = False,
-                 progress: Callable[[str], None] | None = None, target_pid: int | None = None) -> None:
-        self.lab = MariaLab(progress) if lab else None
+                 progress: Callable[[str], None] | None = None, target_pid: int | None = None,
+                 lab_page_size: int = 16384) -> None:
+        self.lab = MariaLab(progress, page_size=lab_page_size) if lab else None
         self._lock = threading.Lock()
         try:
             if self.lab is not None:

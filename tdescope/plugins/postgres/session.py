@@ -8,11 +8,12 @@ answering tdescope's own questions.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable
 
-from tdescope.app.engines.api import Inventory, TargetChoice, Workload
+from tdescope.app.engines.api import ArgRef, Inventory, ProbeRecipe, TargetChoice, Workload
 from tdescope.app.errors import UserError
 from tdescope.plugins.postgres import statements
 from tdescope.plugins.postgres import workloads as wl
@@ -51,6 +52,8 @@ class PostgresSession:
             raise
         try:
             self.own_pid = int(self.conn.info.backend_pid)  # from libpq: no statement
+            # BLCKSZ, the server build's page size: what mdread reads (it has no length argument)
+            self.block_size = int(self.control.execute(statements.BLOCK_SIZE).fetchone()[0])
             self.target: Backend = check_backend(self.control, target_pid or self.own_pid, allow_critical)
         except Exception:
             self.close()
@@ -150,6 +153,13 @@ class PostgresSession:
             self.target = check_backend(self.control, pid, allow_critical)
         if self._wait_source is not None:
             self._wait_source.follow(self.target.pid)  # the engine's waits move with the probe
+
+    def fit_recipe(self, recipe: ProbeRecipe) -> ProbeRecipe:
+        """``recipe`` with this server's block size where it copies a block the call gives no length for
+        (``postgres.page-read``: ``mdread``); the other recipes take the call's own length."""
+        if recipe.length is None or recipe.length.constant is None:
+            return recipe
+        return dataclasses.replace(recipe, length=ArgRef(constant=self.block_size), max_length=self.block_size)
 
     def require_extension(self, name: str) -> None:
         """UserError when ``name`` is not created in the connected database.

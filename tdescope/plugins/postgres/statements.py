@@ -17,7 +17,7 @@ from __future__ import annotations
 
 __all__ = [
     "BACKEND", "BACKENDS", "BYTEA_COLUMNS", "COLUMNS", "EXTENSIONS_AVAILABLE", "EXTENSIONS_INSTALLED",
-    "EXTENSION_SCHEMA", "SAMPLE_BYTES", "SAMPLE_ROWS", "SETTINGS", "WAIT_HISTORY", "WAIT_POLL", "WATCH_STATEMENTS",
+    "BLOCK_SIZE", "EXTENSION_SCHEMA", "SAMPLE_BYTES", "SAMPLE_ROWS", "SETTINGS", "WAIT_HISTORY", "WAIT_POLL", "WATCH_STATEMENTS",
     "sample_column",
 ]
 
@@ -58,9 +58,12 @@ WAIT_POLL = "SELECT wait_event_type, wait_event, state FROM pg_stat_activity WHE
 WAIT_HISTORY = ("SELECT ts, event_type, event FROM pg_wait_sampling_history WHERE pid = %s AND ts > %s "
                 "ORDER BY ts")
 
+#: The server build's page size (BLCKSZ), read once at connect: what a ``mdread`` capture copies.
+BLOCK_SIZE = "SHOW block_size"
+
 #: What watch mode may run on a server tdescope did not start, as psycopg sends them.
 WATCH_STATEMENTS = (BACKEND, BACKENDS, EXTENSIONS_INSTALLED, EXTENSIONS_AVAILABLE, SETTINGS, BYTEA_COLUMNS,
-                    EXTENSION_SCHEMA, COLUMNS, WAIT_POLL, WAIT_HISTORY)
+                    EXTENSION_SCHEMA, COLUMNS, WAIT_POLL, WAIT_HISTORY, BLOCK_SIZE)
 
 #: Rows of each bytea column read by the explicit sampling, and how much of each value.
 SAMPLE_ROWS = 20

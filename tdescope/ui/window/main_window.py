@@ -24,7 +24,7 @@ from tdescope.app.events import ABResult, CaptureWindowState, Marker, PageCaptur
 from tdescope.app.experiment import Experiment
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture, side_label
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask
-from tdescope.app.probe.window import CaptureLimits, stop_budget
+from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.live import LiveSession
 from tdescope.ui.captures_dock import CapturesDock
@@ -239,6 +239,7 @@ class MainWindow(QMainWindow):
             return
         self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0, first_seq=self._next_seq,
+                               max_kept_per_s=KEEP_PER_S,  # `record` keeps the same
                                **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish,
                          allow_critical=self.allow_critical, backend=backend, isolated=True,

@@ -49,14 +49,15 @@ class ProbeStatus:
             shown = f" ({ev.captures - ev.unsent} shown)" if ev.unsent else ""
             self.stopped_label.setText(f"{live}: {ev.captures} pages{shown} of {ev.hits} hits, lost {ev.lost}, "
                                        f"probes added {ev.stopped_s * 1000:.1f} ms")
-            self.stopped_label.setToolTip("A storm is shown as a sample: the probe copies every page, the window "
-                                          "is sent a few hundred a second" if ev.unsent else "")
+            self.stopped_label.setToolTip("A storm is kept as a sample: the probe copies every page, the window "
+                                          "keeps a few hundred a second (so does record) and counts the rest" if ev.unsent else "")
             if ev.lost:
                 self.stopped_label.setStyleSheet("color: #c0392b; font-weight: bold;")
         elif ev.state == "armed":
             # live while armed: the window sends its stopped time every half second
+            kept = f" ({ev.captures - ev.unsent} kept)" if ev.unsent else ""
             self.stopped_label.setText(
-                f"armed: {ev.captures} pages, target stopped {ev.stopped_s * 1000:.1f} ms{budget}"
+                f"armed: {ev.captures} pages{kept}, target stopped {ev.stopped_s * 1000:.1f} ms{budget}"
             )
         elif ev.state == "paused":
             rearm = ev.message.rsplit(", ", 1)[-1]

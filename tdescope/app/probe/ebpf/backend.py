@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import select
+import threading
 import time
 
 from tdescope.app.errors import UserError
@@ -37,6 +38,9 @@ __all__ = ["DEFAULT_RING_MB", "EbpfBackend", "EbpfHandle", "ring_bytes"]
 DEFAULT_RING_MB = 64
 #: Seconds between the ``busy`` notices that carry the probe's counters.
 STATS_S = 0.25
+#: Ring bytes read per :meth:`EbpfHandle.frames` call: a window turn stays short whatever the backlog
+#: (~125 16 KiB page pairs: a small heap to reuse), so it hears its deadline and its cancel in time.
+SLICE_BYTES = 4 << 20
 
 
 def ring_bytes(megabytes: float) -> int:
@@ -92,6 +96,7 @@ class EbpfHandle:
         self._obj: BpfObject | None = None
         self._ring: RingReader | None = None
         self._links: list[BpfLink] = []
+        self._detaching = threading.Lock()
         self._assembler = FrameAssembler(time.time() - time.monotonic())
         self._notices: list[Frame] = []
         self._stats = [0] * N_STATS
@@ -104,7 +109,7 @@ class EbpfHandle:
         obj = self._obj = BpfObject(object_path())
         obj.resize("events", self._ring_size)
         obj.load()
-        check_layout(obj.value_size("config"))
+        check_layout(obj.value_size("config"), obj.has_map("shared"))
         obj.update("config", ctypes.c_uint32(0), config)
         self._ring = RingReader(obj.map_fd("events"), self._ring_size)
 
@@ -144,9 +149,10 @@ class EbpfHandle:
         """Nothing to do: the probe runs from the moment it is attached."""
 
     def frames(self) -> list[Frame]:
-        """Frames read from the ring since the last call, and a ``busy`` notice every :data:`STATS_S`."""
+        """Frames read from the ring (at most :data:`SLICE_BYTES` of it), and a ``busy`` notice
+        every :data:`STATS_S`."""
         if self._ring is not None:
-            self._ring.drain(self._assembler.add)
+            self._ring.drain(self._assembler.add, SLICE_BYTES)
         out = self._notices + self._assembler.take()
         self._notices = []
         now = time.monotonic()
@@ -156,13 +162,13 @@ class EbpfHandle:
         return out
 
     def _busy_notice(self) -> Frame:
-        s = self._stats = self._obj.lookup_u64s("stats", N_STATS)
+        s = self._stats = self._obj.lookup_percpu_u64s("stats", N_STATS)
         busy = s[Stat.PROG_NS] / 1e9 + (s[Stat.HITS] + s[Stat.RETURNS]) * TRAP_COST_US / 1e6
         frames, _ = unpack(pack_notice(
             Notice.BUSY, busy_s=busy, lost=s[Stat.LOST], hits=s[Stat.HITS], skipped=s[Stat.CONDITION],
             sampled_out=s[Stat.SAMPLED_OUT], rate_capped=s[Stat.RATE_CAPPED], over_limit=s[Stat.OVER_LIMIT],
-            read_errors=s[Stat.READ_ERRORS], ring_used=self._ring.pending() if self._ring else 0,
-            ring_size=self._ring_size))
+            emitted=s[Stat.EMITTED], lost_return=s[Stat.LOST_RETURN], read_errors=s[Stat.READ_ERRORS],
+            ring_used=self._ring.pending() if self._ring else 0, ring_size=self._ring_size))
         return frames[0]
 
     @property
@@ -174,7 +180,10 @@ class EbpfHandle:
         """Nothing to do: an eBPF probe never pauses itself."""
 
     def poll(self, timeout: float) -> TargetNews | None:
-        """Up to ``timeout`` s: the target's exit, or a pending library that has appeared (armed then)."""
+        """Up to ``timeout`` s: the target's exit, or a pending library that has appeared (armed then).
+        Does not wait while the ring holds more than a slice: the window comes back for it at once."""
+        if self._ring is not None and self._ring.pending() > SLICE_BYTES // 4:
+            timeout = 0.0
         if self.armed.pending:
             found = self._locate()
             if found is not None:
@@ -186,30 +195,44 @@ class EbpfHandle:
         return None
 
     # -- the way out -----------------------------------------------------------
+    def detach(self) -> None:
+        """Take the probes out of the target; safe from any thread (a window's deadline timer), and
+        twice. Each link waits for the kernel's grace period (~0.1 s here, side by side no faster)."""
+        with self._detaching:
+            links, self._links = self._links, []
+            for link in links:
+                _destroy(link)
+
     def disarm(self) -> None:
-        """Take the probes out of the target, then read what the ring still holds. Never raises."""
-        for link in self._links:
-            try:
-                link.destroy()
-            except Exception:  # noqa: BLE001 - the kernel removes it with the object anyway
-                pass
-        self._links = []
+        """Take the probes out of the target, then read the final counters. Never raises.
+
+        What the ring still holds stays for :meth:`frames` (and :meth:`discard`)."""
+        self.detach()
         try:
-            if self._ring is not None and self._obj is not None:
-                self._ring.drain(self._assembler.add)
+            if self._obj is not None:
                 self._stats_at = 0.0
                 self._notices.append(self._busy_notice())
         except Exception:  # noqa: BLE001
             pass
 
+    def discard(self) -> int:
+        """Drop what the ring still holds without reading it, and let the ring go; returns how many
+        pages (entry records) that was. After :meth:`close`, the window's last read comes first."""
+        if self._ring is None:
+            return 0
+        try:
+            return self._ring.discard(int(FrameKind.BEFORE))
+        finally:
+            if self._closed is not None:
+                self._ring.close()
+                self._ring = None
+
     def close(self) -> Closed:
-        """Detach everything and unload the program; unread frames stay for :meth:`frames`."""
+        """Detach everything and unload the program. The ring's mapping outlives the program: unread
+        records stay for :meth:`frames` until :meth:`discard` lets them go."""
         if self._closed is not None:
             return self._closed
         self.disarm()
-        if self._ring is not None:
-            self._ring.close()
-            self._ring = None
         if self._obj is not None:
             self._obj.close()
             self._obj = None
@@ -218,6 +241,13 @@ class EbpfHandle:
             self._pidfd = None
         self._closed = Closed()
         return self._closed
+
+
+def _destroy(link: BpfLink) -> None:
+    try:
+        link.destroy()
+    except Exception:  # noqa: BLE001 - the kernel removes it with the object anyway
+        pass
 
 
 def _open_pidfd(pid: int) -> int | None:

@@ -20,8 +20,9 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define CHUNK 4096          /* bytes of buffer per ring record */
-#define MAX_CHUNKS 16       /* so at most 64 KiB per buffer */
+/* One ring record per buffer. bpf_ringbuf_reserve needs a constant size, so a buffer takes the
+ * smallest of these classes that holds it (a 16 KiB page: one 16 KiB record, not four 4 KiB ones). */
+#define MAX_BUFFER 65536
 
 enum arg_kind { ARG_NONE = 0, ARG_REG = 1, ARG_STACK = 2, ARG_CONST = 3 };
 
@@ -47,22 +48,26 @@ struct config {
     __u64 max_bytes_per_s;      /* 0: no byte-rate cap */
 };
 
+/* Per-CPU counters (no atomics, no cache line bouncing between the target's threads). Every
+ * entry hit ends in exactly one of CONDITION, SAMPLED_OUT, RATE_CAPPED, OVER_LIMIT, LOST, EMITTED:
+ * HITS = the sum of those six (the workbench checks and prints the identity). */
 enum stat {
     S_HITS,          /* entry probe fired */
     S_CONDITION,     /* the condition did not hold (e.g. an encrypt call on a decrypt probe) */
     S_SAMPLED_OUT,   /* skipped by 1-in-N sampling */
     S_RATE_CAPPED,   /* skipped by the byte-rate cap */
     S_OVER_LIMIT,    /* after max_captures */
-    S_LOST,          /* records the ring had no room for */
-    S_READ_ERRORS,   /* a buffer could not be read */
-    S_SEQ,           /* last sequence number given */
-    S_MATCHED,       /* calls that passed the condition (for sampling) */
+    S_LOST,          /* the ring had no room for the entry record, or an argument could not be read */
+    S_READ_ERRORS,   /* a buffer could not be read (its record goes out empty, flagged) */
+    S_EMITTED,       /* the entry record went into the ring */
+    S_LOST_RETURN,   /* emitted, but the ring had no room for the return record */
     S_PROG_NS,       /* time spent in this program, both probes */
     S_RETURNS,       /* return probe fired */
-    S_RATE_START,    /* start of the current byte-rate second, ns */
-    S_RATE_BYTES,    /* bytes copied in it */
     S_NSTATS,
 };
+
+/* Shared by all CPUs: the sequence, the sampling count and the byte-rate second. */
+enum shared { G_SEQ, G_MATCHED, G_RATE_START, G_RATE_BYTES, G_IN_RING, G_NSHARED };
 
 enum rec_kind { REC_BEFORE = 0, REC_AFTER = 1 };
 #define REC_READ_ERROR 1
@@ -76,10 +81,8 @@ struct record {
     __s64 mode;
     __u64 cost_ns;   /* this probe's time so far, this record's copy included */
     __u32 tid;
-    __u32 total;     /* bytes of the whole buffer */
-    __u32 offset;    /* of this chunk in it */
-    __u32 len;       /* bytes of this chunk */
-    __u8 data[CHUNK];
+    __u32 len;       /* bytes of buffer that follow */
+    __u8 data[];
 };
 
 struct inflight {
@@ -99,11 +102,18 @@ struct {
 } config SEC(".maps");
 
 struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, S_NSTATS);
     __type(key, __u32);
     __type(value, __u64);
 } stats SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, G_NSHARED);
+    __type(key, __u32);
+    __type(value, __u64);
+} shared SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
@@ -117,16 +127,17 @@ struct {
     __uint(max_entries, 1 << 24);  /* resized by the workbench before load */
 } events SEC(".maps");
 
-static __always_inline __u64 *stat(__u32 which)
+static __always_inline __u64 *global(__u32 which)
 {
-    return bpf_map_lookup_elem(&stats, &which);
+    return bpf_map_lookup_elem(&shared, &which);
 }
 
+/* This CPU's counter: the program runs with migration disabled, a plain add is enough. */
 static __always_inline void bump(__u32 which, __u64 by)
 {
-    __u64 *v = stat(which);
+    __u64 *v = bpf_map_lookup_elem(&stats, &which);
     if (v)
-        __sync_fetch_and_add(v, by);
+        *v += by;
 }
 
 /* The registers at the probe, indexed by enum reg. Snapshot once per hit: the
@@ -168,7 +179,7 @@ static __always_inline int rate_allows(const struct config *cfg, __u64 now, __u6
 {
     if (!cfg->max_bytes_per_s)
         return 1;
-    __u64 *start = stat(S_RATE_START), *used = stat(S_RATE_BYTES);
+    __u64 *start = global(G_RATE_START), *used = global(G_RATE_BYTES);
     if (!start || !used)
         return 0;
     if (now - *start > 1000000000ULL) {
@@ -181,43 +192,51 @@ static __always_inline int rate_allows(const struct config *cfg, __u64 now, __u6
     return 1;
 }
 
-/* Copy `total` bytes at `src` into the ring as CHUNK-sized records. */
-static __always_inline void emit(__u32 kind, __u64 seq, __s64 pgno, __s64 mode, __u64 src, __u32 total,
-                                 __u64 t0)
+/* One record of a buffer class: header plus SZ bytes reserved, `total` (<= SZ) copied. Returns 0
+ * when the ring had no room. SZ is a constant after inlining, as bpf_ringbuf_reserve requires. */
+static __always_inline int emit_sz(const __u32 SZ, __u32 kind, __u64 seq, __s64 pgno, __s64 mode, __u64 src,
+                                   __u32 total, __u64 t0)
 {
-    __u64 ts = bpf_ktime_get_ns();
-    __u32 tid = (__u32)bpf_get_current_pid_tgid();
-    for (int i = 0; i < MAX_CHUNKS; i++) {
-        __u32 off = (__u32)i * CHUNK;
-        if (i > 0 && off >= total)
-            break;
-        struct record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
-        if (!r) {
-            bump(S_LOST, 1);
-            return;
-        }
-        __u32 n = total > off ? total - off : 0;
-        if (n > CHUNK)
-            n = CHUNK;
-        r->kind = kind;
-        r->flags = 0;
-        r->seq = seq;
-        r->ts_ns = ts;
-        r->pgno = pgno;
-        r->mode = mode;
-        r->tid = tid;
-        r->total = total;
-        r->offset = off;
-        r->len = n;
-        if (n && bpf_probe_read_user(r->data, n, (void *)(src + off))) {
-            r->flags = REC_READ_ERROR;
-            r->len = 0;
-            bump(S_READ_ERRORS, 1);
-        }
-        r->cost_ns = bpf_ktime_get_ns() - t0;
-        /* no wake-up per record: the workbench polls the ring on a short timer */
-        bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+    struct record *r = bpf_ringbuf_reserve(&events, sizeof(*r) + SZ, 0);
+    if (!r)
+        return 0;
+    __u64 n = total;  /* 64-bit: the verifier links the compare below to the register the copy uses */
+    asm volatile("" : "+r"(n));  /* keep the clamp: the caller's class test proves it, the verifier needs it */
+    if (n > SZ)
+        n = SZ;
+    r->kind = kind;
+    r->flags = 0;
+    r->seq = seq;
+    r->ts_ns = t0;
+    r->pgno = pgno;
+    r->mode = mode;
+    r->tid = (__u32)bpf_get_current_pid_tgid();
+    r->len = (__u32)n;
+    if (n && bpf_probe_read_user(r->data, n, (void *)src)) {
+        r->flags = REC_READ_ERROR;
+        r->len = 0;
+        bump(S_READ_ERRORS, 1);
     }
+    r->cost_ns = bpf_ktime_get_ns() - t0;
+    /* no wake-up per record: the workbench polls the ring on a short timer */
+    bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+    return 1;
+}
+
+/* Copy `total` bytes at `src` into the ring as one record of the smallest class that holds them. */
+static __always_inline int emit(__u32 kind, __u64 seq, __s64 pgno, __s64 mode, __u64 src, __u32 total, __u64 t0)
+{
+    if (total <= 1024)
+        return emit_sz(1024, kind, seq, pgno, mode, src, total, t0);
+    if (total <= 4096)
+        return emit_sz(4096, kind, seq, pgno, mode, src, total, t0);
+    if (total <= 8192)
+        return emit_sz(8192, kind, seq, pgno, mode, src, total, t0);
+    if (total <= 16384)
+        return emit_sz(16384, kind, seq, pgno, mode, src, total, t0);
+    if (total <= 32768)
+        return emit_sz(32768, kind, seq, pgno, mode, src, total, t0);
+    return emit_sz(MAX_BUFFER, kind, seq, pgno, mode, src, total, t0);
 }
 
 SEC("uprobe")
@@ -233,48 +252,55 @@ int on_entry(struct pt_regs *ctx)
     snapshot(ctx, &g);
     __s64 mode = -1;
     __u64 v = 0;
+    __u32 outcome = S_LOST;  /* where this hit is counted: exactly one outcome per hit */
     if (cfg->has_cond) {
         if (!arg(&g, &cfg->cond, &v))
             goto out;
         mode = (__s32)v;  /* a C int argument: the register's upper half is undefined */
         if ((__s32)v != (__s32)cfg->cond_value) {
-            bump(S_CONDITION, 1);
+            outcome = S_CONDITION;
             goto out;
         }
     }
     if (cfg->sample_every > 1) {
-        __u64 *m = stat(S_MATCHED);
+        __u64 *m = global(G_MATCHED);
         if (!m)
             goto out;
         __u64 n = __sync_fetch_and_add(m, 1);
         if (n % cfg->sample_every) {
-            bump(S_SAMPLED_OUT, 1);
+            outcome = S_SAMPLED_OUT;
             goto out;
         }
     }
     __u64 len = 0, src = 0, pg = 0;
     if (!arg(&g, &cfg->length, &len) || !arg(&g, &cfg->before, &src))
         goto out;
+    len = (__u32)len;  /* lengths are C (unsigned) ints or small size_ts: a 32-bit register's upper half is undefined */
     if (len > cfg->max_length)
         len = cfg->max_length;
-    if (len > CHUNK * MAX_CHUNKS)
-        len = CHUNK * MAX_CHUNKS;
+    if (len > MAX_BUFFER)
+        len = MAX_BUFFER;
     __s64 pgno = -1;
     if (cfg->pgno.kind != ARG_NONE && arg(&g, &cfg->pgno, &pg))
         pgno = (__s32)pg;
     if (!rate_allows(cfg, t0, cfg->entry_only ? len : 2 * len)) {
-        bump(S_RATE_CAPPED, 1);
+        outcome = S_RATE_CAPPED;
         goto out;
     }
-    __u64 *seqp = stat(S_SEQ);
-    if (!seqp)
+    __u64 *seqp = global(G_SEQ), *in_ring = global(G_IN_RING);
+    if (!seqp || !in_ring)
         goto out;
+    /* the count bounds pages put in the ring, not pages the ring had no room for (a few CPUs at
+     * once may pass this test together: the window counts the few extra as not kept) */
+    if (*in_ring >= cfg->max_captures) {
+        outcome = S_OVER_LIMIT;
+        goto out;
+    }
     __u64 seq = __sync_fetch_and_add(seqp, 1) + 1;
-    if (seq > cfg->max_captures) {
-        bump(S_OVER_LIMIT, 1);
-        goto out;
-    }
-    emit(REC_BEFORE, seq, pgno, mode, src, (__u32)len, t0);
+    if (!emit(REC_BEFORE, seq, pgno, mode, src, (__u32)len, t0))
+        goto out;  /* the ring is full: lost */
+    __sync_fetch_and_add(in_ring, 1);
+    outcome = S_EMITTED;
     if (!cfg->entry_only) {
         struct inflight call = {.seq = seq, .pgno = pgno, .mode = mode, .len = (__u32)len};
         if (arg(&g, &cfg->after, &call.out)) {
@@ -283,6 +309,7 @@ int on_entry(struct pt_regs *ctx)
         }
     }
 out:
+    bump(outcome, 1);
     bump(S_PROG_NS, bpf_ktime_get_ns() - t0);
     return 0;
 }
@@ -297,7 +324,8 @@ int on_return(struct pt_regs *ctx)
     if (call) {
         struct inflight c = *call;
         bpf_map_delete_elem(&calls, &id);
-        emit(REC_AFTER, c.seq, c.pgno, c.mode, c.out, c.len, t0);
+        if (!emit(REC_AFTER, c.seq, c.pgno, c.mode, c.out, c.len, t0))
+            bump(S_LOST_RETURN, 1);
     }
     bump(S_PROG_NS, bpf_ktime_get_ns() - t0);
     return 0;

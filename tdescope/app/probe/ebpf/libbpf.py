@@ -63,6 +63,7 @@ def libbpf() -> ctypes.CDLL:
             ("bpf_program__attach_uprobe", p, [p, ctypes.c_bool, c_int, c_char_p, ctypes.c_size_t]),
             ("bpf_link__destroy", c_int, [p]),
             ("libbpf_set_print", p, [_PRINT]),
+            ("libbpf_num_possible_cpus", c_int, []),
         ):
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, args
@@ -120,6 +121,9 @@ class BpfObject:
             raise UserError(f"eBPF: the capture program has no map {name!r}")
         return ptr
 
+    def has_map(self, name: str) -> bool:
+        return bool(libbpf().bpf_object__find_map_by_name(self._ptr, name.encode()))
+
     def resize(self, map_name: str, entries: int) -> None:
         """Set a map's size before :meth:`load` (a ring buffer's size in bytes: a power of two pages)."""
         rc = libbpf().bpf_map__set_max_entries(self._map(map_name), entries)
@@ -148,14 +152,16 @@ class BpfObject:
         if rc:
             raise _fail(f"cannot write map {name}", ctypes.get_errno() or -rc)
 
-    def lookup_u64s(self, name: str, count: int) -> list[int]:
-        """Elements 0..count-1 of an array map of u64 (zeros where a lookup fails)."""
+    def lookup_percpu_u64s(self, name: str, count: int) -> list[int]:
+        """Elements 0..count-1 of a per-CPU array map of u64, each summed over the CPUs."""
         lib, fd = libbpf(), self.map_fd(name)
-        key, value, out = ctypes.c_uint32(), ctypes.c_uint64(), []
+        cpus = max(1, lib.libbpf_num_possible_cpus())
+        key, values, out = ctypes.c_uint32(), (ctypes.c_uint64 * cpus)(), []
         for i in range(count):
-            key.value, value.value = i, 0
-            lib.bpf_map_lookup_elem(fd, ctypes.byref(key), ctypes.byref(value))
-            out.append(int(value.value))
+            key.value = i
+            ctypes.memset(values, 0, ctypes.sizeof(values))
+            lib.bpf_map_lookup_elem(fd, ctypes.byref(key), values)
+            out.append(sum(values))
         return out
 
     def attach_uprobe(self, program: str, retprobe: bool, pid: int, path: str, offset: int) -> BpfLink:

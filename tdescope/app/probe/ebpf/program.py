@@ -21,12 +21,11 @@ from tdescope.app.errors import UserError
 from tdescope.app.probe.frames import Frame, FrameKind
 from tdescope.app.probe.spec import ProbeSpec
 
-__all__ = ["CHUNK", "MAX_BUFFER", "REGISTERS", "Config", "FrameAssembler", "Stat", "config_of", "object_path",
+__all__ = ["MAX_BUFFER", "REGISTERS", "Config", "FrameAssembler", "Stat", "config_of", "object_path",
            "unsupported"]
 
-#: Bytes of buffer per ring record, and the largest buffer copied (the C program's CHUNK, MAX_CHUNKS).
-CHUNK = 4096
-MAX_BUFFER = CHUNK * 16
+#: The largest buffer copied (the C program's MAX_BUFFER): one ring record per buffer.
+MAX_BUFFER = 65536
 #: Register names in the C program's ``enum reg`` order.
 REGISTERS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9", "rax", "rbx", "rbp", "rsp", "r10", "r11",
              "r12", "r13", "r14", "r15")
@@ -49,7 +48,10 @@ class Config(ctypes.Structure):
 
 
 class Stat(enum.IntEnum):
-    """``enum stat`` of ``capture.bpf.c``: the program's counters."""
+    """``enum stat`` of ``capture.bpf.c``: the program's per-CPU counters.
+
+    Every entry hit ends in exactly one of CONDITION, SAMPLED_OUT, RATE_CAPPED, OVER_LIMIT, LOST
+    and EMITTED, so HITS is their sum."""
 
     HITS = 0
     CONDITION = 1
@@ -58,16 +60,18 @@ class Stat(enum.IntEnum):
     OVER_LIMIT = 4
     LOST = 5
     READ_ERRORS = 6
-    SEQ = 7
-    MATCHED = 8
+    EMITTED = 7
+    LOST_RETURN = 8
     PROG_NS = 9
     RETURNS = 10
 
 
 #: Number of counters in the ``stats`` map (S_NSTATS).
-N_STATS = 13
-#: ``struct record``'s header: kind, flags, seq, ts_ns, pgno, mode, cost_ns, tid, total, offset, len.
-RECORD = struct.Struct("<IIQQqqQIIII")
+N_STATS = 11
+#: The outcomes of an entry hit: one each, so they add up to HITS.
+OUTCOMES = (Stat.CONDITION, Stat.SAMPLED_OUT, Stat.RATE_CAPPED, Stat.OVER_LIMIT, Stat.LOST, Stat.EMITTED)
+#: ``struct record``'s header: kind, flags, seq, ts_ns, pgno, mode, cost_ns, tid, len; the buffer follows.
+RECORD = struct.Struct("<IIQQqqQII")
 _KINDS = (FrameKind.BEFORE, FrameKind.AFTER)
 #: What one uprobe trap costs the target on top of the program's own time, measured on these
 #: machines (../shared/research/ebpf-capture.md: "the two traps ~2 us").
@@ -122,7 +126,7 @@ def config_of(spec: ProbeSpec, sample_every: int = 1, max_bytes_per_s: float = 0
 
 
 class FrameAssembler:
-    """Joins ring records (chunks of up to :data:`CHUNK` bytes) into whole-buffer frames.
+    """Turns ring records (one per buffer) into frames: the buffer is copied once, out of the ring.
 
     Parameters
     ----------
@@ -132,33 +136,17 @@ class FrameAssembler:
 
     def __init__(self, clock_offset: float) -> None:
         self._offset = clock_offset
-        self._parts: dict[tuple[int, int], list] = {}
         self.frames: list[Frame] = []
         #: Buffers the kernel could not read (shown as empty, counted).
         self.read_errors = 0
 
     def add(self, rec: memoryview) -> None:
         """One ring record (the bytes after the ring's own header)."""
-        kind, flags, seq, ts_ns, pgno, mode, cost_ns, _tid, total, offset, length = RECORD.unpack_from(rec)
+        kind, flags, seq, ts_ns, pgno, mode, cost_ns, _tid, length = _unpack_record(rec)
         if flags & _READ_ERROR:
             self.read_errors += 1
-        body = rec[RECORD.size:RECORD.size + length]
-        if offset == 0 and length >= total:
-            self.frames.append(Frame(_KINDS[kind], seq, pgno, mode, ts_ns / 1e9 + self._offset,
-                                     cost_ns / 1e3 + TRAP_COST_US, bytes(body)))
-            return
-        key = (seq, kind)
-        part = self._parts.get(key)
-        if part is None:
-            part = self._parts[key] = [bytearray(total), 0, ts_ns, pgno, mode, 0]
-        part[0][offset:offset + length] = body
-        part[1] += length
-        part[5] = max(part[5], cost_ns)  # each chunk's cost counts from the probe's start
-        if part[1] >= total or flags & _READ_ERROR:
-            del self._parts[key]
-            data = bytes(part[0]) if not flags & _READ_ERROR else bytes(part[0][:offset])
-            self.frames.append(Frame(_KINDS[kind], seq, part[3], part[4], part[2] / 1e9 + self._offset,
-                                     part[5] / 1e3 + TRAP_COST_US, data))
+        self.frames.append(Frame(_KINDS[kind], seq, pgno, mode, ts_ns / 1e9 + self._offset,
+                                 cost_ns / 1e3 + TRAP_COST_US, rec[_BODY:_BODY + length].tobytes()))
 
     def take(self) -> list[Frame]:
         """The frames completed since the last call."""
@@ -166,11 +154,18 @@ class FrameAssembler:
         return out
 
 
-def check_layout(config_value_size: int) -> None:
-    """UserError when the object's config differs in size from :class:`Config` (stale build)."""
+_unpack_record = RECORD.unpack_from
+_BODY = RECORD.size
+
+
+def check_layout(config_value_size: int, per_cpu_stats: bool = True) -> None:
+    """UserError when the object's config differs in size from :class:`Config`, or its counters are not
+    this version's (per-CPU ``stats`` beside a ``shared`` map): a stale build."""
     if config_value_size != ctypes.sizeof(Config):
         raise UserError(f"eBPF: the capture program's config is {config_value_size} bytes, tdescope expects "
                         f"{ctypes.sizeof(Config)}: rebuild it (make setup)")
+    if not per_cpu_stats:
+        raise UserError("eBPF: the capture program is an older build (its counters differ): rebuild it (make setup)")
 
 
 def built() -> bool:

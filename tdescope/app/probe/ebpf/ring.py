@@ -9,18 +9,40 @@ producer still writes it and a "discard" bit for records given back.
 Reading here is a loop over memory, no system call and no callback per record.
 The consumer position is written with one aligned 8-byte store (a
 ``memoryview`` cast to ``Q``): a torn store makes the kernel see a full ring.
+
+Each buffer is copied once, out of the ring into a ``bytes``. At tens of
+thousands of 16 KiB pages a second, glibc's habit of handing freed heap back to
+the kernel (and taking page faults to get it again) cost 3-4x the copy itself:
+a reader keeps freed memory for reuse instead (:func:`keep_freed_memory`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 from collections.abc import Callable
 
-__all__ = ["RingReader"]
+__all__ = ["RingReader", "keep_freed_memory"]
 
 _BUSY = 1 << 31
 _DISCARD = 1 << 30
 _HEADER = 8
+
+
+#: glibc's mallopt parameters: trim threshold and top pad.
+_M_TRIM_THRESHOLD, _M_TOP_PAD = -1, -2
+_KEPT = 256 << 20
+
+
+def keep_freed_memory() -> None:
+    """Let glibc keep up to 256 MiB of freed heap for reuse (process-wide; no-op without glibc)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):
+        return
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    mallopt(_M_TRIM_THRESHOLD, _KEPT)
+    mallopt(_M_TOP_PAD, 64 << 20)
 
 
 class RingReader:
@@ -36,6 +58,7 @@ class RingReader:
 
     def __init__(self, fd: int, size: int) -> None:
         page = mmap.PAGESIZE
+        keep_freed_memory()
         self.size = size
         self._mask = size - 1
         self._cons_map = mmap.mmap(fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
@@ -71,6 +94,25 @@ class RingReader:
                 count += 1
             cons += (size + _HEADER + 7) & ~7
             self._cons[0] = cons  # release each record at once: the producer may reuse it
+        return count
+
+    def discard(self, kind: int) -> int:
+        """Release every complete record without reading its body; returns how many began with the
+        32-bit ``kind`` (the records nobody will keep are counted, never copied)."""
+        cons = self._cons[0]
+        end = self._prod[0]
+        lens, mask = self._lens, self._mask
+        count = 0
+        while cons < end:
+            at = cons & mask
+            length = lens[at >> 2]
+            if length & _BUSY:
+                break
+            size = length & ~(_BUSY | _DISCARD)
+            if not length & _DISCARD and size >= 4 and lens[(at + _HEADER) >> 2] == kind:
+                count += 1
+            cons += (size + _HEADER + 7) & ~7
+        self._cons[0] = cons
         return count
 
     def close(self) -> None:

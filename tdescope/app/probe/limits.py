@@ -1,0 +1,96 @@
+"""A capture window's bounds: count, time, stop budget, hit rate, keep rate.
+
+:class:`CaptureLimits` is what a caller gives a
+:class:`~tdescope.app.probe.window.CaptureWindow` (and the probe's spec, so the
+gdb-side helper enforces the same bounds); :func:`stop_budget` the stop budget a
+target gets, by whether the workbench started it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tdescope.app.errors import UserError
+from tdescope.app.probe.keep_rate import KEEP_PER_S
+
+__all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "stop_budget"]
+
+#: The default stop budget: the share of wall time a target may spend stopped in probes.
+BUSY_FRACTION = 0.01
+#: Stop budget for a lab process the workbench started itself: nobody else's work
+#: waits on it, so a class sees captures stream instead of arriving in bursts.
+LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5}
+
+@dataclass(frozen=True, slots=True)
+class CaptureLimits:
+    """Bounds of one capture window.
+
+    Attributes
+    ----------
+    max_captures : int
+        Pages to capture before disarming (1..100000).
+    max_seconds : float
+        Wall-clock length of the window once armed.
+    max_busy_fraction : float
+        The stop budget, a duty cycle: the share of wall time the target may
+        spend stopped in probe hits (default 1 %). Each hit is charged the
+        measured copy time plus ``spec.STOP_OVERHEAD_S`` per stop. Over budget,
+        the window pauses: the breakpoint leaves the target's code until the
+        budget has been paid back by running time, then it re-arms.
+    max_burst_s : float
+        How much stopped time a burst may use before the window pauses (default
+        25 ms: about 40 page captures back to back).
+    first_hit_timeout : float or None
+        Give up when nothing was captured this long after arming.
+    watchdog_s : float
+        Detach when the target stays stopped longer than this while armed.
+    max_hits_per_s : int
+        The hit-rate cap: more probe hits than this within one second disarm the
+        window (default 1000: at ~0.25 ms a stop, a burst can never hold the target
+        stopped more than about a quarter of that second, even in a long window
+        whose stop budget is large).
+    first_seq : int
+        The number of the window's first capture: a session numbers its captures on
+        across windows, so "#3" names one capture in notes and reports.
+    max_kept_per_s : int
+        The keep rate (:mod:`~tdescope.app.probe.keep_rate`; the GUI and ``record``: :data:`KEEP_PER_S`):
+        captures kept per second, the rest counted as thinned; 0 keeps every one (``capture``).
+    """
+
+    max_captures: int = 200
+    max_seconds: float = 30.0
+    max_busy_fraction: float = BUSY_FRACTION
+    max_burst_s: float = 0.025
+    first_hit_timeout: float | None = None
+    watchdog_s: float = 0.25
+    max_hits_per_s: int = 1000
+    first_seq: int = 1
+    max_kept_per_s: int = 0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_captures <= 100_000:
+            raise UserError(f"capture count must be between 1 and 100000, not {self.max_captures}")
+        if not 0 < self.max_seconds <= 3600:
+            raise UserError(f"capture window must be between 0 and 3600 seconds, not {self.max_seconds}")
+        if not 0 < self.max_busy_fraction <= 1:
+            raise UserError("stop budget must be a fraction between 0 and 1")
+        if not 0.001 <= self.max_burst_s <= 10:
+            raise UserError(f"stop burst must be between 0.001 and 10 seconds, not {self.max_burst_s}")
+        if not 0.01 <= self.watchdog_s <= 10:
+            raise UserError(f"watchdog must be between 0.01 and 10 seconds, not {self.watchdog_s}")
+        if not 1 <= self.max_hits_per_s <= 1_000_000:
+            raise UserError(f"hit-rate cap must be between 1 and 1000000 hits/s, not {self.max_hits_per_s}")
+        if not 0 <= self.max_kept_per_s <= 1_000_000:
+            raise UserError(f"keep rate must be between 0 and 1000000 captures/s, not {self.max_kept_per_s}")
+        if self.first_hit_timeout is not None and not 0 < self.first_hit_timeout <= 3600:
+            raise UserError(f"first-hit timeout must be between 0 and 3600 seconds, not {self.first_hit_timeout}")
+
+
+def stop_budget(own_target: bool, fraction: float | None = None) -> dict:
+    """:class:`CaptureLimits` keywords for the stop budget: 1 % of wall time in 25 ms
+    bursts, or :data:`LAB_STOP_BUDGET` for a target the workbench started itself
+    (``EngineSession.own_target``). ``fraction`` (the user's ``--stop-budget``) wins."""
+    budget = dict(LAB_STOP_BUDGET) if own_target else {"max_busy_fraction": BUSY_FRACTION}
+    if fraction:
+        budget["max_busy_fraction"] = fraction
+    return budget

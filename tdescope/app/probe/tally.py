@@ -1,0 +1,79 @@
+"""Where every probe hit of an eBPF window went: the counts that add up.
+
+Each call the entry probe sees ends in exactly one place::
+
+    hits = captured + thinned + not kept + lost + sampled out + rate capped + over the count + other calls
+
+- **captured**: handed to the window's consumer as a page pair.
+- **thinned**: paired, but over the window's keep rate (:mod:`~tdescope.app.probe.keep_rate`: the
+  GUI and ``record`` keep a few hundred a second); counted, never built.
+- **not kept**: reached the workbench (the ring), but the window did not hand it over: it came
+  after the window's deadline or count, or was still unread, or still inside the call, when the
+  window closed. Counted, never copied out of the ring.
+- **lost**: the ring had no room for it (either side), or the probe could not read its arguments.
+- **sampled out**: skipped by 1-in-N sampling (``--sample``); **rate capped**: skipped by the
+  byte-rate cap (``--max-mb-per-s``); **over the count**: after the window's count was reached.
+  None of these is copied.
+- **other calls**: the recipe's condition did not hold (an encrypt call on a decrypt probe).
+
+The probe (``capture.bpf.c``) counts its side per CPU; the window counts captured and not kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["Tally", "tally_of"]
+
+#: (field, words) in the order the line says them.
+_TERMS = (("captured", "captured"), ("thinned", "thinned"), ("not_kept", "not kept"), ("lost", "lost"),
+          ("sampled_out", "sampled out"), ("rate_capped", "rate capped"), ("over_limit", "over the count"),
+          ("other_calls", "other calls"))
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """One window's hits and where each went (see the module's docstring)."""
+
+    hits: int
+    captured: int
+    thinned: int
+    not_kept: int
+    lost: int
+    sampled_out: int
+    rate_capped: int
+    over_limit: int
+    other_calls: int
+
+    @property
+    def accounted(self) -> int:
+        """The sum of the terms: equal to :attr:`hits` when every hit was counted once."""
+        return sum(getattr(self, name) for name, _ in _TERMS)
+
+    @property
+    def adds_up(self) -> bool:
+        return self.accounted == self.hits
+
+    def line(self) -> str:
+        """``120030 hits = 100000 captured + 20030 not kept + ...`` (zero terms left out)."""
+        terms = [f"{getattr(self, name)} {words}" for name, words in _TERMS
+                 if getattr(self, name) or name == "captured"]
+        text = f"{self.hits} hits = " + " + ".join(terms)
+        return text if self.adds_up else f"{text} (off by {self.hits - self.accounted})"
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "adds_up": self.adds_up}
+
+
+def tally_of(counters: dict | None) -> Tally | None:
+    """The tally from a window's counters (the probe's and the window's); None without the probe's."""
+    if not counters or "hits" not in counters or "captured" not in counters:
+        return None
+    lost_return = int(counters.get("lost_return", 0))
+    return Tally(
+        hits=int(counters["hits"]), captured=int(counters["captured"]), thinned=int(counters.get("thinned", 0)),
+        not_kept=int(counters.get("not_kept", 0)) - lost_return,  # their pages are in not_kept once: lost
+        lost=int(counters.get("lost", 0)) + lost_return, sampled_out=int(counters.get("sampled_out", 0)),
+        rate_capped=int(counters.get("rate_capped", 0)), over_limit=int(counters.get("over_limit", 0)),
+        other_calls=int(counters.get("skipped", 0)),
+    )
