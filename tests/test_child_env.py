@@ -150,7 +150,7 @@ def test_mariadb_lab_recording_children(tmp_path):
             shutil.which("mariadb-install-db")):
         pytest.skip("MariaDB server not installed")
     password = "pw-" + secrets.token_hex(8)
-    watch, done = _run_watched(["record", "--lab", "mariadb", "--backend", "gdb", "--captures", "5", "--seconds",
+    watch, done = _run_watched(["record", "--lab", "mariadb", "--backend", "gdb", "--accept-stop", "--captures", "5", "--seconds",
                                 "4", "-o", str(tmp_path / "s.tds")], password, timeout=180)
     assert done.returncode == 0, done.stderr
     assert {"install-db", "mariadbd", "gdb", "guard", "reaper", "perf"} <= watch.seen, watch.seen
