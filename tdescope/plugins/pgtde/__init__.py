@@ -1,0 +1,1 @@
+"""pg-tde engine plugin: PostgreSQL 16.2 with Percona pg_tde (``tde_heap_basic``), its lab and its decrypt."""
