@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tdescope.app.engines.api import ConnectParams, ProbeRecipe
+from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe
+from tdescope.app.engines.capabilities import Ability
 from tdescope.plugins.postgres.engine import PostgresEngine
 
 __all__ = ["PgTdeEngine"]
@@ -13,6 +14,7 @@ class PgTdeEngine(PostgresEngine):
 
     name = "pg-tde"
     label = "PostgreSQL + pg_tde"
+    abilities = PostgresEngine.abilities | {Ability.CATALOG_DECODER}
 
     def connect(self, params: ConnectParams):
         """``options["lab"]``: start the private pg_tde server (``options["pg_tde_source"]``: its source);
@@ -22,10 +24,10 @@ class PgTdeEngine(PostgresEngine):
             from tdescope.plugins.pgtde.session import PgTdeLabSession
 
             return PgTdeLabSession(opts.get("progress"), opts.get("pg_tde_source"))
+        from tdescope.plugins.pgtde.session import PgTdeSession
         from tdescope.plugins.postgres.connection import spec_from_params
-        from tdescope.plugins.postgres.session import PostgresSession
 
-        return PostgresSession(spec_from_params(params), opts.get("prompt"), opts.get("pid"),
+        return PgTdeSession(spec_from_params(params), opts.get("prompt"), opts.get("pid"),
                                bool(opts.get("allow_critical", False)))
 
     def probe_recipes(self) -> list[ProbeRecipe]:
@@ -33,3 +35,9 @@ class PgTdeEngine(PostgresEngine):
         from tdescope.plugins.pgtde.recipes import RECIPES
 
         return [*RECIPES, *super().probe_recipes()]
+
+    def page_decoder(self, columns=None) -> PageDecoder:
+        """Heap tuples (pg_tde's decrypt buffers) and pages; attributes when ``columns`` are given."""
+        from tdescope.plugins.pgtde.tuples import PgTupleDecoder
+
+        return PgTupleDecoder(columns)

@@ -30,13 +30,15 @@ from tdescope.app.errors import UserError
 from tdescope.app.system.reaper import Reaper, reap_with_me
 from tdescope.plugins.pgtde.build import PgTdeServer, prepared_server
 
-__all__ = ["ENCRYPTED_TABLE", "LAB_DATABASE", "MARKER", "PLAIN_TABLE", "PgTdeLab"]
+__all__ = ["ENCRYPTED_TABLE", "LAB_DATABASE", "MARKER", "PLAIN_MARKER", "PLAIN_TABLE", "PgTdeLab"]
 
 LAB_DATABASE = "tdescope_lab"
 ENCRYPTED_TABLE = "tdescope_tde_secret"
 PLAIN_TABLE = "tdescope_tde_plain"
-#: In every lab row's text: found in the plain twin's file, in no file of the encrypted table.
+#: In every encrypted row's text: in no file of the data directory (WAL included).
 MARKER = "WOMBAT-TDE-ROW"
+#: The plain twin's rows say this instead (as long): its file and the WAL show it in the clear.
+PLAIN_MARKER = "PLAIN-TWIN-ROW"
 ROWS = 200
 
 _CONFIG = """
@@ -155,14 +157,15 @@ class PgTdeLab:
 
     def _create_tables(self) -> None:
         self.psql(f"CREATE DATABASE {LAB_DATABASE}", dbname="postgres")
-        rows = (f"SELECT g, '{MARKER}-' || g, repeat(md5(g::text), 4) FROM generate_series(1, {ROWS}) g")
+        rows = "SELECT g, '{}-' || g, repeat(md5(g::text), 4) FROM generate_series(1, %d) g" % ROWS
         self.psql(
             "CREATE EXTENSION pg_tde; "
             f"SELECT pg_tde_add_key_provider_file('file', '{self.keyring}'); "
             "SELECT pg_tde_set_principal_key('tdescope-lab-key', 'file'); "
             f"CREATE TABLE {ENCRYPTED_TABLE} (id int, name text, filler text) USING tde_heap_basic; "
             f"CREATE TABLE {PLAIN_TABLE} (id int, name text, filler text); "
-            f"INSERT INTO {ENCRYPTED_TABLE} {rows}; INSERT INTO {PLAIN_TABLE} {rows}; CHECKPOINT;")
+            f"INSERT INTO {ENCRYPTED_TABLE} {rows.format(MARKER)}; INSERT INTO {PLAIN_TABLE} {rows.format(PLAIN_MARKER)}; "
+            "CHECKPOINT;")
         if self.keyring.exists():
             os.chmod(self.keyring, 0o600)  # pg_tde creates it with the server's umask
 

@@ -7,17 +7,26 @@ from collections.abc import Callable
 
 from tdescope.app.engines.api import Workload
 from tdescope.plugins.pgtde.lab import ENCRYPTED_TABLE, PLAIN_TABLE, PgTdeLab
+from tdescope.plugins.pgtde.tuples import PgTupleDecoder
 from tdescope.plugins.postgres import workloads as wl
 from tdescope.plugins.postgres.connection import ConnectionSpec
 from tdescope.plugins.postgres.session import PostgresSession
 
-__all__ = ["PgTdeLabSession"]
+__all__ = ["PgTdeLabSession", "PgTdeSession"]
 
 #: The lab's first workload: every fetch of an encrypted tuple decrypts it (pages stay encrypted in shared buffers).
 SCAN_SQL = f"SELECT id, name FROM {ENCRYPTED_TABLE} ORDER BY id"
 
 
-class PgTdeLabSession(PostgresSession):
+class PgTdeSession(PostgresSession):
+    """:class:`PostgresSession` on a server with pg_tde: captures are tuples, decoded by :meth:`catalog_decoder`."""
+
+    def catalog_decoder(self) -> PgTupleDecoder:
+        """Tuple headers (no statement: on a user's server the capture does not say its table)."""
+        return PgTupleDecoder()
+
+
+class PgTdeLabSession(PgTdeSession):
     """:class:`PostgresSession` on a :class:`PgTdeLab` that it starts and stops.
 
     Parameters
@@ -48,6 +57,10 @@ class PgTdeLabSession(PostgresSession):
                      {"sql": f"SELECT id, name FROM {PLAIN_TABLE} ORDER BY id", "repeat": 20}, run),
             *super().workloads(),
         ]
+
+    def catalog_decoder(self) -> PgTupleDecoder:
+        """Tuples with the lab's encrypted table's columns (the lab's probes catch that table's fetches)."""
+        return PgTupleDecoder(self.columns(ENCRYPTED_TABLE), ENCRYPTED_TABLE)
 
     def close(self) -> None:
         try:

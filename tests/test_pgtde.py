@@ -1,0 +1,129 @@
+"""The pg-tde engine on a real PostgreSQL 16.2 with Percona pg_tde 1.0.0-beta2 (the lab, built and started here).
+
+``pg_tde_crypt_tuple`` is caught in the backend with both probe backends while a scan reads the encrypted
+table: the tuple as it sits in the shared buffer before (the marker nowhere in it, nor in any file of the data
+directory), the row after, decoded with the table's columns. Also: the lab's private files, a second start
+from the cache, the one line when the source is missing, and watch mode on a backend tdescope did not start.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error, probe_backend, run_tdescope, tracer_pid
+from tdescope.app.errors import UserError
+from tdescope.app.probe.window import CaptureLimits, CaptureWindow
+from tdescope.plugins.pgtde import build
+from tdescope.plugins.pgtde.lab import ENCRYPTED_TABLE, MARKER, PLAIN_MARKER, PLAIN_TABLE, ROWS
+from tdescope.plugins.pgtde.recipes import TUPLE_DECRYPT
+
+psycopg = pytest.importorskip("psycopg")
+
+
+def _captured_during(session, backend: str, action, count: int = 50) -> list:
+    """Decrypt captures (at most ``count``) while ``action()`` runs on the lab's workload connection."""
+    got = []
+    limits = CaptureLimits(max_captures=count, max_seconds=60, max_busy_fraction=1.0, max_burst_s=10,
+                           max_hits_per_s=1_000_000)
+    window = CaptureWindow(session.server_pid(), TUPLE_DECRYPT, limits, "pg-tde", got.append,
+                           backend=probe_backend(backend))
+    summary = []
+    thread = threading.Thread(target=lambda: summary.append(window.run()))
+    thread.start()
+    assert window.armed.wait(30)
+    try:
+        action()
+    finally:
+        window.cancel()
+        thread.join(60)
+    assert summary[0].error is None, summary[0].error
+    return got
+
+
+def test_the_marker_is_in_no_file_of_the_data_directory_only_in_the_plain_twin(pgtde_lab):
+    lab = pgtde_lab.lab
+    lab.psql("CHECKPOINT")
+    files = {p: p.read_bytes() for p in lab.data.rglob("*") if p.is_file()}
+    assert [p for p, data in files.items() if MARKER.encode() in data] == []  # WAL included
+    plain = {p for p, data in files.items() if PLAIN_MARKER.encode() in data}  # the same search finds the twin
+    assert {p.resolve() for p in lab.relation_files(PLAIN_TABLE)} & {p.resolve() for p in plain}
+    assert lab.psql(f"SELECT count(*) FROM {ENCRYPTED_TABLE} WHERE name LIKE '{MARKER}-%'").strip() == str(ROWS)
+    assert lab.psql(f"SELECT amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam "
+                    f"WHERE relname = '{ENCRYPTED_TABLE}'").strip() == "tde_heap_basic"
+
+
+def test_the_lab_is_private_and_leaves_nothing_behind():
+    from tdescope.app.engines.api import ConnectParams
+    from tdescope.plugins.pgtde import ENGINE
+
+    session = ENGINE.connect(ConnectParams(options={"lab": True}))  # from the cache: no build
+    lab, pid = session.lab, session.lab.pid
+    assert oct(os.stat(lab.dir).st_mode & 0o777) == "0o700"
+    assert oct(os.stat(lab.keyring).st_mode & 0o777) == "0o600"
+    assert "listen_addresses = ''" in (lab.data / "postgresql.conf").read_text()  # the unix socket only
+    session.close()
+    assert not lab.dir.exists() and not os.path.exists(f"/proc/{pid}")
+
+
+@pytest.mark.gdb
+@pytest.mark.parametrize("backend", ["ebpf", "gdb"])
+def test_the_tuple_decrypt_gives_the_row_after_and_ciphertext_before(pgtde_lab, backend):
+    conn = pgtde_lab.conn
+    caps = _captured_during(pgtde_lab, backend,
+                            lambda: conn.execute(f"SELECT id, name FROM {ENCRYPTED_TABLE}").fetchall())
+    assert len(caps) == 50
+    decoder = pgtde_lab.catalog_decoder()
+    for c in caps:
+        assert len(c.before) == len(c.after)  # t_len of the tuple: its length came from the call
+        hoff = c.after[22]
+        assert c.before[:hoff] == c.after[:hoff]  # the tuple header stays plaintext
+        assert MARKER.encode() not in c.before and MARKER.encode() in c.after
+        assert c.pgno == 0 or c.pgno > 0  # a block number from t_self, never a made-up -1
+        page = decoder.decode(c.after, c.pgno)
+        assert page.page_type == "heap tuple" and not page.problems, page.problems
+        (row,) = page.records
+        assert row[1] == f"{MARKER}-{row[0]}" and len(row[2]) == 128
+        assert row not in decoder.decode(c.before, c.pgno).records  # the same header, the data encrypted
+    ids = [decoder.decode(c.after).records[0][0] for c in caps]
+    assert ids == list(range(1, 51))  # a seq scan's fetch order, each tuple decrypted once on this pass
+    assert tracer_pid(pgtde_lab.server_pid()) == 0
+
+
+@pytest.mark.ebpf
+def test_a_warm_second_scan_decrypts_every_tuple_again(pgtde_lab):
+    conn = pgtde_lab.conn
+    scan = f"SELECT count(name) FROM {ENCRYPTED_TABLE}"
+    conn.execute(scan).fetchone()  # now every page is in shared buffers
+    caps = _captured_during(pgtde_lab, "ebpf", lambda: conn.execute(scan).fetchone(), count=10 * ROWS)
+    assert len(caps) == ROWS  # warm, and still one decrypt per tuple: pages stay encrypted in shared buffers
+
+
+def test_cli_capture_on_the_lab_names_the_blocks(pgtde_lab):
+    result = run_tdescope("capture", "--engine", "pg-tde", "--lab", "--count", "5", "--json", timeout=240)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    *records, summary = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(records) == 5 and summary["backend"] == "ebpf" and summary["lost"] == 0
+    assert all(r["page_type"] == "heap tuple" and r["pgno"] == 0 for r in records), records
+
+
+def test_a_missing_source_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "_VENDORED", tmp_path / "absent.tar.gz")
+    monkeypatch.delenv(build.SOURCE_ENV, raising=False)
+    with pytest.raises(UserError, match="needs Percona pg_tde 1.0.0-beta2's source"):
+        build.find_source()
+    env = {**os.environ, build.SOURCE_ENV: str(tmp_path / "nothing-here")}
+    result = run_tdescope("capture", "--engine", "pg-tde", "--lab", "--count", "1", env=env)
+    assert_one_line_error(result, "is not a pg_tde source tarball or folder")
+
+
+def test_the_cache_is_keyed_by_the_source(pgtde_lab, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert build.cache_dir() == tmp_path / "tdescope" / "pg-tde"
+    root = Path(pgtde_lab.lab.server.root)
+    assert root.name == build._digest(build.find_source()) and (root / ".complete").exists()
