@@ -127,3 +127,48 @@ def test_the_cache_is_keyed_by_the_source(pgtde_lab, tmp_path, monkeypatch):
     assert build.cache_dir() == tmp_path / "tdescope" / "pg-tde"
     root = Path(pgtde_lab.lab.server.root)
     assert root.name == build._digest(build.find_source()) and (root / ".complete").exists()
+
+
+@pytest.mark.ebpf
+def test_watch_mode_captures_another_backends_decrypts_with_only_listed_statements(pgtde_lab):
+    """A client backend loops over the encrypted table; ``capture --target-pid`` as a pg_monitor role
+    catches its decrypts and leaves only the listed catalog statements in a ``log_statement=all`` log."""
+    from test_watch_sql import _as_logged, _logged_by
+    from tdescope.plugins.postgres.statements import WATCH_STATEMENTS
+
+    lab = pgtde_lab.lab
+    lab.psql("ALTER SYSTEM SET log_statement = 'all'", dbname="postgres")
+    lab.psql("ALTER SYSTEM SET log_line_prefix = '[%u] '", dbname="postgres")
+    lab.psql("SELECT pg_reload_conf(); DROP ROLE IF EXISTS watcher; CREATE ROLE watcher LOGIN; "
+             "GRANT pg_monitor TO watcher", dbname="postgres")
+    stop = threading.Event()
+    conn = psycopg.connect(lab.dsn(), autocommit=True, application_name="shop")
+
+    def loop() -> None:
+        while not stop.is_set():
+            conn.execute(f"SELECT count(name) FROM {ENCRYPTED_TABLE}").fetchone()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    log = lab.dir / "server.log"
+    start = log.stat().st_size
+    try:
+        out = run_tdescope("capture", "--engine", "pg-tde", "--dsn", lab.dsn().replace(lab.superuser, "watcher"),
+                           "--target-pid", str(conn.info.backend_pid), "--count", "3", "--timeout", "30",
+                           "--backend", "ebpf", timeout=120)
+    finally:
+        stop.set()
+        thread.join(30)
+        conn.close()
+        lab.psql("ALTER SYSTEM RESET log_statement", dbname="postgres")
+        lab.psql("ALTER SYSTEM RESET log_line_prefix", dbname="postgres")
+        lab.psql("SELECT pg_reload_conf()", dbname="postgres")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.startswith("3 "), out.stderr
+    assert out.stdout.count("heap tuple") == 3 and "plaintext after" in out.stdout
+    with open(log, errors="replace") as fh:
+        fh.seek(start)
+        statements, errors = _logged_by(fh.read(), "watcher")
+    assert statements, "the log shows none of tdescope's statements: is log_statement on?"
+    assert [s for s in statements if s not in {_as_logged(s) for s in WATCH_STATEMENTS}] == []
+    assert errors == []
