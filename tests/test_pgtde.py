@@ -172,3 +172,47 @@ def test_watch_mode_captures_another_backends_decrypts_with_only_listed_statemen
     assert statements, "the log shows none of tdescope's statements: is log_statement on?"
     assert [s for s in statements if s not in {_as_logged(s) for s in WATCH_STATEMENTS}] == []
     assert errors == []
+
+
+def _tree_texts(model) -> list[str]:
+    out = []
+
+    def walk(parent) -> None:
+        for r in range(model.rowCount(parent)):
+            for c in range(model.columnCount(parent)):
+                out.append(str(model.index(r, c, parent).data() or ""))
+            walk(model.index(r, 0, parent))
+    from PySide6.QtCore import QModelIndex
+
+    walk(QModelIndex())
+    return out
+
+
+@pytest.mark.ebpf
+def test_the_window_shows_the_decoded_row(qtbot, qsettings, pgtde_lab):
+    from PySide6.QtCore import Qt
+
+    from tdescope.app.engines import ConnectParams, discover_engines
+    from tdescope.ui.window.main_window import MainWindow
+
+    win = MainWindow(discover_engines()[0]["pg-tde"], qsettings)
+    qtbot.addWidget(win)
+    win.resize(1280, 720)
+    win.show()
+    win.connect_engine(ConnectParams(options={"lab": True}))
+    try:
+        qtbot.waitUntil(lambda: win.session is not None, timeout=60000)
+        dock = win.workload_dock
+        qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=30000)
+        dock.max_captures.setValue(20)
+        qtbot.mouseClick(dock.run_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: win.captures_dock.model.rowCount() == 20 and dock.run_button.isEnabled(),
+                        timeout=90000)
+        texts = _tree_texts(win.page_view.model)
+        assert any(t.startswith(f"1, {MARKER}-1, ") or f"{MARKER}-1" in t for t in texts), texts[:40]
+        assert any("heap tuple" in t for t in texts), texts[:40]
+        shots = os.environ.get("TDESCOPE_SCREENSHOTS")  # docs/screenshots/ when refreshing the README's pictures
+        if shots:
+            win.grab().save(str(Path(shots) / "pg-tde-window-1280x720.png"))
+    finally:
+        win.shutdown()
