@@ -252,3 +252,26 @@ def test_pgbench_lesson_on_pg_tde_compares_encrypted_and_plain_tables(pgtde_lab)
     amname = pgtde_lab.lab.psql("SELECT a.amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam "
                                 "WHERE relname = 'pgbench_accounts'", dbname="tdescope_pgbench_tde").strip()
     assert amname == "tde_heap_basic"
+
+
+def test_the_inventory_names_pg_tde_its_tables_access_methods_and_key_providers(pgtde_lab):
+    from tdescope.app.engines.api import ConnectParams
+    from tdescope.plugins.pgtde import ENGINE
+
+    rows = {(s, n): v for s, n, v in pgtde_lab.inventory().rows}
+    assert rows[("Extensions", "pg_tde")] == "installed 1.0"
+    assert rows[("pg_tde tables", ENCRYPTED_TABLE)].startswith("tde_heap_basic: pg_tde 1.0 tuple-level")
+    assert ("pg_tde tables", PLAIN_TABLE) not in rows
+    assert rows[("pg_tde", "key providers")] == "file (file)"  # names and types: never the options (paths, tokens)
+    assert "WAL encryption" in {n for _s, n in rows}
+    # a role that may not list the key providers: said, and no ERROR for it
+    lab = pgtde_lab.lab
+    lab.psql("DROP ROLE IF EXISTS viewer; CREATE ROLE viewer LOGIN; GRANT pg_monitor TO viewer", dbname="postgres")
+    lab.psql("REVOKE ALL ON FUNCTION pg_tde_list_all_key_providers() FROM PUBLIC")
+    watcher = ENGINE.connect(ConnectParams(dsn=lab.dsn().replace(lab.superuser, "viewer")))
+    try:
+        rows = {(s, n): v for s, n, v in watcher.inventory().rows}
+    finally:
+        watcher.close()
+    assert rows[("pg_tde", "key providers")].startswith("not readable by this role")
+    assert ("pg_tde tables", ENCRYPTED_TABLE) in rows
