@@ -9,6 +9,7 @@ from the cache, the one line when the source is missing, and watch mode on a bac
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from pathlib import Path
 
@@ -275,3 +276,67 @@ def test_the_inventory_names_pg_tde_its_tables_access_methods_and_key_providers(
         watcher.close()
     assert rows[("pg_tde", "key providers")].startswith("not readable by this role")
     assert ("pg_tde tables", ENCRYPTED_TABLE) in rows
+
+
+# -- page-level pg_tde (2.x / open_pg_tde): unverified on a real server, proven on a C stand-in --------------------
+@pytest.fixture(scope="module")
+def page_level_pg_tde(tmp_path_factory):
+    """tests/clients/pg_tde_block.c: a pg_tde.so exporting tde_decrypt_smgr_block with pg_tde 2.x's signature,
+    and a program decrypting an FSM block, then block 7 of the main fork, in place."""
+    import shutil
+    import subprocess
+
+    from conftest import CLIENTS
+
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler (cc)")
+    where = tmp_path_factory.mktemp("pg_tde_block")
+    src = str(CLIENTS / "pg_tde_block.c")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-DPG_TDE_LIBRARY", "-o", str(where / "pg_tde.so"), src],
+                   check=True)
+    subprocess.run(["cc", "-O1", "-o", str(where / "postgres"), src, str(where / "pg_tde.so"),
+                    f"-Wl,-rpath,{where}"], check=True)
+    proc = subprocess.Popen([str(where / "postgres"), "60"], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    pid = int(proc.stdout.readline())
+    yield where, pid
+    proc.kill()
+    proc.wait()
+
+
+def test_the_page_level_symbol_resolves_in_the_built_library(page_level_pg_tde):
+    from tdescope.app.system.elf import find_symbol
+    from tdescope.plugins.pgtde.recipes import BLOCK_DECRYPT
+
+    where, _pid = page_level_pg_tde
+    assert find_symbol(str(where / "pg_tde.so"), BLOCK_DECRYPT.symbols[0]) is not None
+
+
+@pytest.mark.gdb
+@pytest.mark.parametrize("backend", ["ebpf", "gdb"])
+def test_the_page_level_recipe_reads_its_arguments_where_pg_tde_2_passes_them(page_level_pg_tde, backend):
+    from tdescope.plugins.pgtde.recipes import BLOCK_DECRYPT
+    from tdescope.plugins.pgtde.tuples import PgTupleDecoder
+
+    _where, pid = page_level_pg_tde
+    got = []
+    window = CaptureWindow(pid, BLOCK_DECRYPT, CaptureLimits(max_captures=3, max_seconds=20, first_hit_timeout=15),
+                           "pg-tde", got.append, backend=probe_backend(backend))
+    summary = window.run()
+    assert summary.error is None, summary.error
+    assert len(got) == 3
+    for c in got:
+        assert c.pgno == 7  # the main fork's block: the FSM block (fork 1) is skipped by the condition
+        assert len(c.before) == len(c.after) == 8192
+        assert b"PAGE-TDE-ROW-7" in c.after and b"PAGE-TDE-ROW-7" not in c.before  # in place: before, then after
+        page = PgTupleDecoder().decode(c.after, c.pgno)
+        assert page.page_type == "heap" and not page.problems, page.problems
+
+
+def test_the_tuple_decrypt_is_a_local_symbol_of_the_built_pg_tde(pgtde_lab):
+    from tdescope.app.system.elf import find_symbol
+
+    library = str(pgtde_lab.lab.server.library)
+    assert find_symbol(library, "pg_tde_crypt_tuple") is not None
+    dynsym = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True).stdout
+    assert " pg_tde_crypt_tuple\n" not in dynsym  # .symtab only: found without the dynamic symbol table
