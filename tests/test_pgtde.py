@@ -340,3 +340,19 @@ def test_the_tuple_decrypt_is_a_local_symbol_of_the_built_pg_tde(pgtde_lab):
     assert find_symbol(library, "pg_tde_crypt_tuple") is not None
     dynsym = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True).stdout
     assert " pg_tde_crypt_tuple\n" not in dynsym  # .symtab only: found without the dynamic symbol table
+
+
+def test_a_capture_without_a_block_number_shows_no_page_minus_one(qtbot, qsettings):
+    from tdescope.app.engines import discover_engines
+    from tdescope.app.events import PageCapture
+    from tdescope.app.probe.capture_record import describe_capture
+    from tdescope.ui.window.main_window import MainWindow
+
+    engine = discover_engines()[0]["postgres"]
+    win = MainWindow(engine, qsettings)
+    qtbot.addWidget(win)
+    cap = PageCapture(0.0, 1, "pgp_cfb_decrypt", "decrypt", -1, bytes(range(18)), b"x" * 18, engine="postgres",
+                      plaintext_side="after")
+    win.show_capture(cap, describe_capture(cap, win.decoder, full=False)[0])
+    assert "page -1" not in win.page_view._header.text() and "decrypt · pgp_cfb_decrypt" in win.page_view._header.text()
+    win.shutdown()

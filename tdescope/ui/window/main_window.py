@@ -328,7 +328,8 @@ class MainWindow(QMainWindow):
         """Show one capture in the page view."""
         decoded_after = self.decoder.decode(capture.after, capture.pgno) if capture.after else None
         decoded_before = self.decoder.decode(capture.before, capture.pgno) if capture.before else None
-        title = (f"page {capture.pgno} · {capture.direction} · {capture.symbol} · capture #{capture.seq} · "
+        where = f"page {capture.pgno} · " if capture.pgno >= 0 else ""  # no page number: say none
+        title = (f"{where}{capture.direction} · {capture.symbol} · capture #{capture.seq} · "
                  f"{time.strftime('%H:%M:%S', time.localtime(capture.ts))}")
         self.page_view.show_capture(capture.before, capture.after, decoded_after, decoded_before, title,
                                     chunk_entropy(capture.before, 256), chunk_entropy(capture.after, 256),
