@@ -121,6 +121,25 @@ def test_a_missing_source_is_one_line(tmp_path, monkeypatch):
     env = {**os.environ, build.SOURCE_ENV: str(tmp_path / "nothing-here")}
     result = run_tdescope("capture", "--engine", "pg-tde", "--lab", "--count", "1", env=env)
     assert_one_line_error(result, "is not a pg_tde source tarball or folder")
+    result = run_tdescope("--pg-tde-source", str(tmp_path / "elsewhere"), "capture", "--engine", "pg-tde", "--lab")
+    assert_one_line_error(result, f"{tmp_path / 'elsewhere'} is not a pg_tde source tarball or folder")
+
+
+def test_a_first_start_builds_with_progress_lines_and_a_second_finds_the_cache(tmp_path, monkeypatch):
+    """A fresh cache: the build says what it does; the second start reuses it (no build line)."""
+    from tdescope.plugins.pgtde.lab import PgTdeLab
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    said = []
+    lab = PgTdeLab(said.append)
+    lab.close()
+    assert any("building pg_tde" in m for m in said) and said[-1].startswith("pg-tde lab: creating"), said
+    assert oct(os.stat(lab.server.root).st_mode & 0o777) == "0o755" and lab.server.library.exists()
+    again = []
+    lab = PgTdeLab(again.append)
+    lab.close()
+    assert not any("building" in m for m in again) and lab.server.root == tmp_path / "tdescope" / "pg-tde" / \
+        lab.server.root.name
 
 
 def test_the_cache_is_keyed_by_the_source(pgtde_lab, tmp_path, monkeypatch):

@@ -109,7 +109,6 @@ def prepared_server(source: str | os.PathLike | None = None,
     root = cache_dir() / key
     done = PgTdeServer(root, str(src))
     if (root / ".complete").exists() and done.library.exists():
-        say(f"pg-tde lab: pg_tde build found in the cache ({root})")
         return done
     wheel = _wheel_root()
     root.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -80,14 +81,16 @@ class PgTdeLab:
     Parameters
     ----------
     progress : callable, optional
-        ``progress(message)`` at each start-up step (the build's too).
+        ``progress(message)`` at each start-up step (the build's too); without it, the build's
+        steps (the slow part, first start only) are printed on stderr.
     source : str or path, optional
         A pg_tde source tarball or folder instead of the vendored one.
     """
 
     def __init__(self, progress: Callable[[str], None] | None = None, source: str | None = None) -> None:
         say = progress or (lambda _m: None)
-        self.server: PgTdeServer = prepared_server(source, say)
+        # the build is the long step: without a progress callback (the CLI), its lines go to stderr
+        self.server: PgTdeServer = prepared_server(source, progress or _to_stderr)
         self.dir = Path(tempfile.mkdtemp(prefix="tdescope-pgtde-"))  # mode 0700
         self.data = self.dir / "data"
         self.keyring = self.dir / "keyring.per"
@@ -207,6 +210,10 @@ class PgTdeLab:
         guard, self._guard = self._guard, None
         if guard is not None:
             guard.release()
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def _link_tree(src: Path, dst: Path) -> None:
