@@ -195,6 +195,7 @@ class MainWindow(QMainWindow):
 
     def _on_connected(self, ev: Connected) -> None:
         self.session, self.decoder = ev.session, ev.decoder or self.decoder
+        self.files.decoder = self.decoder  # the report decodes as the window does (issue #22 item 7)
         self.recording.set_inventory(ev.inventory)  # kept in the recording's metadata
         pid = self.session.server_pid()
         self.engine_dock.show_inventory(self.engine.label, ev.inventory, pid)
