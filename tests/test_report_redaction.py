@@ -27,7 +27,7 @@ from tdescope.app.session.meta import SessionMeta
 
 DATA = Path(__file__).parent / "data" / "oracle"
 MARKER = "TDSMARK-4111-1111-1111-1111"
-PGNO = {"sqlcipher": 2, "postgres": 0, "oracle": 907}
+PGNO = {"sqlcipher": 2, "postgres": 0, "pg-tde": 0, "oracle": 907}
 
 #: recipe key -> what its (before, after) buffers hold: "plain" (may hold decrypted bytes),
 #: "cipher", or "" (nothing copied). A new recipe must be listed here.
@@ -38,6 +38,8 @@ SHAPES = {
     "postgres.evp-decrypt": ("cipher", "plain"),
     # mdread: at entry the buffer holds whatever page was there before; at return the page read
     "postgres.page-read": ("plain", "plain"),
+    "pg_tde.tuple-decrypt": ("cipher", "plain"),  # the tuple in the shared buffer, then the row
+    "pg_tde.block-decrypt": ("cipher", "plain"),  # page-level pg_tde: in place, ciphertext then the page
     "oracle.block_decrypted": ("plain", ""),  # kcbchk_ctx at entry: the decrypted block
     "oracle.block_encrypted": ("plain", ""),  # kcbzvb fires for every block read, TDE tablespace or not
     "oracle.block_copy": ("plain", "plain"),  # a non-TDE block is plaintext on both sides of the copy
@@ -50,7 +52,7 @@ SHAPES = {
 
 ENGINES, _ = discover_engines()
 CASES = [pytest.param(name, recipe, id=recipe.key)
-         for name in ("sqlcipher", "postgres", "oracle") for recipe in ENGINES[name].probe_recipes()]
+         for name in ("sqlcipher", "postgres", "pg-tde", "oracle") for recipe in ENGINES[name].probe_recipes()]
 
 
 def _sqlite_leaf(tmp: Path) -> bytes:
@@ -85,7 +87,8 @@ def _oracle_block() -> bytes:
 
 
 def _pages(tmp: Path) -> dict[str, bytes]:
-    return {"sqlcipher": _sqlite_leaf(tmp), "postgres": _pg_heap_page(), "oracle": _oracle_block()}
+    return {"sqlcipher": _sqlite_leaf(tmp), "postgres": _pg_heap_page(), "pg-tde": _pg_heap_page(),
+            "oracle": _oracle_block()}
 
 
 def _buffer(kind: str, engine: str, recipe, pages) -> bytes:
