@@ -174,3 +174,24 @@ def test_plaintext_and_ciphertext_one_rule(direction, side, before, after, plain
     withheld = cap.without_plaintext()
     assert plaintext not in (withheld.before, withheld.after) or not plaintext
     assert withheld.ciphertext == ciphertext and withheld.side == cap.side
+
+
+def test_the_report_chooses_captures_that_show_something(tmp_path):
+    """pgcrypto's packet headers (1-byte buffers) come first in a watch; the report's four are the long ones."""
+    engine = ENGINES["postgres"]
+    path = tmp_path / "s.tds"
+    t = time.time()
+    with SessionRecorder(path, SessionMeta.collect("postgres", engine.label)) as rec:
+        for i in range(8):
+            rec.record(PageCapture(t + i, i + 1, "pgp_cfb_decrypt", "decrypt", -1, b"\x9c", b"\x01", 1.0, "postgres",
+                                   "after"))
+        for i in range(8, 12):
+            value = f"card {MARKER} {i}".encode() * 4
+            rec.record(PageCapture(t + i, i + 1, "pgp_cfb_decrypt", "decrypt", -1, random.randbytes(len(value)),
+                                   value, 1.0, "postgres", "after"))
+    with SessionReader(path) as reader:
+        report = build_report(reader, engine.page_decoder(), include_plaintext=True)
+    assert [c.title.split(":")[0] for c in report.captures] == ["Capture #9", "Capture #10", "Capture #11",
+                                                                  "Capture #12"]
+    assert all(c.before_verdict != "too short to judge" for c in report.captures)
+    assert "page -1" not in render_html(report)  # no page number: none shown

@@ -23,7 +23,7 @@ from importlib import resources
 from tdescope import __version__
 from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.probe.capture_record import side_label
-from tdescope.app.probe.entropy import chunk_entropy, shannon_entropy, verdict
+from tdescope.app.probe.entropy import MIN_JUDGED, chunk_entropy, shannon_entropy, verdict
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, LessonCard, Marker, PageCapture, Problem,
                                  WorkloadProgress, WorkloadResult)
@@ -232,7 +232,7 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
             armed_at = None
     if armed_at is not None:
         windows.append((armed_at, t1, "probe window (still armed at the end)"))
-    captures = [(c.ts, f"capture #{c.seq} page {c.pgno}") for c in reader.events(kinds=[PageCapture], with_bytes=False)]
+    captures = [(c.ts, f"capture #{c.seq}" + (f" page {c.pgno}" if c.pgno >= 0 else "")) for c in reader.events(kinds=[PageCapture], with_bytes=False)]
     markers = [(m.ts, m.label) for m in reader.events(kinds=[Marker])]
     problems = [(p.ts, p.message) for p in reader.events(kinds=[Problem])]
     lanes = [TimelineLane(f"workload {side}", spans=tuple((a, b, side) for s, a, b in runs if s == side),
@@ -292,7 +292,8 @@ def _capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plai
     start = min((n.target.start for n in notes if n.target.kind == "bytes" and n.target.start is not None), default=0)
     label = (f"{side_label(cap, 'before')} (input)", f"{side_label(cap, 'after')} (output)")
     return CaptureSection(
-        title=f"Capture #{cap.seq}: page {cap.pgno}, {cap.direction} in {cap.symbol}",
+        title=f"Capture #{cap.seq}: " + (f"page {cap.pgno}, " if cap.pgno >= 0 else "") +
+              f"{cap.direction} in {cap.symbol}",
         ts=cap.ts,
         before_label=label[0], after_label=label[1],
         before_hex=_hex_rows(cap.before, start, _EXCERPT_ROWS, mask_before),
@@ -310,14 +311,22 @@ def _capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plai
     )
 
 
+#: How many of the first captures the report reads whole to find ones that show something.
+_SCANNED_FOR_CHOICE = 400
+
+
 def _selected_captures(reader: SessionReader, notes: list[Note], limit: int) -> list[PageCapture]:
     listing = list(reader.events(kinds=[PageCapture], with_bytes=False))
     noted = {round(n.target.ts, 6) for n in notes if n.target.kind in ("capture", "bytes") and n.target.ts}
     chosen = [c for c in listing if round(c.ts, 6) in noted]
-    for c in listing:  # then the first ones, so a report without notes still shows pages
+    # then the first ones that show something: a buffer long enough to judge (pgcrypto's 1-byte packet
+    # headers show nothing), so a report without notes still shows pages; short ones only to fill up
+    early = list(reader.events(kinds=[PageCapture], limit=_SCANNED_FOR_CHOICE))
+    telling = [c for c in early if max(len(c.before), len(c.after)) >= MIN_JUDGED]
+    for c in [*telling, *listing]:
         if len(chosen) >= limit:
             break
-        if c not in chosen:
+        if all(round(c.ts, 6) != round(k.ts, 6) for k in chosen):
             chosen.append(c)
     out = []
     for c in sorted(chosen, key=lambda c: c.ts):
