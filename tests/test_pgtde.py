@@ -383,3 +383,24 @@ def test_a_capture_without_a_block_number_shows_no_page_minus_one(qtbot, qsettin
     win.show_capture(cap, describe_capture(cap, win.decoder, full=False)[0])
     assert "page -1" not in win.page_view._header.text() and "decrypt · pgp_cfb_decrypt" in win.page_view._header.text()
     win.shutdown()
+
+
+def test_a_killed_workbench_takes_its_pg_tde_lab_along(pgtde_lab):
+    """kill -9 of the process that started the lab: the reaper stops the server and removes the dir (keyring
+    included). The session fixture has built the cache: this start takes about a second."""
+    import sys
+
+    from conftest import wait_for
+
+    code = ("from tdescope.app.engines.api import ConnectParams\n"
+            "from tdescope.plugins.pgtde import ENGINE\n"
+            "s = ENGINE.connect(ConnectParams(options={'lab': True}))\n"
+            "print(s.lab.pid, s.lab.dir, flush=True)\n"
+            "import time; time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pid, folder = proc.stdout.readline().split()
+    assert os.path.exists(os.path.join(folder, "keyring.per"))
+    proc.kill()
+    proc.wait()
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}") and not os.path.exists(folder), timeout=60,
+             what="the lab's server and folder gone")
