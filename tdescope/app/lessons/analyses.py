@@ -245,11 +245,12 @@ def _pgbench_ab(run: LessonRun, results: list[WorkloadResult], params) -> Lesson
         if not pairs:
             return run.card([], NO_COMPARISON, f"pgbench did not run {mode} on both sides", params=params)
         ratios[key] = (statistics.median(pairs), min(pairs), max(pairs))
+        enc_tps, plain_tps = statistics.median(tde), statistics.median(plain)
         figures.update({f"{key}_ratio_median": round(ratios[key][0], 4), f"{key}_ratio_min": round(min(pairs), 4),
-                        f"{key}_ratio_max": round(max(pairs), 4), f"{key}_tps_encrypted": round(statistics.median(tde), 1),
-                        f"{key}_tps_plain": round(statistics.median(plain), 1)})
+                        f"{key}_ratio_max": round(max(pairs), 4), f"{key}_tps_encrypted": round(enc_tps, 1),
+                        f"{key}_tps_plain": round(plain_tps, 1)})
         ours.append(f"{mode} TPS, encrypted / plain: {ratios[key][0]:.2f}× (range {min(pairs):.2f}–{max(pairs):.2f}× "
-                    f"over {len(pairs)} rounds; median {statistics.median(tde):.0f} vs {statistics.median(plain):.0f} TPS)")
+                    f"over {len(pairs)} rounds; median {enc_tps:.0f} vs {plain_tps:.0f} TPS)")
     evidence += [" | ".join(row) for r in results for row in r.table]
     ro, rw = ratios["ro"], ratios["rw"]
     if ro[1] <= 1.0 <= ro[2] or 0.9 <= ro[0] <= 1.1:

@@ -232,7 +232,8 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
             armed_at = None
     if armed_at is not None:
         windows.append((armed_at, t1, "probe window (still armed at the end)"))
-    captures = [(c.ts, f"capture #{c.seq}" + (f" page {c.pgno}" if c.pgno >= 0 else "")) for c in reader.events(kinds=[PageCapture], with_bytes=False)]
+    captures = [(c.ts, f"capture #{c.seq}" + (f" page {c.pgno}" if c.pgno >= 0 else ""))
+                for c in reader.events(kinds=[PageCapture], with_bytes=False)]
     markers = [(m.ts, m.label) for m in reader.events(kinds=[Marker])]
     problems = [(p.ts, p.message) for p in reader.events(kinds=[Problem])]
     lanes = [TimelineLane(f"workload {side}", spans=tuple((a, b, side) for s, a, b in runs if s == side),

@@ -167,8 +167,8 @@ class PgTdeLab:
             "SELECT pg_tde_set_principal_key('tdescope-lab-key', 'file'); "
             f"CREATE TABLE {ENCRYPTED_TABLE} (id int, name text, filler text) USING tde_heap_basic; "
             f"CREATE TABLE {PLAIN_TABLE} (id int, name text, filler text); "
-            f"INSERT INTO {ENCRYPTED_TABLE} {rows.format(MARKER)}; INSERT INTO {PLAIN_TABLE} {rows.format(PLAIN_MARKER)}; "
-            "CHECKPOINT;")
+            f"INSERT INTO {ENCRYPTED_TABLE} {rows.format(MARKER)}; "
+            f"INSERT INTO {PLAIN_TABLE} {rows.format(PLAIN_MARKER)}; CHECKPOINT;")
         if self.keyring.exists():
             os.chmod(self.keyring, 0o600)  # pg_tde creates it with the server's umask
 
