@@ -404,3 +404,10 @@ def test_a_killed_workbench_takes_its_pg_tde_lab_along(pgtde_lab):
     proc.wait()
     wait_for(lambda: not os.path.exists(f"/proc/{pid}") and not os.path.exists(folder), timeout=60,
              what="the lab's server and folder gone")
+
+
+@pytest.mark.ebpf
+def test_block_before_after_on_pg_tde_finds_the_marker_in_plaintext_only(pgtde_lab):
+    card = _lesson("block-before-after", pgtde_lab)
+    assert card.verdict == "same direction", card.verdict_text
+    assert card.figures["marker_in_plaintext"] > 0 and card.figures["marker_in_ciphertext"] == 0

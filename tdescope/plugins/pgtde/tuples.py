@@ -42,7 +42,8 @@ class PgTupleDecoder:
         if len(data) < _TUPLE_HEADER or not _TUPLE_HEADER <= data[22] <= len(data):
             return DecodedPage("data buffer", (DecodedField("buffer", 0, len(data), f"{len(data)} bytes"),))
         res = decode_tuple(data, 0, len(data), self.columns)
-        where = " ".join(p for p in (self.relation, f"block {pgno}" if pgno >= 0 else "") if p)
+        # the block comes from the call; the relation does not (the columns are the lab table's: an assumption)
+        where = f"block {pgno}" if pgno >= 0 else ""
         problems = tuple(res.problems)
         if self.columns is not None and problems:
             # the header is plaintext on both sides; attributes that do not decode are the ciphertext side
