@@ -301,7 +301,7 @@ def test_the_inventory_names_pg_tde_its_tables_access_methods_and_key_providers(
         rows = {(s, n): v for s, n, v in watcher.inventory().rows}
     finally:
         watcher.close()
-    assert rows[("pg_tde", "key providers")].startswith("not readable by this role")
+    assert rows[("pg_tde", "key providers")].startswith("not listed: this role may not call")
     assert ("pg_tde tables", ENCRYPTED_TABLE) in rows
 
 

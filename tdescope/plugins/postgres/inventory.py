@@ -83,7 +83,8 @@ def _pg_tde_rows(conn, settings: dict) -> list[tuple[str, str, str]]:
         providers = conn.execute(sql.TDE_KEY_PROVIDERS).fetchall()
         rows.append(("pg_tde", "key providers", ", ".join(f"{n} ({t})" for n, t in providers) or "none"))
     else:
-        rows.append(("pg_tde", "key providers", "not readable by this role (pg_tde_grant_key_viewer_to_role)"))
+        rows.append(("pg_tde", "key providers", "not listed: this role may not call pg_tde_list_all_key_providers() "
+                     "(pg_tde_grant_key_viewer_to_role), or this pg_tde has no such function"))
     wal = settings.get("pg_tde.wal_encrypt")
     rows.append(("pg_tde", "WAL encryption", {"on": "on", "off": "off: rows are readable in pg_wal"}.get(
         wal, "not a setting of this pg_tde" if wal is None else wal)))
