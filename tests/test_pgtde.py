@@ -411,3 +411,15 @@ def test_block_before_after_on_pg_tde_finds_the_marker_in_plaintext_only(pgtde_l
     card = _lesson("block-before-after", pgtde_lab)
     assert card.verdict == "same direction", card.verdict_text
     assert card.figures["marker_in_plaintext"] > 0 and card.figures["marker_in_ciphertext"] == 0
+
+
+def test_doctor_with_a_dsn_names_pg_tde_on_the_server(pgtde_lab):
+    lab = pgtde_lab.lab
+    result = run_tdescope("doctor", "--engine", "pg-tde", "--dsn", lab.dsn(), "--json")
+    assert result.returncode in (0, 1), result.stderr  # 1: something of the machine's own is missing
+    import json
+
+    lines = {c["name"]: c["value"] for c in json.loads(result.stdout)}
+    assert lines["pg_tde tables: tdescope_tde_secret"].startswith("tde_heap_basic")
+    assert lines["pg_tde: key providers"] == "file (file)" and "pg_tde: WAL encryption" in lines
+    assert lines["Extensions: pg_tde"] == "installed 1.0"
