@@ -21,6 +21,10 @@ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(maria
 if [ -d /usr/lib/postgresql/15 ]; then
   dpkg -s postgresql-15-pg-wait-sampling >/dev/null 2>&1 || need+=(postgresql-15-pg-wait-sampling)
 fi
+# the pg-tde lab builds Percona pg_tde (and its libkmip) against the pgserver wheel's PostgreSQL 16.2
+for pkg in libssl-dev libcurl4-openssl-dev make; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 for pkg in libbpf1 libbpf-dev linux-libc-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done

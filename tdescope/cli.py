@@ -27,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and shell completion)."""
     parser = argparse.ArgumentParser(prog="tdescope", description="Look inside database encryption while it happens.")
     parser.add_argument("--version", action="version", version=f"tdescope {__version__}")
+    parser.add_argument("--pg-tde-source", metavar="PATH",
+                        help="the pg-tde lab builds Percona pg_tde from this tarball or folder (default: "
+                             "../shared/vendor/pg_tde beside the repository, or $TDESCOPE_PG_TDE_SOURCE)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     gui = sub.add_parser("gui", help="open the workbench (the default)")
     gui.add_argument("--lab", default="sqlcipher", metavar="ENGINE", help="engine lab to open (default: sqlcipher)")
@@ -51,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["gui", *argv]
     args = build_parser().parse_args(argv)
     command = args.command or "gui"
+    if args.pg_tde_source:  # read where the lab builds (plugins/pgtde/build.py), in this process and its workers
+        os.environ["TDESCOPE_PG_TDE_SOURCE"] = args.pg_tde_source
     try:
         if command == "gui":
             from tdescope.commands._dsn import refuse_password_in_dsn

@@ -207,3 +207,15 @@ def pg_cluster():
     cluster = PgCluster().start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pgtde_lab():
+    """The pg-tde lab (PostgreSQL 16.2 + Percona pg_tde), one for the whole run: built once into the
+    user's cache (~15 s), then it starts in about a second."""
+    from tdescope.app.engines.api import ConnectParams
+    from tdescope.plugins.pgtde import ENGINE
+
+    session = ENGINE.connect(ConnectParams(options={"lab": True}))
+    yield session
+    session.close()

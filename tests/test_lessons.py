@@ -78,7 +78,7 @@ def test_cli_lists_the_lessons_as_json():
     assert proc.returncode == 0, proc.stderr
     items = [json.loads(line) for line in proc.stdout.splitlines()]
     by_id = {item["id"]: item for item in items}
-    assert by_id["io-path"]["engines"] == ["sqlcipher", "mariadb", "postgres"]
+    assert by_id["io-path"]["engines"] == ["sqlcipher", "mariadb", "postgres", "pg-tde"]
     assert by_id["securefiles-lobs"]["engines"] == ["oracle"] and by_id["securefiles-lobs"]["needs"] == "needs Oracle"
     assert [p["value"] for p in by_id["tde-dml-cost"]["published"]] == [2.17, 1.34]
 

@@ -27,7 +27,7 @@ from tdescope.app.session.meta import SessionMeta
 
 DATA = Path(__file__).parent / "data" / "oracle"
 MARKER = "TDSMARK-4111-1111-1111-1111"
-PGNO = {"sqlcipher": 2, "postgres": 0, "oracle": 907}
+PGNO = {"sqlcipher": 2, "postgres": 0, "pg-tde": 0, "oracle": 907}
 
 #: recipe key -> what its (before, after) buffers hold: "plain" (may hold decrypted bytes),
 #: "cipher", or "" (nothing copied). A new recipe must be listed here.
@@ -38,6 +38,8 @@ SHAPES = {
     "postgres.evp-decrypt": ("cipher", "plain"),
     # mdread: at entry the buffer holds whatever page was there before; at return the page read
     "postgres.page-read": ("plain", "plain"),
+    "pg_tde.tuple-decrypt": ("cipher", "plain"),  # the tuple in the shared buffer, then the row
+    "pg_tde.block-decrypt": ("cipher", "plain"),  # page-level pg_tde: in place, ciphertext then the page
     "oracle.block_decrypted": ("plain", ""),  # kcbchk_ctx at entry: the decrypted block
     "oracle.block_encrypted": ("plain", ""),  # kcbzvb fires for every block read, TDE tablespace or not
     "oracle.block_copy": ("plain", "plain"),  # a non-TDE block is plaintext on both sides of the copy
@@ -50,7 +52,7 @@ SHAPES = {
 
 ENGINES, _ = discover_engines()
 CASES = [pytest.param(name, recipe, id=recipe.key)
-         for name in ("sqlcipher", "postgres", "oracle") for recipe in ENGINES[name].probe_recipes()]
+         for name in ("sqlcipher", "postgres", "pg-tde", "oracle") for recipe in ENGINES[name].probe_recipes()]
 
 
 def _sqlite_leaf(tmp: Path) -> bytes:
@@ -85,7 +87,8 @@ def _oracle_block() -> bytes:
 
 
 def _pages(tmp: Path) -> dict[str, bytes]:
-    return {"sqlcipher": _sqlite_leaf(tmp), "postgres": _pg_heap_page(), "oracle": _oracle_block()}
+    return {"sqlcipher": _sqlite_leaf(tmp), "postgres": _pg_heap_page(), "pg-tde": _pg_heap_page(),
+            "oracle": _oracle_block()}
 
 
 def _buffer(kind: str, engine: str, recipe, pages) -> bytes:
@@ -171,3 +174,24 @@ def test_plaintext_and_ciphertext_one_rule(direction, side, before, after, plain
     withheld = cap.without_plaintext()
     assert plaintext not in (withheld.before, withheld.after) or not plaintext
     assert withheld.ciphertext == ciphertext and withheld.side == cap.side
+
+
+def test_the_report_chooses_captures_that_show_something(tmp_path):
+    """pgcrypto's packet headers (1-byte buffers) come first in a watch; the report's four are the long ones."""
+    engine = ENGINES["postgres"]
+    path = tmp_path / "s.tds"
+    t = time.time()
+    with SessionRecorder(path, SessionMeta.collect("postgres", engine.label)) as rec:
+        for i in range(8):
+            rec.record(PageCapture(t + i, i + 1, "pgp_cfb_decrypt", "decrypt", -1, b"\x9c", b"\x01", 1.0, "postgres",
+                                   "after"))
+        for i in range(8, 12):
+            value = f"card {MARKER} {i}".encode() * 4
+            rec.record(PageCapture(t + i, i + 1, "pgp_cfb_decrypt", "decrypt", -1, random.randbytes(len(value)),
+                                   value, 1.0, "postgres", "after"))
+    with SessionReader(path) as reader:
+        report = build_report(reader, engine.page_decoder(), include_plaintext=True)
+    assert [c.title.split(":")[0] for c in report.captures] == ["Capture #9", "Capture #10", "Capture #11",
+                                                                  "Capture #12"]
+    assert all(c.before_verdict != "too short to judge" for c in report.captures)
+    assert "page -1" not in render_html(report)  # no page number: none shown

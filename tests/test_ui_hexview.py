@@ -314,3 +314,17 @@ def test_entry_only_capture_labels_its_one_buffer_plaintext(qtbot):
     assert "After (not captured)" in view._after_caption.text()
     assert [view.model.index(r, 0).data() for r in range(view.model.rowCount())] == ["Before (plaintext)"]
     assert "ciphertext" not in view._header.text()
+
+
+def test_a_short_ciphertext_is_too_short_to_judge_as_the_report_says(qtbot):
+    """A 15-byte pgcrypto chunk: the window says what the report says, not "does not look random"."""
+    from tdescope.app.probe.entropy import verdict
+
+    view = PageView()
+    qtbot.addWidget(view)
+    before, after = bytes(range(200, 215)), b"WOMBAT-ROW-0001"
+    view.show_capture(before, after, None, None, "decrypt · pgp_cfb_decrypt", [], [], None,
+                      roles=("ciphertext", "plaintext"))
+    assert verdict(before) == "too short to judge"
+    assert "ciphertext too short to judge (15 B)" in view._header.text()
+    assert "does not look random" not in view._header.text()

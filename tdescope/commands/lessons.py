@@ -20,7 +20,8 @@ def add_arguments(parser) -> None:
                          description="run one lesson and print its result card")
     run.add_argument("lesson", metavar="ID", help="the lesson's id (see `tdescope lessons`)")
     where = run.add_mutually_exclusive_group(required=True)
-    where.add_argument("--lab", metavar="ENGINE", help="start ENGINE's lab (sqlcipher, mariadb) and run it there")
+    where.add_argument("--lab", metavar="ENGINE",
+                       help="start ENGINE's lab (sqlcipher, mariadb, pg-tde) and run it there")
     where.add_argument("--dsn", help="connect to this server (with --engine) and run it there")
     run.add_argument("--engine", default="postgres", help="the engine behind --dsn (default postgres)")
     run.add_argument("--target-pid", type=int, help=argparse.SUPPRESS)

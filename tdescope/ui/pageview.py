@@ -360,12 +360,11 @@ class PageView(QWidget):
         # only a side known to be ciphertext is judged on its randomness
         cipher = {"before": before, "after": after}.get(
             "before" if self._roles[0] == "ciphertext" else "after" if self._roles[1] == "ciphertext" else "")
-        if cipher:
-            cipher = verdict(cipher) == "looks encrypted"
-        else:
-            cipher = None
-        if cipher:
+        judged = verdict(cipher) if cipher else None  # the report's words: one rule for both
+        if judged == "looks encrypted":
             parts.append(f"<span style='color:{good}'>✓ ciphertext looks random</span>")
-        elif cipher is not None:
+        elif judged in ("too short to judge", "empty"):
+            parts.append(f"<span style='color:gray'>ciphertext {judged} ({len(cipher)} B)</span>")
+        elif judged is not None:
             parts.append(f"<span style='color:{bad}'>✗ ciphertext side does not look random</span>")
         return " · ".join(parts)

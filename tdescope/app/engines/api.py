@@ -50,6 +50,12 @@ class ArgRef:
     a fixed value instead (e.g. a page size). ``offset`` is added to what was
     read: a base adjustment, e.g. -26 when the call gets a pointer 26 bytes
     into the page (MariaDB's ``encryption_scheme_decrypt``).
+
+    ``field`` makes what was read a pointer to a struct: the value is then the
+    ``width`` bytes (2, 4 or 8, little-endian, unsigned) at that pointer plus
+    ``field``, e.g. ``HeapTupleData.t_len`` at ``field=0, width=4`` of the
+    pointer in ``rdi``. ``block_id`` reads PostgreSQL's ``BlockIdData`` there
+    (two 16-bit halves, high first). ``offset`` is added last.
     """
 
     name: str | None = None
@@ -57,6 +63,9 @@ class ArgRef:
     constant: int | None = None
     stack: int | None = None
     offset: int = 0
+    field: int | None = None
+    width: int = 8
+    block_id: bool = False
 
     def describe(self) -> str:
         """Human text: ``in``, ``$rsi``, ``[$rsp+8]``, ``$rdi-26`` or ``8192``."""
@@ -65,6 +74,8 @@ class ArgRef:
         stack = f"[$rsp+{self.stack}]" if self.stack is not None else None
         parts = [p for p in (self.name, f"${self.register}" if self.register else None, stack) if p]
         adjust = f"{self.offset:+d}" if self.offset else ""
+        if self.field is not None:
+            parts = [f"{'blockid' if self.block_id else f'u{self.width * 8}'}[{p}+{self.field}]" for p in parts]
         return " / ".join(p + adjust for p in parts)
 
 

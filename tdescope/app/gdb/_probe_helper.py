@@ -83,10 +83,16 @@ def _notice(notice, **fields):
 
 
 def _value(frame, ref):
-    """Read an ArgRef ({"name", "register", "constant", "stack", "offset"}) as an int, or None."""
+    """Read an ArgRef ({"name", "register", "constant", "stack", "offset", "field", "width", "block_id"})."""
     if ref is None:
         return None
     value, offset = _read(frame, ref), int(ref.get("offset") or 0)
+    if ref.get("field") is not None:  # a pointer to a struct: read one of its fields
+        width = int(ref.get("width") or 8)
+        raw = bytes(gdb.selected_inferior().read_memory(value + int(ref["field"]), width))
+        value = int.from_bytes(raw, "little")
+        if ref.get("block_id"):
+            value = ((value & 0xFFFF) << 16) | (value >> 16)
     return (value + offset) & 0xFFFFFFFFFFFFFFFF if offset else value
 
 

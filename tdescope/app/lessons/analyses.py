@@ -235,12 +235,56 @@ def matrix(run: LessonRun) -> LessonCard:
     return run.card(ours, verdict, text, evidence, figures, params)
 
 
+def _pgbench_ab(run: LessonRun, results: list[WorkloadResult], params) -> LessonCard:
+    """Seed 004 with an encrypted side: per round, TPS encrypted / plain for each load; median and range."""
+    ours, evidence, figures, ratios = [], [], {}, {}
+    for mode, key in (("read-only", "ro"), ("read-write", "rw")):
+        tde = [t.elapsed_s for r in results for t in r.timings if t.side == "tde" and t.phase == f"{mode} tps"]
+        plain = [t.elapsed_s for r in results for t in r.timings if t.side == "plain" and t.phase == f"{mode} tps"]
+        pairs = [a / b for a, b in zip(tde, plain) if b]
+        if not pairs:
+            return run.card([], NO_COMPARISON, f"pgbench did not run {mode} on both sides", params=params)
+        ratios[key] = (statistics.median(pairs), min(pairs), max(pairs))
+        enc_tps, plain_tps = statistics.median(tde), statistics.median(plain)
+        figures.update({f"{key}_ratio_median": round(ratios[key][0], 4), f"{key}_ratio_min": round(min(pairs), 4),
+                        f"{key}_ratio_max": round(max(pairs), 4), f"{key}_tps_encrypted": round(enc_tps, 1),
+                        f"{key}_tps_plain": round(plain_tps, 1)})
+        ours.append(f"{mode} TPS, encrypted / plain: {ratios[key][0]:.2f}× (range {min(pairs):.2f}–{max(pairs):.2f}× "
+                    f"over {len(pairs)} rounds; median {enc_tps:.0f} vs {plain_tps:.0f} TPS)")
+    evidence += [" | ".join(row) for r in results for row in r.table]
+    ro, rw = ratios["ro"], ratios["rw"]
+    if ro[1] <= 1.0 <= ro[2] or 0.9 <= ro[0] <= 1.1:
+        ro_text = "read-only about unchanged, as published"
+        ro_same = True
+    else:
+        ro_text, ro_same = f"read-only {ro[0]:.2f}× (published: unchanged)", False
+    if rw[2] < 1.0:
+        rw_text, rw_same = f"read-write slower, {rw[0]:.2f}× (published 0.56×)", True
+    elif rw[1] < 1.0:
+        rw_text, rw_same = f"read-write {rw[0]:.2f}×, its range reaching 1 (published 0.56×)", None
+    else:
+        rw_text, rw_same = f"read-write not slower, {rw[0]:.2f}× (published 0.56×)", False
+    if ro_same and rw_same:
+        verdict = SAME
+    elif rw_same is None:
+        verdict = INCONCLUSIVE
+    else:
+        verdict = DIFFERENT
+    return run.card(ours, verdict, f"{ro_text}; {rw_text}", evidence + [
+        f"scale {params.get('scale')}, {params.get('clients')} clients, {params.get('seconds')} s per load, "
+        f"{params.get('rounds')} rounds per side (ABBA)"], figures, params)
+
+
 def pgbench(run: LessonRun) -> LessonCard:
-    """Seed 004: pgbench read-only and read-write TPS on what runs here (stock PostgreSQL: no TDE ratio)."""
+    """Seed 004: pgbench read-only and read-write TPS; encrypted / plain when the engine has both sides
+    (the pg-tde lab), else the stock column only."""
     workload = run.workload()
     params = run.params(workload)
     run.step(2, "pgbench read-only, then read-write")
     ran = run.experiment(workload, params)
+    results = ran.of(WorkloadResult)
+    if any(t.side == "tde" for r in results for t in r.timings):
+        return _pgbench_ab(run, results, params)
     tps = {t.side: t.elapsed_s for r in ran.of(WorkloadResult) for t in r.timings if t.phase == "tps"}
     ro, rw = tps.get("read-only"), tps.get("read-write")
     if ro is None or rw is None:

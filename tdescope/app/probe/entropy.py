@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - exercised only without numpy
 __all__ = [
     "CHUNK",
     "CHUNK_MIN_BITS",
+    "MIN_JUDGED",
     "WHOLE_MIN_BITS",
     "chunk_entropy",
     "diff_mask",
@@ -51,6 +52,8 @@ WHOLE_MIN_BITS = 7.5
 CHUNK_MIN_BITS = 6.5
 
 _MIN_JUDGED = 32  # bytes; shorter buffers are held to WHOLE_MIN_BITS, which they cannot reach
+#: Buffers shorter than this are "too short to judge" (:func:`verdict`); reports prefer longer ones.
+MIN_JUDGED = _MIN_JUDGED
 
 
 def _entropy_from_counts(counts, n: int) -> float:

@@ -105,4 +105,10 @@ class ProbeSpec:
 
 
 def _ref(ref: ArgRef | None) -> dict | None:
-    return None if ref is None else dataclasses.asdict(ref)
+    if ref is None:
+        return None
+    out = dataclasses.asdict(ref)
+    if ref.field is None:  # not a struct field: the helper's plain register/stack/constant reading
+        for key in ("field", "width", "block_id"):
+            del out[key]
+    return out

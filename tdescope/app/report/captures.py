@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.events import LessonCard, PageCapture
 from tdescope.app.probe.capture_record import side_label
-from tdescope.app.probe.entropy import chunk_entropy, shannon_entropy, verdict
+from tdescope.app.probe.entropy import MIN_JUDGED, chunk_entropy, shannon_entropy, verdict
 from tdescope.app.report.plots import entropy_strip
 from tdescope.app.session.notes import Note
 from tdescope.app.session.reader import SessionReader
@@ -100,7 +100,7 @@ def capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plain
     start = min((n.target.start for n in notes if n.target.kind == "bytes" and n.target.start is not None), default=0)
     label = (f"{side_label(cap, 'before')} (input)", f"{side_label(cap, 'after')} (output)")
     return CaptureSection(
-        title=f"Capture #{cap.seq}: page {cap.pgno}, {cap.direction} in {cap.symbol}",
+        title=f"Capture #{cap.seq}: " + (f"page {cap.pgno}, " if cap.pgno >= 0 else "") + f"{cap.direction} in {cap.symbol}",
         ts=cap.ts,
         before_label=label[0], after_label=label[1],
         before_hex=_hex_rows(cap.before, start, _EXCERPT_ROWS, mask_before),
@@ -141,7 +141,11 @@ def selected_captures(reader: SessionReader, notes: list[Note], limit: int, deco
             why.setdefault(cited[-1].ts, f"the lesson card “{card.title}” cites it")
     kinds: set[tuple[str, str]] = set()
     extra = 0
+    short: list[PageCapture] = []  # too short to judge (pgcrypto's 1-byte packet headers): only to fill up
     for c in reader.events(kinds=[PageCapture], limit=scan):
+        if c.ts not in why and max(len(c.before), len(c.after)) < MIN_JUDGED:
+            short.append(c)
+            continue
         plain = c.plaintext
         page_type = decoder.decode(plain, c.pgno).page_type if decoder is not None and plain else "unknown"
         kind = (c.direction, page_type)
@@ -151,5 +155,7 @@ def selected_captures(reader: SessionReader, notes: list[Note], limit: int, deco
             kinds.add(kind)
             extra += 1
             why[c.ts] = f"the first {page_type} page ({c.direction}) of the session"
+    for c in short[:max(0, limit - extra)]:
+        why[c.ts] = f"a short buffer ({max(len(c.before), len(c.after))} B): nothing longer was captured"
     chosen = sorted((c for c in listing if c.ts in why), key=lambda c: c.ts)
     return [(_full(reader, c), why[c.ts]) for c in chosen]

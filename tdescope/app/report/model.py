@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from tdescope import __version__
-from tdescope.app.engines.api import DecodedPage, PageDecoder
-from tdescope.app.probe.capture_record import side_label
-from tdescope.app.probe.entropy import chunk_entropy, shannon_entropy, verdict
+from tdescope.app.engines.api import PageDecoder
 from tdescope.app.probe.keep_rate import thinned_in
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, LessonCard, Marker, PageCapture, Problem,
@@ -235,7 +233,8 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
             armed_at = None
     if armed_at is not None:
         windows.append((armed_at, t1, "probe window (still armed at the end)"))
-    captures = [(c.ts, f"capture #{c.seq} page {c.pgno}") for c in reader.events(kinds=[PageCapture], with_bytes=False)]
+    captures = [(c.ts, f"capture #{c.seq}" + (f" page {c.pgno}" if c.pgno >= 0 else ""))
+                for c in reader.events(kinds=[PageCapture], with_bytes=False)]
     markers = [(m.ts, m.label) for m in reader.events(kinds=[Marker])]
     problems = [(p.ts, p.message) for p in reader.events(kinds=[Problem])]
     lanes = [TimelineLane(f"workload {side}", spans=tuple((a, b, side) for s, a, b in runs if s == side),

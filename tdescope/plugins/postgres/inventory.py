@@ -23,6 +23,10 @@ __all__ = ["build_inventory", "EXTENSIONS", "find_pgp_columns", "sampling_reads"
 EXTENSIONS = ("pgcrypto", "pageinspect", "pg_buffercache", "pg_wait_sampling", "pg_tde")
 _MAX_COLUMNS = 200
 _SETTINGS = ("pg_tde.wal_encrypt", "data_encryption")
+_MAX_TDE_TABLES = 200
+#: pg_tde's access methods: which pg_tde, which encryption model.
+TDE_ACCESS_METHODS = {"tde_heap_basic": "pg_tde 1.0 tuple-level (every tuple fetch decrypts)",
+                      "tde_heap": "pg_tde 2.x / open_pg_tde page-level (a block decrypts on its read)"}
 
 
 def _quote(name: str) -> str:
@@ -67,6 +71,26 @@ def find_pgp_columns(conn) -> list[tuple[str, str, str, int, str]]:
     return found
 
 
+def _pg_tde_rows(conn, settings: dict) -> list[tuple[str, str, str]]:
+    """pg_tde: its encrypted tables and their access method, its key providers (names, types), WAL encryption."""
+    rows = []
+    tables = conn.execute(sql.TDE_TABLES, (_MAX_TDE_TABLES,)).fetchall()
+    for name, am in tables:
+        rows.append(("pg_tde tables", name, f"{am}: {TDE_ACCESS_METHODS.get(am, am)}"))
+    if not tables:
+        rows.append(("pg_tde", "encrypted tables", "none (no table USING tde_heap_basic or tde_heap)"))
+    if conn.execute(sql.TDE_CALLABLE, ("pg_tde_list_all_key_providers()",)).fetchone()[0]:
+        providers = conn.execute(sql.TDE_KEY_PROVIDERS).fetchall()
+        rows.append(("pg_tde", "key providers", ", ".join(f"{n} ({t})" for n, t in providers) or "none"))
+    else:
+        rows.append(("pg_tde", "key providers", "not listed: this role may not call pg_tde_list_all_key_providers() "
+                     "(pg_tde_grant_key_viewer_to_role), or this pg_tde has no such function"))
+    wal = settings.get("pg_tde.wal_encrypt")
+    rows.append(("pg_tde", "WAL encryption", {"on": "on", "off": "off: rows are readable in pg_wal"}.get(
+        wal, "not a setting of this pg_tde" if wal is None else wal)))
+    return rows
+
+
 def build_inventory(conn, target_pid: int, target_label: str, sample_columns: bool = False) -> Inventory:
     """Rows of (section, name, value) for the Engine panel and ``tdescope doctor``.
 
@@ -96,6 +120,8 @@ def build_inventory(conn, target_pid: int, target_label: str, sample_columns: bo
         cluster.append(f"CYBERTEC PostgreSQL TDE (data_encryption = {data_encryption})")
     rows.append(("Encryption", "cluster level", "; ".join(cluster) if cluster else
                  "no cluster-level encryption; column encryption via pgcrypto"))
+    if "pg_tde" in installed:
+        rows.extend(_pg_tde_rows(conn, settings))
     if not sample_columns:
         n = len(_bytea_columns(conn))
         rows.append(("Encryption", "pgcrypto columns",

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 __all__ = [
     "BACKEND", "BACKENDS", "BYTEA_COLUMNS", "COLUMNS", "EXTENSIONS_AVAILABLE", "EXTENSIONS_INSTALLED",
-    "BLOCK_SIZE", "EXTENSION_SCHEMA", "SAMPLE_BYTES", "SAMPLE_ROWS", "SETTINGS", "WAIT_HISTORY", "WAIT_POLL", "WATCH_STATEMENTS",
-    "sample_column",
+    "BLOCK_SIZE", "EXTENSION_SCHEMA", "SAMPLE_BYTES", "SAMPLE_ROWS", "SETTINGS", "TDE_CALLABLE", "TDE_KEY_PROVIDERS",
+    "TDE_TABLES", "WAIT_HISTORY", "WAIT_POLL", "WATCH_STATEMENTS", "sample_column",
 ]
 
 _ACTIVITY_COLUMNS = ("SELECT pid, coalesce(backend_type, ''), coalesce(usename, ''), coalesce(application_name, ''), "
@@ -57,13 +57,22 @@ WAIT_POLL = "SELECT wait_event_type, wait_event, state FROM pg_stat_activity WHE
 #: read, read once a second.
 WAIT_HISTORY = ("SELECT ts, event_type, event FROM pg_wait_sampling_history WHERE pid = %s AND ts > %s "
                 "ORDER BY ts")
+#: With pg_tde: tables of its access methods (``tde_heap_basic``: pg_tde 1.0 tuple-level;
+#: ``tde_heap``: pg_tde 2.x / open_pg_tde page-level), from pg_class (no row of them is read).
+TDE_TABLES = ("SELECT c.oid::regclass::text, a.amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam "
+              "WHERE a.amname IN ('tde_heap_basic', 'tde_heap') ORDER BY 1 LIMIT %s")
+#: Whether a pg_tde function exists and the role may call it (no ERROR in the server's log when not).
+TDE_CALLABLE = "SELECT p IS NOT NULL AND has_function_privilege(p, 'EXECUTE') FROM to_regprocedure(%s) p"
+#: pg_tde's key providers: names and types only (their options hold paths and tokens).
+TDE_KEY_PROVIDERS = "SELECT provider_name, provider_type FROM pg_tde_list_all_key_providers()"
 
 #: The server build's page size (BLCKSZ), read once at connect: what a ``mdread`` capture copies.
 BLOCK_SIZE = "SHOW block_size"
 
 #: What watch mode may run on a server tdescope did not start, as psycopg sends them.
 WATCH_STATEMENTS = (BACKEND, BACKENDS, EXTENSIONS_INSTALLED, EXTENSIONS_AVAILABLE, SETTINGS, BYTEA_COLUMNS,
-                    EXTENSION_SCHEMA, COLUMNS, WAIT_POLL, WAIT_HISTORY, BLOCK_SIZE)
+                    EXTENSION_SCHEMA, COLUMNS, WAIT_POLL, WAIT_HISTORY, BLOCK_SIZE, TDE_TABLES, TDE_CALLABLE,
+                    TDE_KEY_PROVIDERS)
 
 #: Rows of each bytea column read by the explicit sampling, and how much of each value.
 SAMPLE_ROWS = 20

@@ -80,18 +80,24 @@ def _need_pgcrypto(conn) -> None:
                         f"{conn.info.dbname}: CREATE EXTENSION pgcrypto (needs a privileged role)")
 
 
-def ab_dml(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+def ab_dml(conn, params: Mapping[str, Any], control: WorkloadControl,
+           access_method: str | None = None) -> WorkloadResult:
     """Seed 000's procedure on a table whose ``name`` is pgp_sym_encrypt'ed, then on the plain twin.
 
     Per group: insert ``ids_per_group`` rows, delete them (odd groups) or
     update them (even groups), select them back (decrypting), commit.
+    ``access_method`` (``tde_heap_basic``): the encrypted side is a table of that access method instead,
+    its ``name`` column plain text (table-level encryption, no pgcrypto).
     """
-    _need_pgcrypto(conn)
+    if not access_method:
+        _need_pgcrypto(conn)
     groups, ids = int(params["groups"]), int(params["ids_per_group"])
     if groups < 1 or ids < 1:
         raise UserError("groups and ids_per_group must be positive")
     enc = ("pgp_sym_encrypt(%s, %s)", "bytea", "pgp_sym_decrypt(name, %s)")
     plain = ("%s", "text", "name")
+    if access_method:  # table-level encryption (pg_tde's tde_heap_basic): the same columns, another table AM
+        enc = plain
     timings: list[PhaseTiming] = []
     counts: dict[str, dict[str, int]] = {}
     cancelled = False
@@ -99,9 +105,10 @@ def ab_dml(conn, params: Mapping[str, Any], control: WorkloadControl) -> Workloa
     for side in wanted_sides(params):
         put, coltype, get = forms[side]
         table = f"tdescope_ab_{side}"
-        key = (LAB_KEY,) if side == "encrypted" else ()
+        key = (LAB_KEY,) if side == "encrypted" and not access_method else ()
+        using = f" USING {access_method}" if access_method and side == "encrypted" else ""
         conn.execute(f"DROP TABLE IF EXISTS {table}")
-        conn.execute(f"CREATE TABLE {table} (grp int, id int, name {coltype}, ts timestamptz)")
+        conn.execute(f"CREATE TABLE {table} (grp int, id int, name {coltype}, ts timestamptz){using}")
         conn.execute(f"CREATE INDEX ON {table} (grp, id)")
         phase = dict.fromkeys(("insert", "delete", "update", "select", "commit"), 0.0)
         n = {"Insert": 0, "Delete": 0, "Update": 0, "Select": 0}
@@ -204,15 +211,16 @@ def busy_pgbench_client(targets) -> int | None:
 
 
 def pgbench_ro_rw(conn, params: Mapping[str, Any], control: WorkloadControl,
-                  env_for: Callable[[str], dict]) -> WorkloadResult:
+                  env_for: Callable[[str], dict], pgbench: str | None = None) -> WorkloadResult:
     """Seed 004's shape: pgbench read-only then read-write on a scratch database; TPS per mode.
 
     ``env_for(dbname)`` gives libpq environment variables (PGHOST, PGPORT,
     PGUSER, PGPASSWORD...) so the password never reaches a command line. pgbench
     gets an allowlisted environment with them, the password in a 0600 passfile
     (``PGPASSFILE``) rather than in its environment, removed when pgbench is done.
+    ``pgbench``: the program's path (a lab's own), else the one on PATH or PostgreSQL 15's.
     """
-    pgbench = shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"
+    pgbench = pgbench or shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"
     if not os.path.exists(pgbench):
         raise UserError("pgbench is not installed (postgresql-contrib / postgresql-client)")
     db = str(params["database"])
@@ -287,7 +295,8 @@ def _scan_blocks(conn, table: str) -> tuple[int, int]:
     return int(plan.get("Shared Read Blocks", 0)), int(plan.get("Shared Hit Blocks", 0))
 
 
-def io_path(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+def io_path(conn, params: Mapping[str, Any], control: WorkloadControl,
+            access_method: str | None = None) -> WorkloadResult:
     """Seed 003's I/O-path finding on stock PostgreSQL: a cold then a warm scan of one small table.
 
     ``VACUUM FULL`` rewrites the table into a new file without passing through
@@ -303,7 +312,7 @@ def io_path(conn, params: Mapping[str, Any], control: WorkloadControl) -> Worklo
     table = "tdescope_io_path"
     _progress(control, "io_path", "setup", 0, 3, f"creating {table} ({rows} rows)…")
     conn.execute(f"DROP TABLE IF EXISTS {table}")
-    conn.execute(f"CREATE TABLE {table} (id int, note text)")
+    conn.execute(f"CREATE TABLE {table} (id int, note text)" + (f" USING {access_method}" if access_method else ""))
     conn.execute(f"INSERT INTO {table} SELECT g, 'tdescope-pg-marker ' || g || ' ' || md5(g::text) "
                  "FROM generate_series(1, %s) g", (rows,))
     conn.execute(f"VACUUM FULL {table}")  # the new file's pages are in no buffer

@@ -80,8 +80,7 @@ class MainWindow(QMainWindow):
 
         self.observation = ObservationController(engine, self.live.publish, self.pump, self.tasks, self)
         self.notes = NotesController(self.captures_dock, self.page_view, self.observation.timeline_dock,
-                                     self._note_store, lambda: self.replay.play_head(),
-                                     self._seek_and_show, self)
+                                     self._note_store, lambda: self.replay.play_head(), self._seek_and_show, self)
         recent = RecentFiles(self.settings)
         self.recording = RecordingController(engine, lambda: self.session, self.live, self.pump,
                                              self.notes.dock, recent.add, self)
@@ -194,6 +193,7 @@ class MainWindow(QMainWindow):
 
     def _on_connected(self, ev: Connected) -> None:
         self.session, self.decoder = ev.session, ev.decoder or self.decoder
+        self.files.decoder = self.decoder  # the report decodes as the window does
         self.recording.set_inventory(ev.inventory)  # kept in the recording's metadata
         pid = self.session.server_pid()
         self.engine_dock.show_inventory(self.engine.label, ev.inventory, pid)
@@ -338,8 +338,8 @@ class MainWindow(QMainWindow):
         """Show one capture in the page view."""
         decoded_after = self.decoder.decode(capture.after, capture.pgno) if capture.after else None
         decoded_before = self.decoder.decode(capture.before, capture.pgno) if capture.before else None
-        title = (f"page {capture.pgno} · {capture.direction} · {capture.symbol} · capture #{capture.seq} · "
-                 f"{time.strftime('%H:%M:%S', time.localtime(capture.ts))}")
+        title = (f"{f'page {capture.pgno} · ' if capture.pgno >= 0 else ''}{capture.direction} · {capture.symbol} · "
+                 f"capture #{capture.seq} · {time.strftime('%H:%M:%S', time.localtime(capture.ts))}")
         self.page_view.show_capture(capture.before, capture.after, decoded_after, decoded_before, title,
                                     chunk_entropy(capture.before, 256), chunk_entropy(capture.after, 256),
                                     np.array(diff_mask(capture.before, capture.after), dtype=bool),

@@ -5,7 +5,8 @@
  * BPF ring buffer the workbench reads from user space.
  *
  * Nothing here knows an engine. Where the buffers, length, page number and
- * condition live (a register, a stack slot at the first instruction, a constant)
+ * condition live (a register, a stack slot at the first instruction, a constant,
+ * or a field of the struct one of those points to)
  * is data: the workbench writes `struct config` into the `config` map after load
  * (tdescope/app/probe/ebpf/program.py mirrors this layout). The program never
  * writes to the target: it reads user memory with bpf_probe_read_user only.
@@ -35,6 +36,9 @@ struct argloc {
     __u32 reg;      /* enum reg, for ARG_REG */
     __s64 value;    /* the constant, or the offset from rsp for ARG_STACK */
     __s64 adjust;   /* added to what was read (a page starting before the buffer) */
+    __s64 field;    /* with width: what was read points to a struct; read its field at this offset */
+    __u32 width;    /* 0: no dereference; 2, 4 or 8 bytes */
+    __u32 block_id; /* the field is PostgreSQL's BlockIdData (two u16 halves, high first) */
 };
 
 struct config {
@@ -169,6 +173,24 @@ static __always_inline int arg(const struct regs *g, const struct argloc *loc, _
         break;
     default:
         return 0;
+    }
+    if (loc->width) {
+        __u64 p = v + loc->field;
+        v = 0;
+        if (loc->width == 2) {
+            __u16 w = 0;
+            if (bpf_probe_read_user(&w, sizeof(w), (void *)p))
+                return 0;
+            v = w;
+        } else if (loc->width == 4) {
+            __u32 w = 0;
+            if (bpf_probe_read_user(&w, sizeof(w), (void *)p))
+                return 0;
+            v = loc->block_id ? ((w & 0xffff) << 16) | (w >> 16) : w;
+        } else {
+            if (bpf_probe_read_user(&v, sizeof(v), (void *)p))
+                return 0;
+        }
     }
     *out = v + loc->adjust;
     return 1;

@@ -35,7 +35,8 @@ _ARG_NONE, _ARG_REG, _ARG_STACK, _ARG_CONST = 0, 1, 2, 3
 
 class ArgLoc(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_uint32), ("reg", ctypes.c_uint32), ("value", ctypes.c_int64),
-                ("adjust", ctypes.c_int64)]
+                ("adjust", ctypes.c_int64), ("field", ctypes.c_int64), ("width", ctypes.c_uint32),
+                ("block_id", ctypes.c_uint32)]
 
 
 class Config(ctypes.Structure):
@@ -94,6 +95,8 @@ def unsupported(spec: ProbeSpec) -> str | None:
             return f"the recipe's {label} is a debug-info argument ({ref.name}): eBPF reads registers and stack only"
         if ref.register is not None and ref.constant is None and ref.stack is None and ref.register not in REGISTERS:
             return f"the recipe's {label} is in register {ref.register}, which the eBPF probe does not read"
+        if ref.field is not None and ref.width not in (2, 4, 8):
+            return f"the recipe's {label} is a {ref.width}-byte field: the eBPF probe reads 2, 4 or 8"
     if spec.max_length > MAX_BUFFER:
         return f"the recipe copies up to {spec.max_length} bytes; the eBPF probe copies at most {MAX_BUFFER}"
     return None
@@ -103,11 +106,12 @@ def _loc(ref: ArgRef | None) -> ArgLoc:
     if ref is None:
         return ArgLoc(_ARG_NONE, 0, 0, 0)
     adjust = int(ref.offset)
+    deref = (0, 0, 0) if ref.field is None else (int(ref.field), int(ref.width), 1 if ref.block_id else 0)
     if ref.constant is not None:
-        return ArgLoc(_ARG_CONST, 0, int(ref.constant), adjust)
+        return ArgLoc(_ARG_CONST, 0, int(ref.constant), adjust, *deref)
     if ref.stack is not None:
-        return ArgLoc(_ARG_STACK, 0, int(ref.stack), adjust)
-    return ArgLoc(_ARG_REG, REGISTERS.index(ref.register), 0, adjust)
+        return ArgLoc(_ARG_STACK, 0, int(ref.stack), adjust, *deref)
+    return ArgLoc(_ARG_REG, REGISTERS.index(ref.register), 0, adjust, *deref)
 
 
 def config_of(spec: ProbeSpec, sample_every: int = 1, max_bytes_per_s: float = 0.0) -> Config:
