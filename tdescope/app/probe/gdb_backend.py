@@ -37,7 +37,6 @@ from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import SpoolReader
 from tdescope.app.probe.stop_cost import StopBucket
 from tdescope.app.system.private_files import create_private
-from tdescope.app.system.procstat import process_state
 from tdescope.app.system.threadstops import StopFigures, ThreadStops, thread_ids
 
 __all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "pause_command",

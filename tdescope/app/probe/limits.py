@@ -19,7 +19,7 @@ __all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "s
 BUSY_FRACTION = 0.01
 #: Stop budget for a lab process the workbench started itself: nobody else's work
 #: waits on it, so a class sees captures stream instead of arriving in bursts.
-LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5}
+LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5, "accept_stop": True}
 
 @dataclass(frozen=True, slots=True)
 class CaptureLimits:
@@ -55,6 +55,10 @@ class CaptureLimits:
     max_kept_per_s : int
         The keep rate (:mod:`~tdescope.app.probe.keep_rate`; the GUI and ``record``: :data:`KEEP_PER_S`):
         captures kept per second, the rest counted as thinned; 0 keeps every one (``capture``).
+    accept_stop : bool
+        Let a stopping backend (gdb) probe a target with more than one thread, which it
+        stops all together while it attaches and arms and at every hit (``--accept-stop``);
+        refused otherwise, with the cost (:mod:`tdescope.app.probe.stop_cost`).
     """
 
     max_captures: int = 200
@@ -66,6 +70,7 @@ class CaptureLimits:
     max_hits_per_s: int = 1000
     first_seq: int = 1
     max_kept_per_s: int = 0
+    accept_stop: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_captures <= 100_000:
@@ -86,11 +91,14 @@ class CaptureLimits:
             raise UserError(f"first-hit timeout must be between 0 and 3600 seconds, not {self.first_hit_timeout}")
 
 
-def stop_budget(own_target: bool, fraction: float | None = None) -> dict:
+def stop_budget(own_target: bool, fraction: float | None = None, accept_stop: bool = False) -> dict:
     """:class:`CaptureLimits` keywords for the stop budget: 1 % of wall time in 25 ms
     bursts, or :data:`LAB_STOP_BUDGET` for a target the workbench started itself
-    (``EngineSession.own_target``). ``fraction`` (the user's ``--stop-budget``) wins."""
+    (``EngineSession.own_target``). ``fraction`` (the user's ``--stop-budget``) wins;
+    ``accept_stop`` (``--accept-stop``) lets gdb stop a many-threaded target."""
     budget = dict(LAB_STOP_BUDGET) if own_target else {"max_busy_fraction": BUSY_FRACTION}
     if fraction:
         budget["max_busy_fraction"] = fraction
+    if accept_stop:
+        budget["accept_stop"] = True
     return budget

@@ -30,7 +30,7 @@ from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.keep_rate import KeepRate
 from tdescope.app.probe.limits import BUSY_FRACTION, KEEP_PER_S, LAB_STOP_BUDGET, CaptureLimits, stop_budget
-from tdescope.app.probe.spec import ProbeSpec, at_entry
+from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.stop_cost import refuse_many_threads
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target

@@ -127,8 +127,7 @@ class MainWindow(QMainWindow):
     # -- docks and menus -----------------------------------------------------------
     def _place_docks(self) -> None:
         obs = self.observation
-        for dock in (self.engine_dock, self.workload_dock, self.captures_dock, obs.timeline_dock,
-                     *self._side_docks()):
+        for dock in (self.engine_dock, self.workload_dock, self.captures_dock, obs.timeline_dock, *self._side_docks()):
             self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.replay.replay_bar)
 
