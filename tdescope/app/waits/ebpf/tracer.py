@@ -1,0 +1,148 @@
+"""The eBPF wait tracer: attach ``waits.bpf.c`` to one process and read its histograms each second.
+
+:meth:`EbpfWaitTracer.start` loads the program with the target's tgid as a read-only constant and
+attaches its three raw tracepoints (no tracefs needed); from then on the kernel times and sizes every
+syscall of the process's threads, and its off-CPU time, into per-CPU histograms. A reader thread
+sums them once per ``interval_s`` into a cumulative :class:`~tdescope.app.waits.exact.WaitTotals`
+and hands it to ``on_totals``: the cost in the workbench is per distinct (syscall, flags, size), not
+per call. The program only reads; the kernel detaches it when the file descriptors close, a kill -9
+of the workbench included.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable
+from importlib import resources
+
+from tdescope.app.errors import UserError
+from tdescope.app.waits.ebpf._libbpf import BpfObject, possible_cpus
+from tdescope.app.waits.exact import LAT_BUCKETS, SizedKey, SyscallAgg, WaitTotals
+
+__all__ = ["PROGRAMS", "EbpfWaitTracer", "object_path"]
+
+#: The object's programs, attached in this order (what ``bpftool prog`` lists while tracing).
+PROGRAMS = ("on_sys_enter", "on_sys_exit", "on_sched_switch")
+_N_STATS = 4  # waits.bpf.c's S_NSTATS: calls, no room, unmatched, switches
+_AGG = struct.Struct(f"<3Q{LAT_BUCKETS}Q")
+
+
+class _Key(ctypes.Structure):
+    _fields_ = [("nr", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("size", ctypes.c_uint64)]
+
+
+def object_path() -> str:
+    """Where the compiled tracer lives (built by ``make setup``, shipped as package data)."""
+    return str(resources.files("tdescope.app.waits.ebpf") / "waits.bpf.o")
+
+
+class EbpfWaitTracer:
+    """Exact waits of every thread of ``pid``, read each ``interval_s``.
+
+    Parameters
+    ----------
+    pid : int
+    interval_s : float
+        How often the histograms are read and handed to ``on_totals``.
+    on_totals : callable, optional
+        Called with each cumulative :class:`WaitTotals`, from the reader thread.
+    on_error : callable, optional
+        Called with a one-line message (the process exited, a read failed).
+    """
+
+    def __init__(self, pid: int, interval_s: float = 1.0,
+                 on_totals: Callable[[WaitTotals], None] | None = None,
+                 on_error: Callable[[str], None] | None = None) -> None:
+        self.pid = pid
+        self.interval_s = interval_s
+        self.on_totals = on_totals
+        self.on_error = on_error
+        self._obj: BpfObject | None = None
+        self._links: list = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ncpu = 1
+
+    def start(self) -> EbpfWaitTracer:
+        """Load and attach (UserError in one line when the kernel or the rights refuse), then read."""
+        if not os.path.exists(f"/proc/{self.pid}"):
+            raise UserError(f"no process {self.pid}")
+        obj = BpfObject(object_path())
+        try:
+            obj.set_initial(".rodata", struct.pack("<I", self.pid))
+            obj.load()
+            self._ncpu = possible_cpus()
+            for name in PROGRAMS:
+                self._links.append(obj.attach(name))
+        except BaseException:
+            for link in self._links:
+                link.destroy()
+            self._links.clear()
+            obj.close()
+            raise
+        self._obj = obj
+        self._thread = threading.Thread(target=self._loop, name="ebpf-wait-tracer", daemon=True)
+        self._thread.start()
+        return self
+
+    def read(self) -> WaitTotals:
+        """The histograms now, summed over CPUs (cumulative since :meth:`start`)."""
+        obj = self._obj
+        if obj is None:
+            raise UserError("the wait tracer is not attached")
+        stride = (_AGG.size + 7) // 8 * 8
+        aggs: dict[SizedKey, SyscallAgg] = {}
+        for kb, vb in obj.items(obj.map_fd("aggs"), _Key, stride * self._ncpu):
+            nr, flags, size = struct.unpack("<IIQ", kb)
+            count = total = mx = 0
+            lat = [0] * LAT_BUCKETS
+            for cpu in range(self._ncpu):
+                c, t, m, *buckets = _AGG.unpack_from(vb, cpu * stride)
+                count, total, mx = count + c, total + t, max(mx, m)
+                for i, k in enumerate(buckets):
+                    lat[i] += k
+            aggs[SizedKey(nr, flags, size)] = SyscallAgg(count, total, mx, tuple(lat))
+        stats = [0] * _N_STATS
+        for kb, vb in obj.items(obj.map_fd("stats"), ctypes.c_uint32, 8 * self._ncpu):
+            (i,) = struct.unpack("<I", kb)
+            if i < _N_STATS:
+                stats[i] = sum(struct.unpack(f"<{self._ncpu}Q", vb))
+        return WaitTotals(aggs, stats[0], stats[1], stats[2], time.time())
+
+    def stop(self) -> None:
+        """Detach and unload. Idempotent."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(5)
+        for link in self._links:
+            link.destroy()
+        self._links.clear()
+        if self._obj is not None:
+            self._obj.close()
+            self._obj = None
+
+    def __enter__(self) -> EbpfWaitTracer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.wait(self.interval_s):
+                if not os.path.exists(f"/proc/{self.pid}"):
+                    self._error(f"process {self.pid} exited; eBPF wait tracing stopped")
+                    return
+                totals = self.read()
+                if self.on_totals is not None:
+                    self.on_totals(totals)
+        except Exception as err:  # errors cross threads as messages
+            self._error(f"eBPF wait tracer failed: {err!r}")
+
+    def _error(self, message: str) -> None:
+        if self.on_error is not None:
+            self.on_error(message)

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tdescope's wait tracer: every syscall of one process (all its threads, later ones too), timed from
+ * enter to exit and sized, plus its threads' off-CPU time, aggregated here in the kernel.
+ *
+ * Raw tracepoints (sys_enter, sys_exit, sched_switch) need no tracefs, which is not mounted at boot on
+ * these machines. The first thing each program does is compare the caller's tgid with the one target
+ * (a read-only constant, so the verifier folds it): other processes pay one compare.
+ *
+ * Per (syscall, flags, size) a per-CPU histogram counts calls, total and longest time and log2
+ * latency buckets; the workbench reads and sums the maps once a second (app/waits/ebpf/tracer.py),
+ * so the cost does not grow with the syscall rate. No record goes out per call. Sizes are exact for
+ * file I/O and memory operations (mmap's length is Oracle's 'PGA memory operation' p1), log2 buckets
+ * for the network. The program reads only: syscall arguments and two task_struct fields.
+ *
+ * Build: clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu
+ *        -c waits.bpf.c -o waits.bpf.o   (no kernel headers, no vmlinux.h; CO-RE for task_struct)
+ */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <asm/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define LAT_BUCKETS 40      /* bucket i: durations with floor(log2(ns)) == i; the last takes the rest */
+#define SLOTS 65536         /* in-flight calls, one slot per thread id modulo SLOTS */
+#define SIZE_LOG2 (1ULL << 63)  /* key.size holds floor(log2(bytes)) + 1, not the bytes */
+
+/* Pseudo syscall numbers for off-CPU time (sched_switch). */
+#define NR_CPU_QUEUE 1000   /* switched out runnable (preempted): waiting for a CPU */
+#define NR_BLOCKED 1001     /* switched out sleeping: blocked, whatever in */
+
+const volatile __u32 target_tgid = 0;
+
+struct key {
+    __u32 nr;
+    __u32 flags;     /* MAP_* of mmap/mremap, MADV_* of madvise */
+    __u64 size;      /* bytes, or SIZE_LOG2 | bucket */
+};
+
+struct agg {
+    __u64 count;
+    __u64 total_ns;
+    __u64 max_ns;
+    __u64 lat[LAT_BUCKETS];
+};
+
+struct inflight {
+    __u64 ts;
+    __u64 size;
+    __u32 nr;
+    __u32 tid;
+    __u32 flags;
+    __u32 pad;
+};
+
+struct offcpu {
+    __u64 ts;
+    __u32 tid;
+    __u32 runnable;
+};
+
+enum stat {
+    S_CALLS,         /* syscall exits timed */
+    S_NO_ROOM,       /* a new (syscall, flags, size) found the histogram map full */
+    S_UNMATCHED,     /* an exit whose entry was not seen (attached mid-call, or slot reused) */
+    S_SWITCHES,      /* off-CPU intervals timed */
+    S_NSTATS,
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+    __uint(max_entries, 16384);
+    __type(key, struct key);
+    __type(value, struct agg);
+} aggs SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SLOTS);
+    __type(key, __u32);
+    __type(value, struct inflight);
+} calls SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SLOTS);
+    __type(key, __u32);
+    __type(value, struct offcpu);
+} offcpu SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, S_NSTATS);
+    __type(key, __u32);
+    __type(value, __u64);
+} stats SEC(".maps");
+
+/* The target's last program break, to size brk() calls by their change. */
+__u64 last_brk = 0;
+
+struct task_struct {
+    int pid;
+    int tgid;
+    unsigned int __state;
+} __attribute__((preserve_access_index));
+
+static __always_inline void bump(__u32 which)
+{
+    __u64 *v = bpf_map_lookup_elem(&stats, &which);
+    if (v)
+        *v += 1;
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+    __u32 r = 0;
+    if (v >> 32) { v >>= 32; r += 32; }
+    if (v >> 16) { v >>= 16; r += 16; }
+    if (v >> 8) { v >>= 8; r += 8; }
+    if (v >> 4) { v >>= 4; r += 4; }
+    if (v >> 2) { v >>= 2; r += 2; }
+    if (v >> 1) { r += 1; }
+    return r;
+}
+
+static __always_inline void account(struct key *k, __u64 ns)
+{
+    struct agg *a = bpf_map_lookup_elem(&aggs, k);
+    if (!a) {
+        struct agg zero = {};
+        bpf_map_update_elem(&aggs, k, &zero, BPF_NOEXIST);
+        a = bpf_map_lookup_elem(&aggs, k);
+        if (!a) {
+            bump(S_NO_ROOM);
+            return;
+        }
+    }
+    __u32 b = log2_u64(ns);
+    if (b >= LAT_BUCKETS)
+        b = LAT_BUCKETS - 1;
+    a->count += 1;
+    a->total_ns += ns;
+    if (ns > a->max_ns)
+        a->max_ns = ns;
+    a->lat[b] += 1;
+}
+
+/* x86-64 syscall numbers (asm/unistd_64.h) of the calls sized here. */
+enum {
+    NR_read = 0, NR_write = 1, NR_mmap = 9, NR_munmap = 11, NR_brk = 12, NR_pread64 = 17,
+    NR_pwrite64 = 18, NR_readv = 19, NR_writev = 20, NR_mremap = 25, NR_madvise = 28,
+    NR_sendto = 44, NR_recvfrom = 45, NR_sendmsg = 46, NR_recvmsg = 47, NR_preadv = 295,
+    NR_pwritev = 296,
+};
+
+SEC("raw_tracepoint/sys_enter")
+int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    if ((__u32)(id >> 32) != target_tgid)
+        return 0;
+    __u32 tid = (__u32)id, slot = tid & (SLOTS - 1);
+    struct inflight *f = bpf_map_lookup_elem(&calls, &slot);
+    if (!f)
+        return 0;
+    __u32 nr = (__u32)ctx->args[1];
+    __u64 size = 0;
+    __u32 flags = 0;
+    if (nr == NR_mmap || nr == NR_munmap || nr == NR_madvise || nr == NR_mremap) {
+        struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
+        unsigned long a1 = 0, a2 = 0, a3 = 0;
+        bpf_probe_read_kernel(&a1, sizeof(a1), &regs->rsi);
+        if (nr == NR_mmap) {
+            bpf_probe_read_kernel(&a3, sizeof(a3), &regs->r10);
+            size = a1;
+            flags = (__u32)a3;
+        } else if (nr == NR_munmap) {
+            size = a1;
+        } else if (nr == NR_madvise) {
+            bpf_probe_read_kernel(&a2, sizeof(a2), &regs->rdx);
+            size = a1;
+            flags = (__u32)a2;
+        } else {  /* mremap(old, old_len, new_len, flags) */
+            bpf_probe_read_kernel(&a2, sizeof(a2), &regs->rdx);
+            bpf_probe_read_kernel(&a3, sizeof(a3), &regs->r10);
+            size = a2;
+            flags = (__u32)a3;
+        }
+    }
+    f->nr = nr;
+    f->tid = tid;
+    f->size = size;
+    f->flags = flags;
+    f->ts = bpf_ktime_get_ns();
+    return 0;
+}
+
+SEC("raw_tracepoint/sys_exit")
+int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    if ((__u32)(id >> 32) != target_tgid)
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    __u32 tid = (__u32)id, slot = tid & (SLOTS - 1);
+    struct inflight *f = bpf_map_lookup_elem(&calls, &slot);
+    if (!f)
+        return 0;
+    if (f->tid != tid || !f->ts) {
+        bump(S_UNMATCHED);
+        return 0;
+    }
+    __u64 ts = f->ts;
+    f->ts = 0;
+    __s64 ret = (__s64)ctx->args[1];
+    struct key k = {.nr = f->nr, .flags = f->flags, .size = f->size};
+    switch (k.nr) {
+    case NR_read: case NR_write: case NR_pread64: case NR_pwrite64:
+    case NR_readv: case NR_writev: case NR_preadv: case NR_pwritev:
+        k.size = ret > 0 ? (__u64)ret : 0;
+        break;
+    case NR_sendto: case NR_recvfrom: case NR_sendmsg: case NR_recvmsg:
+        k.size = ret > 0 ? SIZE_LOG2 | (log2_u64((__u64)ret) + 1) : 0;
+        break;
+    case NR_brk: {
+        __u64 prev = last_brk;
+        if (ret > 0) {
+            last_brk = (__u64)ret;
+            k.size = prev ? ((__u64)ret > prev ? (__u64)ret - prev : prev - (__u64)ret) : 0;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    account(&k, now - ts);
+    bump(S_CALLS);
+    return 0;
+}
+
+SEC("raw_tracepoint/sched_switch")
+int on_sched_switch(struct bpf_raw_tracepoint_args *ctx)
+{
+    /* TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state) */
+    struct task_struct *prev = (struct task_struct *)ctx->args[1];
+    struct task_struct *next = (struct task_struct *)ctx->args[2];
+    __u64 now = 0;
+    if ((__u32)(bpf_get_current_pid_tgid() >> 32) == target_tgid) {
+        __u32 tid = (__u32)BPF_CORE_READ(prev, pid), slot = tid & (SLOTS - 1);
+        struct offcpu *o = bpf_map_lookup_elem(&offcpu, &slot);
+        if (o) {
+            now = bpf_ktime_get_ns();
+            o->tid = tid;
+            o->runnable = BPF_CORE_READ(prev, __state) == 0;
+            o->ts = now;
+        }
+    }
+    if ((__u32)BPF_CORE_READ(next, tgid) == target_tgid) {
+        __u32 tid = (__u32)BPF_CORE_READ(next, pid), slot = tid & (SLOTS - 1);
+        struct offcpu *o = bpf_map_lookup_elem(&offcpu, &slot);
+        if (o && o->tid == tid && o->ts) {
+            if (!now)
+                now = bpf_ktime_get_ns();
+            struct key k = {.nr = o->runnable ? NR_CPU_QUEUE : NR_BLOCKED};
+            account(&k, now - o->ts);
+            o->ts = 0;
+            bump(S_SWITCHES);
+        }
+    }
+    return 0;
+}

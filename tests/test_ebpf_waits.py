@@ -1,0 +1,128 @@
+"""The eBPF wait tracer on real processes whose syscalls are known: exact counts, sizes, flags.
+
+``clients/known_waits.c`` starts a new thread per "go" (after the tracer attached) that maps and
+unmaps exactly N x 128 KiB, preads N x 8 KiB, pwrites N x 4 KiB and madvises N x 1 MiB; the
+tracer's figures must say exactly that. "Nothing left behind" is checked from the kernel's side
+(bpftool's list of programs) after a kill -9 of the process holding the tracer.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import compile_client, wait_for
+from tdescope.app.waits.ebpf.tracer import PROGRAMS, EbpfWaitTracer
+from tdescope.app.waits.exact import figures, format_sizes, percentile_ns
+
+pytestmark = pytest.mark.ebpf
+N = 300
+MAP_PRIVATE_ANON = 0x22
+MADV_DONTNEED = 4
+
+
+def our_programs() -> list[dict]:
+    """Programs the kernel holds under the tracer's names."""
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
+    return [p for p in json.loads(out or "[]") if p.get("name") in PROGRAMS]
+
+
+@pytest.fixture
+def known_waits(tmp_path):
+    exe = compile_client("known_waits.c", tmp_path / "known_waits", "-pthread")
+    data = tmp_path / "data"
+    data.write_bytes(os.urandom(16 * 8192))
+    proc = subprocess.Popen([str(exe), str(N), str(data)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    proc.pid_seen = int(proc.stdout.readline())
+
+    def go():
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "done\n"
+
+    proc.go = go
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def by_syscall(totals):
+    return {f.syscall: f for f in figures(totals)}
+
+
+def test_counts_sizes_and_flags_are_exact_on_a_thread_started_after_attach(known_waits):
+    with EbpfWaitTracer(known_waits.pid) as tracer:
+        known_waits.go()
+        totals = tracer.read()
+        known_waits.go()
+        twice = tracer.read()
+    rows = by_syscall(totals)
+    mmap, munmap = rows["mmap"], rows["munmap"]
+    assert mmap.wait_class == munmap.wait_class == "Memory operation"
+    assert mmap.sizes[131072] == N and munmap.sizes[131072] == N, (mmap.sizes, munmap.sizes)
+    assert format_sizes(munmap, 1) == f"131072 B × {N}"
+    assert mmap.flags[MAP_PRIVATE_ANON] >= N
+    assert rows["madvise"].sizes[1 << 20] == N and rows["madvise"].flags[MADV_DONTNEED] >= N
+    assert rows["pread64"].wait_class == "File I/O" and rows["pread64"].sizes == {8192: N}
+    assert rows["pwrite64"].sizes == {4096: N}
+    assert rows["pread64"].bytes_p50 == 8192 and rows["pread64"].count == N
+    for f in (mmap, munmap, rows["pread64"]):
+        assert 0 < f.p50_us <= f.p99_us <= f.max_us * 2 and f.total_us > 0
+        assert sum(f.lat) == f.count
+    assert totals.no_room == 0
+    # cumulative reads; their difference is the second round alone
+    again = by_syscall(twice.minus(totals))
+    assert again["munmap"].sizes[131072] == N and again["pread64"].sizes == {8192: N}
+    wait_for(lambda: not our_programs(), what="the programs unloaded once stopped")
+
+
+def test_the_reader_hands_over_totals_each_interval_and_says_when_the_process_exits(known_waits):
+    got, errors = [], []
+    tracer = EbpfWaitTracer(known_waits.pid, interval_s=0.05, on_totals=got.append, on_error=errors.append)
+    with tracer:
+        known_waits.go()
+        wait_for(lambda: any(by_syscall(t).get("pwrite64") for t in got), what="a read after the work")
+        known_waits.stdin.close()
+        known_waits.wait()
+        wait_for(lambda: errors, what="the exit noticed")
+    assert errors == [f"process {known_waits.pid} exited; eBPF wait tracing stopped"]
+    last = by_syscall(got[-1])
+    assert last["pwrite64"].sizes == {4096: N}
+
+
+def test_percentiles_come_from_the_log2_buckets():
+    lat = [0] * 40
+    lat[10] = 50  # 1024..2047 ns
+    lat[20] = 50  # ~1 ms
+    assert 1024 <= percentile_ns(lat, 0.5) <= 2048
+    assert (1 << 20) <= percentile_ns(lat, 0.99) <= (1 << 21)
+    assert percentile_ns([0] * 40, 0.5) == 0.0
+
+
+def test_kill_9_of_the_tracer_leaves_nothing_attached_and_the_target_whole(known_waits):
+    holder = (
+        "import sys, time\n"
+        "from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer\n"
+        f"t = EbpfWaitTracer({known_waits.pid}, interval_s=0.01).start()\n"
+        "print('attached', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    wait_for(lambda: not our_programs(), what="no tracer left from before")
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline() == "attached\n"
+            assert len(our_programs()) == len(PROGRAMS)
+            known_waits.go()  # traced flat out while it dies
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            proc.stdout.close()
+        wait_for(lambda: not our_programs(), what="the kernel removes the programs of a killed tracer")
+        assert known_waits.poll() is None
+    known_waits.go()
+    assert known_waits.poll() is None
