@@ -16,7 +16,8 @@ import pytest
 
 from conftest import compile_client, wait_for
 from tdescope.app.waits.ebpf.tracer import PROGRAMS, EbpfWaitTracer
-from tdescope.app.waits.exact import figures, format_sizes, percentile_ns
+from tdescope.app.events import WaitFigures
+from tdescope.app.waits.exact import bytes_p50, figures, format_sizes, merge, percentile_ns, record
 
 pytestmark = pytest.mark.ebpf
 N = 300
@@ -54,6 +55,14 @@ def by_syscall(totals):
     return {f.syscall: f for f in figures(totals)}
 
 
+def sizes(f):
+    return dict(f.sizes)
+
+
+def flags(f):
+    return dict(f.flags)
+
+
 def test_counts_sizes_and_flags_are_exact_on_a_thread_started_after_attach(known_waits):
     with EbpfWaitTracer(known_waits.pid) as tracer:
         known_waits.go()
@@ -63,20 +72,27 @@ def test_counts_sizes_and_flags_are_exact_on_a_thread_started_after_attach(known
     rows = by_syscall(totals)
     mmap, munmap = rows["mmap"], rows["munmap"]
     assert mmap.wait_class == munmap.wait_class == "Memory operation"
-    assert mmap.sizes[131072] == N and munmap.sizes[131072] == N, (mmap.sizes, munmap.sizes)
+    assert sizes(mmap)[131072] == N and sizes(munmap)[131072] == N, (mmap.sizes, munmap.sizes)
     assert format_sizes(munmap, 1) == f"131072 B × {N}"
-    assert mmap.flags[MAP_PRIVATE_ANON] >= N
-    assert rows["madvise"].sizes[1 << 20] == N and rows["madvise"].flags[MADV_DONTNEED] >= N
-    assert rows["pread64"].wait_class == "File I/O" and rows["pread64"].sizes == {8192: N}
-    assert rows["pwrite64"].sizes == {4096: N}
-    assert rows["pread64"].bytes_p50 == 8192 and rows["pread64"].count == N
+    assert flags(mmap)[MAP_PRIVATE_ANON] >= N
+    assert sizes(rows["madvise"])[1 << 20] == N and flags(rows["madvise"])[MADV_DONTNEED] >= N
+    assert rows["pread64"].wait_class == "File I/O" and sizes(rows["pread64"]) == {8192: N}
+    assert sizes(rows["pwrite64"]) == {4096: N}
+    assert bytes_p50(rows["pread64"]) == 8192 and rows["pread64"].count == N
     for f in (mmap, munmap, rows["pread64"]):
         assert 0 < f.p50_us <= f.p99_us <= f.max_us * 2 and f.total_us > 0
         assert sum(f.lat) == f.count
     assert totals.no_room == 0
     # cumulative reads; their difference is the second round alone
     again = by_syscall(twice.minus(totals))
-    assert again["munmap"].sizes[131072] == N and again["pread64"].sizes == {8192: N}
+    assert sizes(again["munmap"])[131072] == N and sizes(again["pread64"]) == {8192: N}
+    # per-second batches add up to the whole, and the --json record carries the sizes
+    halves = [WaitFigures(0.0, known_waits.pid, 1.0, tuple(figures(t))) for t in (totals, twice.minus(totals))]
+    both = {f.syscall: f for f in merge(halves)}
+    assert sizes(both["munmap"])[131072] == 2 * N and both["pread64"].count == 2 * N
+    rec = record(both["munmap"])
+    assert rec["source"] == "ebpf" and rec["class"] == "Memory operation" and rec["bytes_top"][0] == [131072, 2 * N]
+    assert {"syscall", "count", "total_us", "p50_us", "p99_us", "bytes_p50"} <= set(rec)
     wait_for(lambda: not our_programs(), what="the programs unloaded once stopped")
 
 
@@ -91,7 +107,7 @@ def test_the_reader_hands_over_totals_each_interval_and_says_when_the_process_ex
         wait_for(lambda: errors, what="the exit noticed")
     assert errors == [f"process {known_waits.pid} exited; eBPF wait tracing stopped"]
     last = by_syscall(got[-1])
-    assert last["pwrite64"].sizes == {4096: N}
+    assert sizes(last["pwrite64"]) == {4096: N}
 
 
 def test_percentiles_come_from_the_log2_buckets():

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from tdescope.app.events import WaitSample
+from tdescope.app.events import WaitFigure, WaitFigures, WaitSample
 from tdescope.app.waits.os_sampler import classify
 from tdescope.app.waits.syscalls import syscall_name
 
-__all__ = ["LAT_BUCKETS", "NR_BLOCKED", "NR_CPU_QUEUE", "SIZE_LOG2", "SizedKey", "SyscallAgg", "WaitFigure",
-           "WaitTotals", "figures", "figures_from_samples", "format_sizes"]
+__all__ = ["LAT_BUCKETS", "NR_BLOCKED", "NR_CPU_QUEUE", "SIZE_LOG2", "SizedKey", "SyscallAgg", "WaitTotals",
+           "avg_us", "bytes_p50", "bytes_top", "figures", "figures_from_samples", "format_sizes", "merge",
+           "percentile_ns", "record"]
 
 #: Latency buckets per histogram (``waits.bpf.c``'s LAT_BUCKETS).
 LAT_BUCKETS = 40
@@ -101,59 +102,40 @@ class WaitTotals:
                           self.no_room - older.no_room, self.unmatched - older.unmatched, self.ts)
 
 
-@dataclass(frozen=True, slots=True)
-class WaitFigure:
-    """One (class, syscall) row of the exact waits table; ``source`` is ``"ebpf"`` or ``"proc"``.
+def avg_us(figure: WaitFigure) -> float:
+    """Average time per call (per sample for ``proc``)."""
+    return figure.total_us / figure.count if figure.count else 0.0
 
-    Times are microseconds. ``p50_us``/``p99_us`` are None for ``proc`` (samples have no durations),
-    ``total_us`` there is samples x sampling period. ``sizes`` counts calls per size in bytes (memory
-    operations and I/O only); ``flags`` counts calls per ``MAP_*``/``MADV_*`` value.
-    """
 
-    source: str
-    wait_class: str
-    syscall: str
-    count: int
-    total_us: float
-    p50_us: float | None = None
-    p99_us: float | None = None
-    max_us: float | None = None
-    lat: tuple[int, ...] = ()
-    sizes: dict[int, int] = field(default_factory=dict)
-    flags: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def avg_us(self) -> float:
-        return self.total_us / self.count if self.count else 0.0
-
-    @property
-    def bytes_p50(self) -> int | None:
-        """The median call's size (None where sizes do not apply)."""
-        if not self.sizes:
-            return None
-        half, seen = (sum(self.sizes.values()) + 1) // 2, 0
-        for size in sorted(self.sizes):
-            seen += self.sizes[size]
-            if seen >= half:
-                return size
+def bytes_p50(figure: WaitFigure) -> int | None:
+    """The median call's size (None where sizes do not apply)."""
+    if not figure.sizes:
         return None
+    half, seen = (sum(k for _, k in figure.sizes) + 1) // 2, 0
+    for size, k in sorted(figure.sizes):
+        seen += k
+        if seen >= half:
+            return size
+    return None
 
-    def bytes_top(self, n: int = 3) -> list[tuple[int, int]]:
-        """The ``n`` most common sizes, ``(bytes, calls)``, most common first."""
-        return sorted(self.sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
-    def record(self) -> dict:
-        """The ``--json`` record."""
-        out = {"source": self.source, "class": self.wait_class, "syscall": self.syscall, "count": self.count,
-               "total_us": round(self.total_us, 1), "avg_us": round(self.avg_us, 2),
-               "p50_us": None if self.p50_us is None else round(self.p50_us, 2),
-               "p99_us": None if self.p99_us is None else round(self.p99_us, 2)}
-        if self.sizes:
-            out["bytes_p50"] = self.bytes_p50
-            out["bytes_top"] = [[size, calls] for size, calls in self.bytes_top(5)]
-        if self.flags:
-            out["flags"] = {f"{k:#x}": v for k, v in sorted(self.flags.items())}
-        return out
+def bytes_top(figure: WaitFigure, n: int = 3) -> list[tuple[int, int]]:
+    """The ``n`` most common sizes, ``(bytes, calls)``, most common first."""
+    return sorted(figure.sizes, key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def record(figure: WaitFigure) -> dict:
+    """The ``--json`` record of one row."""
+    out = {"source": figure.source, "class": figure.wait_class, "syscall": figure.syscall, "count": figure.count,
+           "total_us": round(figure.total_us, 1), "avg_us": round(avg_us(figure), 2),
+           "p50_us": None if figure.p50_us is None else round(figure.p50_us, 2),
+           "p99_us": None if figure.p99_us is None else round(figure.p99_us, 2)}
+    if figure.sizes:
+        out["bytes_p50"] = bytes_p50(figure)
+        out["bytes_top"] = [[size, calls] for size, calls in bytes_top(figure, 5)]
+    if figure.flags:
+        out["flags"] = {f"{k:#x}": v for k, v in sorted(figure.flags)}
+    return out
 
 
 def percentile_ns(lat: Iterable[int], q: float) -> float:
@@ -174,9 +156,9 @@ def percentile_ns(lat: Iterable[int], q: float) -> float:
 
 def _name_class(nr: int) -> tuple[str, str]:
     if nr == NR_CPU_QUEUE:
-        return "CPU queue", "runnable, waiting for a CPU"
+        return "CPU queue", "runnable"
     if nr == NR_BLOCKED:
-        return "Off CPU", "blocked (any cause)"
+        return "Off CPU", "blocked"
     name = syscall_name(nr)
     return classify("S", name)[0], name
 
@@ -198,9 +180,33 @@ def figures(totals: WaitTotals) -> list[WaitFigure]:
             row[4][key.bytes] += agg.count
         if key.flags:
             row[5][key.flags] += agg.count
-    out = [WaitFigure("ebpf", cls, name, count, total / 1e3, percentile_ns(lat, 0.5) / 1e3,
-                      percentile_ns(lat, 0.99) / 1e3, mx / 1e3, tuple(lat), dict(sizes), dict(flags))
+    out = [_figure("ebpf", cls, name, count, total / 1e3, mx / 1e3, lat, sizes, flags)
            for (cls, name), (count, total, mx, lat, sizes, flags) in rows.items()]
+    out.sort(key=lambda f: (-f.total_us, f.wait_class, f.syscall))
+    return out
+
+
+def _figure(source: str, cls: str, name: str, count: int, total_us: float, max_us: float, lat, sizes: Counter,
+            flags: Counter) -> WaitFigure:
+    return WaitFigure(source, cls, name, count, total_us, percentile_ns(lat, 0.5) / 1e3,
+                      percentile_ns(lat, 0.99) / 1e3, max_us, tuple(lat), tuple(sorted(sizes.items())),
+                      tuple(sorted(flags.items())))
+
+
+def merge(batches: Iterable[WaitFigures]) -> list[WaitFigure]:
+    """The rows of several :class:`WaitFigures` (a run, a selected range) added up per (class, syscall)."""
+    rows: dict[tuple[str, str], list] = {}
+    for batch in batches:
+        for f in batch.figures:
+            row = rows.setdefault((f.wait_class, f.syscall), [0, 0.0, 0.0, [0] * LAT_BUCKETS, Counter(), Counter()])
+            row[0] += f.count
+            row[1] += f.total_us
+            row[2] = max(row[2], f.max_us or 0.0)
+            for i, k in enumerate(f.lat[:LAT_BUCKETS]):
+                row[3][i] += k
+            row[4].update(dict(f.sizes))
+            row[5].update(dict(f.flags))
+    out = [_figure("ebpf", cls, name, *vals) for (cls, name), vals in rows.items()]
     out.sort(key=lambda f: (-f.total_us, f.wait_class, f.syscall))
     return out
 
@@ -215,4 +221,4 @@ def figures_from_samples(samples: Iterable[WaitSample], hz: float) -> list[WaitF
 
 def format_sizes(figure: WaitFigure, n: int = 2) -> str:
     """The most common sizes written out: ``131072 B × 1,204, 4096 B × 17``."""
-    return ", ".join(f"{size} B × {calls:,}" for size, calls in figure.bytes_top(n))
+    return ", ".join(f"{size} B × {calls:,}" for size, calls in bytes_top(figure, n))

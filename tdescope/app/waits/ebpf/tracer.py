@@ -114,10 +114,15 @@ class EbpfWaitTracer:
         return WaitTotals(aggs, stats[0], stats[1], stats[2], time.time())
 
     def stop(self) -> None:
-        """Detach and unload. Idempotent."""
+        """Hand over a last read (the calls since the previous one), detach and unload. Idempotent."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5)
+        if self._obj is not None and self.on_totals is not None:
+            try:
+                self.on_totals(self.read())
+            except Exception as err:  # errors cross threads as messages
+                self._error(f"eBPF wait tracer failed: {err!r}")
         for link in self._links:
             link.destroy()
         self._links.clear()
