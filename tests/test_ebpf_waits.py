@@ -8,13 +8,14 @@ tracer's figures must say exactly that. "Nothing left behind" is checked from th
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 
 import pytest
 
-from conftest import compile_client, wait_for
+from conftest import assert_one_line_error, compile_client, wait_for
 from tdescope.app.waits.ebpf.tracer import PROGRAMS, EbpfWaitTracer
 from tdescope.app.events import WaitFigures
 from tdescope.app.waits.exact import bytes_p50, figures, format_sizes, merge, percentile_ns, record
@@ -142,3 +143,47 @@ def test_kill_9_of_the_tracer_leaves_nothing_attached_and_the_target_whole(known
         assert known_waits.poll() is None
     known_waits.go()
     assert known_waits.poll() is None
+
+
+def test_cli_waits_json_carries_exact_counts_and_sizes(known_waits):
+    cli = subprocess.Popen([sys.executable, "-m", "tdescope", "waits", "--pid", str(known_waits.pid), "--seconds",
+                            "3", "--json", "--os-waits", "ebpf"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        wait_for(lambda: len(our_programs()) == len(PROGRAMS), timeout=60, what="the tracer attached")
+        known_waits.go()
+        out, err = cli.communicate(timeout=120)
+    finally:
+        cli.kill()
+    assert cli.returncode == 0, err
+    exact = {r["syscall"]: r for r in map(json.loads, out.splitlines()) if "syscall" in r}
+    assert exact["munmap"]["source"] == "ebpf" and exact["munmap"]["class"] == "Memory operation"
+    assert [131072, N] in exact["munmap"]["bytes_top"] and exact["pread64"]["bytes_top"] == [[8192, N]]
+    assert exact["pread64"]["count"] == N and exact["pread64"]["bytes_p50"] == 8192
+    assert exact["pwrite64"]["p50_us"] <= exact["pwrite64"]["p99_us"]
+
+
+def test_cli_waits_without_ebpf_rights_is_one_line_or_falls_back_to_proc(tmp_path):
+    """As an unprivileged user: --os-waits ebpf refuses in one line; auto gives /proc figures, said so."""
+    setpriv = shutil.which("setpriv")
+    assert setpriv
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    tmp_path.chmod(0o777)
+    sleeper = subprocess.Popen([setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable,
+                                "-c", "import time\nwhile True: time.sleep(0.001)"])
+    cmd = [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", sys.executable,
+           "-m", "tdescope", "waits", "--pid", str(sleeper.pid), "--seconds", "1", "--idle"]
+    try:
+        refused = subprocess.run([*cmd, "--os-waits", "ebpf"], capture_output=True, text=True, env=env, timeout=60,
+                                 cwd=str(tmp_path))
+        fallback = subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env, timeout=60,
+                                  cwd=str(tmp_path))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert_one_line_error(refused, "exact waits: eBPF")
+    assert "eBPF needs root, or CAP_BPF and CAP_PERFMON" in refused.stderr
+    assert fallback.returncode == 0, fallback.stderr
+    exact = [r for r in map(json.loads, fallback.stdout.splitlines()) if "syscall" in r]
+    assert exact and {r["source"] for r in exact} == {"proc"} and all(r["p50_us"] is None for r in exact)
+    assert "exact waits: eBPF" in fallback.stderr and "/proc samples only" in fallback.stderr
