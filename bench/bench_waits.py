@@ -1,0 +1,93 @@
+"""The eBPF wait tracer's cost on the target: the lab's A/B DML with the tracer on vs off, in one run.
+
+One lab worker (the SQLCipher lab's ab_dml: ~100,000 syscalls/s, ../shared/research/ebpf-waits.md);
+runs alternate off / ebpf / proc, rotating the order each round so drift hits every mode alike.
+"ebpf" is :class:`~tdescope.app.waits.ebpf.tracer.EbpfWaitTracer` attached for the run (every syscall
+and context switch of the worker timed and sized in the kernel, the maps read each second); "proc"
+is the /proc wait sampler at 20 Hz, the anchor the tracer is held to. Elapsed is the workload's own
+total (encrypted + plain sides); ratios are paired within a round.
+
+Run alone: ``python -m bench.bench_waits [--quick]`` (JSON on stdout).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+
+from bench._report import goal
+
+goal("waits_runs_per_mode", "A/B DML runs per mode (off, eBPF tracer, /proc sampler), alternated in one run")
+goal("waits_ebpf_overhead_pct", "eBPF wait tracer on vs off: A/B DML elapsed, median of paired ratios", "≤ 3 %",
+     lambda v: v <= 3)
+goal("waits_ebpf_ratio_spread", "eBPF wait tracer: [min, max] of the paired on/off ratios")
+goal("waits_proc_overhead_pct", "/proc wait sampler (20 Hz) on vs off, median of paired ratios (the anchor)")
+goal("waits_syscalls_per_s", "syscalls/s of the traced worker during the A/B DML (the tracer's count)")
+goal("waits_lost_aggregates", "calls the kernel could not aggregate (histogram map full), all eBPF runs", "0",
+     lambda v: v == 0)
+
+
+def run(quick: bool) -> dict:
+    from tdescope.app.engines.api import WorkloadControl
+    from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
+    from tdescope.app.waits.os_sampler import OsWaitSampler
+    from tdescope.plugins.sqlcipher.lab import LabSession
+
+    reps = 5 if quick else 9
+    lab = LabSession()
+    lost = 0
+    rates: list[float] = []
+    try:
+        pid = lab.server_pid()
+        workload = next(w for w in lab.workloads() if w.name == "ab_dml")
+        params = {**workload.params, "groups": 24}
+        workload.run(params, WorkloadControl())  # warm-up
+
+        def once(mode: str) -> float:
+            nonlocal lost
+            tracer = sampler = None
+            if mode == "ebpf":
+                tracer = EbpfWaitTracer(pid).start()
+            elif mode == "proc":
+                sampler = OsWaitSampler(pid, hz=20, on_sample=lambda s: None)
+                sampler.start()
+            try:
+                result = workload.run(params, WorkloadControl())
+            finally:
+                if tracer is not None:
+                    totals = tracer.read()
+                    tracer.stop()
+                    lost += totals.no_room
+                if sampler is not None:
+                    sampler.stop()
+            elapsed = result.total("encrypted") + result.total("plain")
+            if tracer is not None:
+                rates.append(totals.calls / elapsed)
+            return elapsed
+
+        modes = ["off", "ebpf", "proc"]
+        times: dict[str, list[float]] = {m: [] for m in modes}
+        for r in range(reps):
+            order = modes[r % len(modes):] + modes[: r % len(modes)]
+            for m in order:
+                times[m].append(once(m))
+    finally:
+        lab.close()
+    ebpf = [a / b for a, b in zip(times["ebpf"], times["off"])]
+    proc = [a / b for a, b in zip(times["proc"], times["off"])]
+    return {
+        "waits_runs_per_mode": reps,
+        "waits_ebpf_overhead_pct": round(100 * (statistics.median(ebpf) - 1), 2),
+        "waits_ebpf_ratio_spread": [round(min(ebpf), 3), round(max(ebpf), 3)],
+        "waits_proc_overhead_pct": round(100 * (statistics.median(proc) - 1), 2),
+        "waits_syscalls_per_s": round(statistics.median(rates)),
+        "waits_lost_aggregates": lost,
+        "waits_all_s": {m: [round(t, 3) for t in v] for m, v in times.items()},
+        "waits_load_avg_1m": os.getloadavg()[0],
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=2))
