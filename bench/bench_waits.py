@@ -7,6 +7,10 @@ and context switch of the worker timed and sized in the kernel, the maps read ea
 is the /proc wait sampler at 20 Hz, the anchor the tracer is held to. Elapsed is the workload's own
 total (encrypted + plain sides); ratios are paired within a round.
 
+A second, less noisy figure: a C loop of 4 KiB preads (``_syscall_loop``) timed per call with the
+tracer on vs off, alternated; the median added nanoseconds per syscall, times the DML's syscall rate,
+is the overhead the tracer puts on that rate whatever else the machine is doing.
+
 Run alone: ``python -m bench.bench_waits [--quick]`` (JSON on stdout).
 """
 
@@ -14,8 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 
 from bench._report import goal
 
@@ -25,8 +32,76 @@ goal("waits_ebpf_overhead_pct", "eBPF wait tracer on vs off: A/B DML elapsed, me
 goal("waits_ebpf_ratio_spread", "eBPF wait tracer: [min, max] of the paired on/off ratios")
 goal("waits_proc_overhead_pct", "/proc wait sampler (20 Hz) on vs off, median of paired ratios (the anchor)")
 goal("waits_syscalls_per_s", "syscalls/s of the traced worker during the A/B DML (the tracer's count)")
+goal("waits_ebpf_ns_per_syscall", "eBPF wait tracer: ns added per traced syscall (4 KiB pread loop, on - off, "
+     "median of alternated pairs)")
+goal("waits_ebpf_pct_at_100k", "that cost at 100,000 syscalls/s, % of one second", "≤ 3 %", lambda v: v <= 3)
 goal("waits_lost_aggregates", "calls the kernel could not aggregate (histogram map full), all eBPF runs", "0",
      lambda v: v == 0)
+
+
+_LOOP_C = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    static char buf[4096];
+    long n = atol(argv[1]);
+    int fd = open(argv[2], O_RDONLY);
+    char line[8];
+    printf("%d\n", (int)getpid());
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin)) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (long i = 0; i < n; i++)
+            if (pread(fd, buf, sizeof buf, 0) != sizeof buf) return 2;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        printf("%.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
+        fflush(stdout);
+    }
+    return 0;
+}
+"""
+
+
+def _per_syscall(pairs: int) -> tuple[float, list[float], float]:
+    """Median ns added per pread by the tracer, every pair's difference, and the median untraced pread."""
+    from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe, data = (os.path.join(tmp, n) for n in ("loop.c", "loop", "data"))
+        with open(src, "w") as f:
+            f.write(_LOOP_C)
+        with open(data, "wb") as f:
+            f.write(os.urandom(4096))
+        subprocess.run(["cc", "-O2", "-o", exe, src], check=True)
+        proc = subprocess.Popen([exe, "200000", data], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            pid = int(proc.stdout.readline())
+
+            def once() -> float:
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+                return float(proc.stdout.readline())
+
+            once()  # warm-up
+            diffs, offs = [], []
+            for i in range(pairs):
+                off = on = 0.0
+                for mode in (("off", "on") if i % 2 == 0 else ("on", "off")):
+                    if mode == "on":
+                        with EbpfWaitTracer(pid):
+                            on = once()
+                    else:
+                        off = once()
+                diffs.append(on - off)
+                offs.append(off)
+        finally:
+            proc.kill()
+            proc.wait()
+    return statistics.median(diffs), diffs, statistics.median(offs)
 
 
 def run(quick: bool) -> dict:
@@ -75,6 +150,7 @@ def run(quick: bool) -> dict:
                 times[m].append(once(m))
     finally:
         lab.close()
+    ns, diffs, base = _per_syscall(15 if quick else 31) if shutil.which("cc") else (float("nan"), [], float("nan"))
     ebpf = [a / b for a, b in zip(times["ebpf"], times["off"])]
     proc = [a / b for a, b in zip(times["proc"], times["off"])]
     return {
@@ -84,6 +160,10 @@ def run(quick: bool) -> dict:
         "waits_proc_overhead_pct": round(100 * (statistics.median(proc) - 1), 2),
         "waits_syscalls_per_s": round(statistics.median(rates)),
         "waits_lost_aggregates": lost,
+        "waits_ebpf_ns_per_syscall": round(ns, 1),
+        "waits_ebpf_ns_pairs": [round(d, 1) for d in diffs],
+        "waits_pread_ns_untraced": round(base, 1),
+        "waits_ebpf_pct_at_100k": round(ns * 100_000 / 1e9 * 100, 2),
         "waits_all_s": {m: [round(t, 3) for t in v] for m, v in times.items()},
         "waits_load_avg_1m": os.getloadavg()[0],
     }

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import assert_one_line_error, compile_client, wait_for
+from conftest import assert_one_line_error, compile_client, run_tdescope, wait_for
 from tdescope.app.waits.ebpf.tracer import PROGRAMS, EbpfWaitTracer
 from tdescope.app.events import WaitFigures
 from tdescope.app.waits.exact import bytes_p50, figures, format_sizes, merge, percentile_ns, record
@@ -187,3 +187,18 @@ def test_cli_waits_without_ebpf_rights_is_one_line_or_falls_back_to_proc(tmp_pat
     exact = [r for r in map(json.loads, fallback.stdout.splitlines()) if "syscall" in r]
     assert exact and {r["source"] for r in exact} == {"proc"} and all(r["p50_us"] is None for r in exact)
     assert "exact waits: eBPF" in fallback.stderr and "/proc samples only" in fallback.stderr
+
+
+def test_record_keeps_exact_waits_and_they_read_back(tmp_path):
+    out = tmp_path / "run.tds"
+    result = run_tdescope("record", "--lab", "sqlcipher", "--captures", "0", "--seconds", "3", "--no-hotspots",
+                          "--os-waits", "ebpf", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    from tdescope.app.session.reader import SessionReader
+
+    with SessionReader(out, writable=False) as reader:
+        batches = list(reader.events(kinds=[WaitFigures]))
+    assert batches and all(b.interval_s > 0 for b in batches)
+    rows = {f.syscall: f for f in merge(batches)}
+    assert rows["pwrite64"].source == "ebpf" and rows["pwrite64"].count > 0 and rows["pwrite64"].sizes
+    assert sum(b.lost for b in batches) == 0
