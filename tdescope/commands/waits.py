@@ -42,10 +42,12 @@ def run(args) -> int:
             raise interrupted_line(seen, "")
         raise UserError(seen.problems[0] if seen.problems else f"no wait samples in {seen.seconds:g} s")
     rows = waits.top(args.limit, exclude=() if args.idle else ("Idle",))
-    if not rows and not seen.interrupted:
+    exact, what = _exact_rows(args, seen)
+    busy = [r for r in exact if r.wait_class not in ("Idle", "Off CPU", "CPU queue")]
+    if not rows and not busy and not seen.interrupted:
         raise NothingObserved(f"no samples but Idle in {seen.seconds:g} s: pid {seen.pid} was idle "
                               "(--idle lists them)")
-    if not args.json:
+    if not args.json and rows:
         emit(HEADER)
     for r in rows:
         record = {"class": r.wait_class, "event": r.event, "samples": r.samples, "pct": round(r.pct, 2),
@@ -54,7 +56,7 @@ def run(args) -> int:
             emit(json.dumps(record))
         else:
             emit(f"{r.pct:6.1f}% {r.samples:7d}  {r.wait_class:17s} {r.event}  ({r.source})")
-    _exact_table(args, seen)
+    _exact_table(args, exact, what)
     if seen.interrupted:
         raise interrupted_line(seen, f"{waits.samples} samples" if rows else "")
     for p in seen.problems:
@@ -65,11 +67,11 @@ def run(args) -> int:
     return 0
 
 
-def _exact_table(args, seen) -> None:
-    """Per (class, syscall): count, total, average, p50, p99 and sizes; from eBPF, else from /proc samples."""
+def _exact_rows(args, seen) -> tuple[list, str]:
+    """Per (class, syscall) figures from eBPF, else from /proc samples, and what they are."""
     from tdescope.app.events import WaitFigures, WaitSample
     from tdescope.app.observe.sampling import OS_WAIT_HZ
-    from tdescope.app.waits.exact import avg_us, figures_from_samples, format_sizes, merge, record
+    from tdescope.app.waits.exact import figures_from_samples, merge
 
     if seen.os_source == "ebpf":
         rows = merge(e for e in seen.events if isinstance(e, WaitFigures))
@@ -78,7 +80,13 @@ def _exact_table(args, seen) -> None:
         rows = figures_from_samples((e for e in seen.events if isinstance(e, WaitSample)), OS_WAIT_HZ)
         what = f"from /proc samples at {OS_WAIT_HZ:g} Hz: counts are samples, no durations"
     skip = () if args.idle else ("Idle",)
-    rows = [r for r in rows if r.wait_class not in skip][:args.limit]
+    return [r for r in rows if r.wait_class not in skip][:args.limit], what
+
+
+def _exact_table(args, rows: list, what: str) -> None:
+    """Count, total, average, p50, p99 and the most common sizes, per (class, syscall)."""
+    from tdescope.app.waits.exact import avg_us, format_sizes, record
+
     if not args.json:
         emit("")
         emit(f"exact OS waits, {what}" + ("" if args.idle else " (Idle left out)"))

@@ -34,6 +34,9 @@ SIZE_LOG2 = 1 << 63
 #: Pseudo syscall numbers of off-CPU time: runnable but waiting for a CPU, and blocked.
 NR_CPU_QUEUE = 1000
 NR_BLOCKED = 1001
+#: ``key.flags`` of read/write/readv/writev: what the fd is (waits.bpf.c's FD_*).
+_FD_KINDS = {0: "file", 1: "socket", 2: "pipe"}
+_BY_FD = frozenset("read write readv writev".split())
 #: Classes whose sizes are shown.
 SIZED_CLASSES = ("Memory operation", "File I/O", "Network")
 
@@ -154,12 +157,14 @@ def percentile_ns(lat: Iterable[int], q: float) -> float:
     return float(1 << (len(lat) - 1))
 
 
-def _name_class(nr: int) -> tuple[str, str]:
+def _name_class(nr: int, flags: int) -> tuple[str, str]:
     if nr == NR_CPU_QUEUE:
         return "CPU queue", "runnable"
     if nr == NR_BLOCKED:
         return "Off CPU", "blocked"
     name = syscall_name(nr)
+    if name in _BY_FD:  # the kernel said what the fd is, as the /proc sampler reads it from /proc/PID/fd
+        return classify("S", name, fd_kind=_FD_KINDS.get(flags))
     return classify("S", name)[0], name
 
 
@@ -169,7 +174,7 @@ def figures(totals: WaitTotals) -> list[WaitFigure]:
     for key, agg in totals.aggs.items():
         if agg.count <= 0:
             continue
-        cls, name = _name_class(key.nr)
+        cls, name = _name_class(key.nr, key.flags)
         row = rows.setdefault((cls, name), [0, 0, 0, [0] * LAT_BUCKETS, Counter(), Counter()])
         row[0] += agg.count
         row[1] += agg.total_ns
@@ -178,7 +183,7 @@ def figures(totals: WaitTotals) -> list[WaitFigure]:
             row[3][i] += k
         if cls in SIZED_CLASSES and (key.size or cls == "Memory operation"):
             row[4][key.bytes] += agg.count
-        if key.flags:
+        if key.flags and name not in _BY_FD and not name.endswith(")"):
             row[5][key.flags] += agg.count
     out = [_figure("ebpf", cls, name, count, total / 1e3, mx / 1e3, lat, sizes, flags)
            for (cls, name), (count, total, mx, lat, sizes, flags) in rows.items()]

@@ -21,7 +21,7 @@ from importlib import resources
 
 from tdescope.app.errors import UserError
 from tdescope.app.waits.ebpf._libbpf import BpfObject, possible_cpus
-from tdescope.app.waits.exact import LAT_BUCKETS, SizedKey, SyscallAgg, WaitTotals
+from tdescope.app.waits.exact import LAT_BUCKETS, NR_CPU_QUEUE, SizedKey, SyscallAgg, WaitTotals
 
 __all__ = ["PROGRAMS", "EbpfWaitTracer", "object_path"]
 
@@ -111,7 +111,8 @@ class EbpfWaitTracer:
             (i,) = struct.unpack("<I", kb)
             if i < _N_STATS:
                 stats[i] = sum(struct.unpack(f"<{self._ncpu}Q", vb))
-        return WaitTotals(aggs, stats[0], stats[1], stats[2], time.time())
+        calls = sum(a.count for k, a in aggs.items() if k.nr < NR_CPU_QUEUE)
+        return WaitTotals(aggs, calls, stats[1], stats[2], time.time())
 
     def stop(self) -> None:
         """Hand over a last read (the calls since the previous one), detach and unload. Idempotent."""
