@@ -233,3 +233,49 @@ def test_read_and_write_say_whether_their_fd_is_a_file_a_socket_or_a_pipe():
     # + the read of "go" from stdin (a pipe too) when it began after the tracer attached
     assert rows[("Idle", "read (pipe)")].count in (100, 101) and rows[("Idle", "write (pipe)")].count == 100
     assert rows[("File I/O", "read")].count >= 100 and sizes(rows[("File I/O", "read")])[3] >= 100
+
+
+def test_line_up_pairs_engine_events_with_the_syscalls_they_are_made_of():
+    from tdescope.app.events import WaitFigure
+    from tdescope.app.waits.counter import WaitTopRow
+    from tdescope.app.waits.lineup import line_up
+
+    exact = [WaitFigure("ebpf", "File I/O", "pread64", 40, 800.0, sizes=((8192, 40),)),
+             WaitFigure("ebpf", "Sync", "fdatasync", 3, 900.0), WaitFigure("ebpf", "Lock", "futex", 7, 70.0)]
+    engine = [WaitTopRow("postgres", "IO", "DataFileRead", 34, 34.0), WaitTopRow("postgres", "IO", "WALSync", 5, 5.0),
+              WaitTopRow("postgres", "Extension", "Extension", 1, 1.0), WaitTopRow("os", "CPU", "on CPU", 9, 9.0)]
+    pairs = {p.event: p for p in line_up(engine, exact)}
+    assert set(pairs) == {"DataFileRead", "WALSync", "Extension"}
+    assert pairs["DataFileRead"].syscalls == ("pread64",) and pairs["DataFileRead"].os_count == 40
+    assert pairs["DataFileRead"].os_bytes_p50 == 8192 and pairs["DataFileRead"].pct == 34.0
+    assert pairs["WALSync"].syscalls == ("fdatasync",) and pairs["WALSync"].os_total_us == 900.0
+    assert pairs["Extension"].syscalls == () and pairs["Extension"].os_count == 0  # no rule: no guess
+
+
+def test_cli_waits_lines_up_a_postgres_backends_engine_waits_with_its_syscalls(pg_cluster):
+    import threading
+
+    import psycopg
+
+    stop = threading.Event()
+    conn = psycopg.connect(pg_cluster.dsn(), autocommit=True)
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+    def loop() -> None:
+        while not stop.is_set():
+            conn.execute("SELECT pg_sleep(0.02)").fetchone()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        result = run_tdescope("waits", "--engine", "postgres", "--dsn", pg_cluster.dsn(), "--target-pid", str(pid),
+                              "--seconds", "2", "--idle", "--os-waits", "ebpf", timeout=120)
+    finally:
+        stop.set()
+        thread.join(30)
+        conn.close()
+    assert result.returncode == 0, result.stderr
+    text = result.stdout.split("engine waits beside OS waits")[1]
+    line = next(ln for ln in text.splitlines() if ln.startswith("Timeout:PgSleep"))
+    cols = line.split()
+    assert cols[2] in ("epoll_wait,", "epoll_wait") and int(cols[-3].replace(",", "")) > 20, line

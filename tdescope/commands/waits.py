@@ -57,6 +57,8 @@ def run(args) -> int:
         else:
             emit(f"{r.pct:6.1f}% {r.samples:7d}  {r.wait_class:17s} {r.event}  ({r.source})")
     _exact_table(args, exact, what)
+    if not args.json and seen.os_source == "ebpf":
+        _lineup_table(waits.top(args.limit, exclude=() if args.idle else ("Idle",)), exact)
     if seen.interrupted:
         raise interrupted_line(seen, f"{waits.samples} samples" if rows else "")
     for p in seen.problems:
@@ -98,3 +100,20 @@ def _exact_table(args, rows: list, what: str) -> None:
         pct = lambda v: "-" if v is None else f"{v:9.1f}"  # noqa: E731
         emit(f"{r.wait_class:17.17s} {r.syscall:14.14s} {r.count:9,d} {r.total_us / 1e3:10.2f} "
              f"{avg_us(r):9.1f} {pct(r.p50_us):>9} {pct(r.p99_us):>9}  {format_sizes(r)}")
+
+
+def _lineup_table(rows: list, exact: list) -> None:
+    """Each engine wait event beside the exact OS figures of the syscalls it is made of (text only)."""
+    from tdescope.app.waits.lineup import line_up
+
+    pairs = line_up(rows, exact)
+    if not pairs:
+        return
+    emit("")
+    emit("engine waits beside OS waits (same window; the syscalls each event is made of)")
+    emit(f"{'engine event':32} {'share':>6}  {'OS syscalls':30} {'calls':>9} {'total ms':>10} {'bytes p50':>9}")
+    for p in pairs:
+        event = f"{p.wait_class}:{p.event}"
+        names = ", ".join(p.syscalls) or "-"
+        size = "-" if p.os_bytes_p50 is None else str(p.os_bytes_p50)
+        emit(f"{event:32.32s} {p.pct:5.1f}%  {names:30.30s} {p.os_count:9,d} {p.os_total_us / 1e3:10.2f} {size:>9}")

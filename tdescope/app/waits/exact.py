@@ -29,7 +29,7 @@ __all__ = ["LAT_BUCKETS", "NR_BLOCKED", "NR_CPU_QUEUE", "SIZE_LOG2", "SizedKey",
 
 #: Latency buckets per histogram (``waits.bpf.c``'s LAT_BUCKETS).
 LAT_BUCKETS = 40
-#: A key's size with this bit set holds ``floor(log2(bytes)) + 1``, not the bytes (network calls).
+#: A key's size with this bit set holds ``floor(log2(bytes)) + 1``, not the bytes (a new size met a full map).
 SIZE_LOG2 = 1 << 63
 #: Pseudo syscall numbers of off-CPU time: runnable but waiting for a CPU, and blocked.
 NR_CPU_QUEUE = 1000
@@ -51,7 +51,7 @@ class SizedKey:
 
     @property
     def bytes(self) -> int:
-        """The size in bytes (a log2 bucket's low edge for the network)."""
+        """The size in bytes (a log2 bucket's low edge when the map was full)."""
         if self.size & SIZE_LOG2:
             bucket = self.size & ~SIZE_LOG2
             return 1 << (bucket - 1) if bucket else 0
@@ -181,7 +181,7 @@ def figures(totals: WaitTotals) -> list[WaitFigure]:
         row[2] = max(row[2], agg.max_ns)
         for i, k in enumerate(agg.lat):
             row[3][i] += k
-        if cls in SIZED_CLASSES and (key.size or cls == "Memory operation"):
+        if cls in SIZED_CLASSES and key.size:
             row[4][key.bytes] += agg.count
         if key.flags and name not in _BY_FD and not name.endswith(")"):
             row[5][key.flags] += agg.count

@@ -10,8 +10,8 @@
  * Per (syscall, flags, size) a per-CPU histogram counts calls, total and longest time and log2
  * latency buckets; the workbench reads and sums the maps once a second (app/waits/ebpf/tracer.py),
  * so the cost does not grow with the syscall rate. No record goes out per call. Sizes are exact for
- * file I/O and memory operations (mmap's length is Oracle's 'PGA memory operation' p1), log2 buckets
- * for the network. read/write say whether their fd is a file, a socket or a pipe. The program reads
+ * I/O, the network and memory operations (mmap's length is Oracle's 'PGA memory operation' p1);
+ * only when the map is full does a new size fall back to its log2 bucket. read/write say whether their fd is a file, a socket or a pipe. The program reads
  * only: syscall arguments and a few kernel fields (task, fd table, inode mode).
  *
  * Build: clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu
@@ -170,17 +170,27 @@ static __always_inline __u32 log2_u64(__u64 v)
     return r;
 }
 
-static __always_inline void account(struct key *k, __u64 ns)
+static __always_inline struct agg *slot_of(struct key *k)
 {
     struct agg *a = bpf_map_lookup_elem(&aggs, k);
+    if (a)
+        return a;
+    struct agg zero = {};
+    bpf_map_update_elem(&aggs, k, &zero, BPF_NOEXIST);
+    return bpf_map_lookup_elem(&aggs, k);
+}
+
+static __always_inline void account(struct key *k, __u64 ns)
+{
+    struct agg *a = slot_of(k);
+    if (!a && k->size && !(k->size & SIZE_LOG2)) {
+        /* the map is full of exact sizes: fall back to the size's log2 bucket (few keys) */
+        k->size = SIZE_LOG2 | (log2_u64(k->size) + 1);
+        a = slot_of(k);
+    }
     if (!a) {
-        struct agg zero = {};
-        bpf_map_update_elem(&aggs, k, &zero, BPF_NOEXIST);
-        a = bpf_map_lookup_elem(&aggs, k);
-        if (!a) {
-            bump(S_NO_ROOM);
-            return;
-        }
+        bump(S_NO_ROOM);
+        return;
     }
     __u32 b = log2_u64(ns);
     if (b >= LAT_BUCKETS)
@@ -269,10 +279,8 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
     switch (k.nr) {
     case NR_read: case NR_write: case NR_pread64: case NR_pwrite64:
     case NR_readv: case NR_writev: case NR_preadv: case NR_pwritev:
-        k.size = ret > 0 ? (__u64)ret : 0;
-        break;
     case NR_sendto: case NR_recvfrom: case NR_sendmsg: case NR_recvmsg:
-        k.size = ret > 0 ? SIZE_LOG2 | (log2_u64((__u64)ret) + 1) : 0;
+        k.size = ret > 0 ? (__u64)ret : 0;
         break;
     case NR_brk: {
         __u64 prev = last_brk;
