@@ -207,6 +207,14 @@ def test_record_keeps_exact_waits_and_they_read_back(tmp_path):
     rows = {f.syscall: f for f in merge(batches)}
     assert rows["pwrite64"].source == "ebpf" and rows["pwrite64"].count > 0 and rows["pwrite64"].sizes
     assert sum(b.lost for b in batches) == 0
+    # and the report shows them as a table
+    from tdescope.app.report.model import build_report, render_html
+
+    with SessionReader(out, writable=False) as reader:
+        report = build_report(reader)
+    table = next(t for t in report.results if t.title.startswith("Exact OS waits"))
+    assert any(row[1] == "pwrite64" and row[7] for row in table.rows)
+    assert "Exact OS waits (eBPF" in render_html(report)
 
 
 def test_read_and_write_say_whether_their_fd_is_a_file_a_socket_or_a_pipe():

@@ -326,6 +326,25 @@ def _selected_captures(reader: SessionReader, notes: list[Note], limit: int) -> 
     return out
 
 
+def _exact_waits_table(reader: SessionReader) -> list[ResultTable]:
+    """The exact OS waits of the session (the eBPF tracer's), per class and syscall; none when not traced."""
+    from tdescope.app.events import WaitFigures
+    from tdescope.app.waits.exact import avg_us, format_sizes, merge
+
+    batches = list(reader.events(kinds=[WaitFigures]))
+    if not batches:
+        return []
+    us = lambda v: "–" if v is None else f"{v:,.1f}"  # noqa: E731
+    rows = tuple((f.wait_class, f.syscall, f"{f.count:,}", f"{f.total_us / 1e3:,.2f}", us(avg_us(f)), us(f.p50_us),
+                  us(f.p99_us), format_sizes(f, 3)) for f in merge(batches)[:25])
+    lost = sum(b.lost for b in batches)
+    return [ResultTable("Exact OS waits (eBPF: every call timed and sized in the kernel)",
+                        ("class", "syscall", "count", "total ms", "avg µs", "p50 µs", "p99 µs", "sizes (most common)"),
+                        rows, None, False,
+                        facts=f"{len(batches)} one-second aggregates; {lost} calls not aggregated (map full). "
+                              "p50/p99 from log2 buckets (within 2×).")]
+
+
 def build_report(reader: SessionReader, decoder: PageDecoder | None = None, include_plaintext: bool = False,
                  max_captures: int = 4) -> Report:
     """Read ``reader``'s session into a :class:`Report`.
@@ -364,7 +383,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
         title=meta.title or f"{meta.engine_label or meta.engine or 'Session'} encryption session",
         engine=meta.engine_label or meta.engine, versions=dict(meta.versions), host=meta.host,
         recorded=_clock(t0), duration_s=summary.duration_s, generated=_clock(time.time()),
-        results=_results(reader), plots=tuple(plots), captures=tuple(captures), notes=tuple(notes),
+        results=tuple(_results(reader)) + tuple(_exact_waits_table(reader)), plots=tuple(plots), captures=tuple(captures), notes=tuple(notes),
         environment=tuple(env), counts=summary.counts, include_plaintext=include_plaintext, problems=problems[:20],
         plaintext_note=PLAINTEXT_WITHHELD if meta.plaintext_withheld else "",
         lessons=tuple(reader.events(kinds=[LessonCard])),
