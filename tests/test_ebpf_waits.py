@@ -7,6 +7,8 @@ tracer's figures must say exactly that. "Nothing left behind" is checked from th
 """
 
 import json
+import time
+from collections import Counter
 import os
 import shutil
 import signal
@@ -287,3 +289,42 @@ def test_cli_waits_lines_up_a_postgres_backends_engine_waits_with_its_syscalls(p
     line = next(ln for ln in text.splitlines() if ln.startswith("Timeout:PgSleep"))
     cols = line.split()
     assert cols[2] in ("epoll_wait,", "epoll_wait") and int(cols[-3].replace(",", "")) > 20, line
+
+
+def test_long_waits_go_to_the_timeline_as_a_bounded_sample():
+    from tdescope.app.waits.exact import spans_event
+
+    code = ("import sys, time\n"
+            "sys.stdin.readline()\n"
+            "for i in range(20): time.sleep(0.01)\n"
+            "for i in range(300): time.sleep(0.0005)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
+    got, t0 = [], time.time()
+    try:
+        tracer = EbpfWaitTracer(proc.pid, interval_s=0.05, on_spans=got.extend, span_min_ns=5_000_000,
+                                span_max_per_s=1000)
+        with tracer:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert proc.wait(60) == 0
+    finally:
+        proc.kill()
+    event = spans_event(proc.pid, got, time.time())
+    sleeps = [s for s in event.spans if s.syscall == "clock_nanosleep"]
+    # the twenty 10 ms sleeps all; a 0.5 ms one only when the machine's load stretched it past 5 ms
+    assert len([s for s in sleeps if s.duration_s >= 0.0095]) >= 20, [(s.syscall, s.duration_s) for s in sleeps]
+    assert all(0.005 <= s.duration_s < 1.0 and t0 < s.start < time.time() for s in sleeps)
+    assert all(s.wait_class == "Idle" for s in sleeps)
+    # the bound: at most span_max_per_s a second (a CPU or two over in a race)
+    bounded = []
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
+    try:
+        with EbpfWaitTracer(proc.pid, interval_s=0.05, on_spans=bounded.extend, span_min_ns=100_000,
+                            span_max_per_s=5):
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert proc.wait(60) == 0
+    finally:
+        proc.kill()
+    per_second = Counter(int(s.start + s.duration_s) for s in bounded)
+    assert bounded and max(per_second.values()) <= 5 + 2, per_second

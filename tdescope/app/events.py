@@ -29,6 +29,8 @@ __all__ = [
     "WaitSample",
     "WaitFigure",
     "WaitFigures",
+    "WaitSpan",
+    "WaitSpans",
     "Problem",
     "HotspotLeaves",
     "RoundTime",
@@ -343,6 +345,28 @@ class WaitFigures(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class WaitSpan:
+    """One exactly timed wait of thread ``tid`` (nested in :class:`WaitSpans`): from ``start`` (epoch
+    seconds) for ``duration_s``; ``size`` in bytes where one applies, else 0."""
+
+    start: float
+    duration_s: float
+    tid: int
+    wait_class: str
+    syscall: str
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WaitSpans(Event):
+    """A bounded sample of ``pid``'s exact waits (the long ones, at most a few hundred a second), for the
+    timeline; the eBPF tracer sends one batch a second."""
+
+    pid: int
+    spans: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Problem(Event):
     """Something failed off the GUI thread: one line for the user, never a traceback.
 
@@ -531,5 +555,5 @@ class LessonCard(Event):
 EVENT_TYPES: Mapping[str, type] = MappingProxyType({
     cls.__name__: cls
     for cls in (PageCapture, WorkloadProgress, WorkloadResult, PhaseTiming, CaptureWindowState, Marker,
-                HotspotWindow, WaitSample, WaitFigure, WaitFigures, Problem, HotspotLeaves, RoundTime, PhaseRatio, ABResult, LessonCard)
+                HotspotWindow, WaitSample, WaitFigure, WaitFigures, WaitSpan, WaitSpans, Problem, HotspotLeaves, RoundTime, PhaseRatio, ABResult, LessonCard)
 })

@@ -5,7 +5,8 @@ everything they produce to one ``sink`` callable, on worker threads (the same
 pattern as :class:`tdescope.app.experiment.Experiment`): ``HotspotWindow``,
 :class:`HotspotLeaves` (where in each function the CPU was, for the
 disassembly heat), ``WaitSample`` (OS and engine), ``WaitFigures`` (exact OS waits from the eBPF
-tracer, once a second, when asked for) and ``Problem``.
+tracer, once a second, when asked for, with ``WaitSpans``: a bounded sample of the long waits, for the
+timeline) and ``Problem``.
 
 Each part fails alone: perf missing or not permitted gives one ``Problem``
 with the fix and the wait samplers keep running; an engine wait source that
@@ -26,7 +27,7 @@ from tdescope.app.events import Event, HotspotLeaves, Problem, WaitFigures
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.app.hotspots.profile import HotspotSampler, check_perf
 from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
-from tdescope.app.waits.exact import WaitTotals, figures
+from tdescope.app.waits.exact import WaitTotals, figures, spans_event
 from tdescope.app.waits.os_sampler import OsWaitSampler
 
 __all__ = ["ENGINE_WAIT_HZ", "EXACT_WAITS", "OS_WAIT_HZ", "Observation", "engine_poll_text", "leaves_of"]
@@ -243,7 +244,8 @@ class Observation:
         """Start the eBPF wait tracer when asked for; say in one Problem why not when it cannot load."""
         if self.exact_waits == "proc":
             return
-        tracer = EbpfWaitTracer(self.pid, on_totals=self._on_totals, on_error=lambda m: self._problem("waits", m))
+        tracer = EbpfWaitTracer(self.pid, on_totals=self._on_totals, on_error=lambda m: self._problem("waits", m),
+                                on_spans=lambda spans: self.sink(spans_event(self.pid, spans, time.time())))
         try:
             tracer.start()
         except UserError as exc:

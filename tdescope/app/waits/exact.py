@@ -19,13 +19,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tdescope.app.events import WaitFigure, WaitFigures, WaitSample
+from tdescope.app.events import WaitFigure, WaitFigures, WaitSample, WaitSpan, WaitSpans
 from tdescope.app.waits.os_sampler import classify
 from tdescope.app.waits.syscalls import syscall_name
 
-__all__ = ["LAT_BUCKETS", "NR_BLOCKED", "NR_CPU_QUEUE", "SIZE_LOG2", "SizedKey", "SyscallAgg", "WaitTotals",
+__all__ = ["LAT_BUCKETS", "NR_BLOCKED", "NR_CPU_QUEUE", "SIZE_LOG2", "SizedKey", "Span", "SyscallAgg", "WaitTotals",
            "avg_us", "bytes_p50", "bytes_top", "figures", "figures_from_samples", "format_sizes", "merge",
-           "percentile_ns", "record"]
+           "percentile_ns", "record", "spans_event"]
 
 #: Latency buckets per histogram (``waits.bpf.c``'s LAT_BUCKETS).
 LAT_BUCKETS = 40
@@ -56,6 +56,16 @@ class SizedKey:
             bucket = self.size & ~SIZE_LOG2
             return 1 << (bucket - 1) if bucket else 0
         return self.size
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One sampled call (or off-CPU interval) of thread ``tid``: wall-clock ``start`` and ``duration_s``."""
+
+    start: float
+    duration_s: float
+    tid: int
+    key: SizedKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,3 +237,12 @@ def figures_from_samples(samples: Iterable[WaitSample], hz: float) -> list[WaitF
 def format_sizes(figure: WaitFigure, n: int = 2) -> str:
     """The most common sizes written out: ``131072 B × 1,204, 4096 B × 17``."""
     return ", ".join(f"{size} B × {calls:,}" for size, calls in bytes_top(figure, n))
+
+
+def spans_event(pid: int, spans: Iterable[Span], ts: float) -> WaitSpans:
+    """The tracer's sampled spans as the event the timeline draws (class and syscall named as in the table)."""
+    out = []
+    for sp in spans:
+        cls, name = _name_class(sp.key.nr, sp.key.flags)
+        out.append(WaitSpan(sp.start, sp.duration_s, sp.tid, cls, name, sp.key.bytes))
+    return WaitSpans(ts, pid, tuple(out))

@@ -15,12 +15,13 @@ import threading
 
 from tdescope.app.errors import UserError
 
-__all__ = ["BpfLink", "BpfObject", "libbpf", "possible_cpus"]
+__all__ = ["BpfLink", "BpfObject", "RingReader", "libbpf", "possible_cpus"]
 
 _LIB: ctypes.CDLL | None = None
 _LOCK = threading.Lock()
 _MESSAGES: list[str] = []
 _PRINT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+_SAMPLE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.vsnprintf.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p]
 
@@ -60,6 +61,9 @@ def libbpf() -> ctypes.CDLL:
             ("bpf_program__attach", p, [p]),
             ("bpf_link__destroy", c_int, [p]),
             ("libbpf_num_possible_cpus", c_int, []),
+            ("ring_buffer__new", p, [c_int, _SAMPLE, p, p]),
+            ("ring_buffer__consume", c_int, [p]),
+            ("ring_buffer__free", None, [p]),
             ("libbpf_set_print", p, [_PRINT]),
         ):
             fn = getattr(lib, name)
@@ -93,6 +97,35 @@ class BpfLink:
     def destroy(self) -> None:
         if self._ptr:
             libbpf().bpf_link__destroy(self._ptr)
+            self._ptr = None
+
+
+class RingReader:
+    """A BPF ring buffer read with libbpf's consumer, without waiting: :meth:`consume` takes what is there.
+
+    For a small, bounded flow (the timeline's sample: a few hundred records a second); a ctypes call per
+    record is fine there, not for a storm.
+    """
+
+    def __init__(self, fd: int, on_record) -> None:
+        self._on_record = on_record
+        self._callback = _SAMPLE(self._sample)  # kept alive while libbpf may call it
+        ctypes.set_errno(0)
+        self._ptr: int | None = libbpf().ring_buffer__new(fd, self._callback, None, None)
+        if not self._ptr:
+            raise _fail("cannot read the span ring", ctypes.get_errno())
+
+    def _sample(self, _ctx, data, size) -> int:
+        self._on_record(ctypes.string_at(data, size))
+        return 0
+
+    def consume(self) -> int:
+        """Hand every waiting record to ``on_record``; how many there were."""
+        return int(libbpf().ring_buffer__consume(self._ptr)) if self._ptr else 0
+
+    def close(self) -> None:
+        if self._ptr:
+            libbpf().ring_buffer__free(self._ptr)
             self._ptr = None
 
 

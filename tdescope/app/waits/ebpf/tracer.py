@@ -20,15 +20,16 @@ from collections.abc import Callable
 from importlib import resources
 
 from tdescope.app.errors import UserError
-from tdescope.app.waits.ebpf._libbpf import BpfObject, possible_cpus
-from tdescope.app.waits.exact import LAT_BUCKETS, NR_CPU_QUEUE, SizedKey, SyscallAgg, WaitTotals
+from tdescope.app.waits.ebpf._libbpf import BpfObject, RingReader, possible_cpus
+from tdescope.app.waits.exact import LAT_BUCKETS, NR_CPU_QUEUE, SizedKey, Span, SyscallAgg, WaitTotals
 
 __all__ = ["PROGRAMS", "EbpfWaitTracer", "object_path"]
 
 #: The object's programs, attached in this order (what ``bpftool prog`` lists while tracing).
 PROGRAMS = ("on_sys_enter", "on_sys_exit", "on_sched_switch")
-_N_STATS = 4  # waits.bpf.c's S_NSTATS: calls, no room, unmatched, switches
+_N_STATS = 5  # waits.bpf.c's S_NSTATS: calls, no room, unmatched, switches, spans out
 _AGG = struct.Struct(f"<3Q{LAT_BUCKETS}Q")
+_SPAN = struct.Struct("<QQQIIII")  # waits.bpf.c's struct span
 
 
 class _Key(ctypes.Structure):
@@ -52,12 +53,22 @@ class EbpfWaitTracer:
         Called with each cumulative :class:`WaitTotals`, from the reader thread.
     on_error : callable, optional
         Called with a one-line message (the process exited, a read failed).
+    on_spans : callable, optional
+        Called with the sampled :class:`~tdescope.app.waits.exact.Span` list of each read (calls of at least
+        ``span_min_ns``, at most ``span_max_per_s`` a second: the timeline's exact wait spans).
     """
 
     def __init__(self, pid: int, interval_s: float = 1.0,
                  on_totals: Callable[[WaitTotals], None] | None = None,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None,
+                 on_spans: Callable[[list[Span]], None] | None = None,
+                 span_min_ns: int = 50_000, span_max_per_s: int = 200) -> None:
         self.pid = pid
+        self.on_spans = on_spans
+        self.span_min_ns = span_min_ns
+        self.span_max_per_s = span_max_per_s
+        self._ring = None
+        self._spans: list[Span] = []
         self.interval_s = interval_s
         self.on_totals = on_totals
         self.on_error = on_error
@@ -73,11 +84,12 @@ class EbpfWaitTracer:
             raise UserError(f"no process {self.pid}")
         obj = BpfObject(object_path())
         try:
-            obj.set_initial(".rodata", struct.pack("<I", self.pid))
+            obj.set_initial(".rodata", struct.pack("<IIQ", self.pid, self.span_max_per_s, self.span_min_ns))
             obj.load()
             self._ncpu = possible_cpus()
             for name in PROGRAMS:
                 self._links.append(obj.attach(name))
+            self._ring = RingReader(obj.map_fd("spans"), self._on_span)
         except BaseException:
             for link in self._links:
                 link.destroy()
@@ -85,6 +97,7 @@ class EbpfWaitTracer:
             obj.close()
             raise
         self._obj = obj
+        self._clock = time.time() - time.monotonic()  # bpf_ktime_get_ns is CLOCK_MONOTONIC
         self._thread = threading.Thread(target=self._loop, name="ebpf-wait-tracer", daemon=True)
         self._thread.start()
         return self
@@ -119,11 +132,14 @@ class EbpfWaitTracer:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5)
-        if self._obj is not None and self.on_totals is not None:
+        if self._obj is not None:
             try:
-                self.on_totals(self.read())
+                self._hand_over()
             except Exception as err:  # errors cross threads as messages
                 self._error(f"eBPF wait tracer failed: {err!r}")
+        if self._ring is not None:
+            self._ring.close()
+            self._ring = None
         for link in self._links:
             link.destroy()
         self._links.clear()
@@ -143,11 +159,22 @@ class EbpfWaitTracer:
                 if not os.path.exists(f"/proc/{self.pid}"):
                     self._error(f"process {self.pid} exited; eBPF wait tracing stopped")
                     return
-                totals = self.read()
-                if self.on_totals is not None:
-                    self.on_totals(totals)
+                self._hand_over()
         except Exception as err:  # errors cross threads as messages
             self._error(f"eBPF wait tracer failed: {err!r}")
+
+    def _hand_over(self) -> None:
+        if self.on_totals is not None:
+            self.on_totals(self.read())
+        if self._ring is not None:
+            self._ring.consume()
+            spans, self._spans = self._spans, []
+            if spans and self.on_spans is not None:
+                self.on_spans(spans)
+
+    def _on_span(self, data: bytes) -> None:
+        start, dur, size, tid, nr, flags, _ = _SPAN.unpack_from(data)
+        self._spans.append(Span(start / 1e9 + self._clock, dur / 1e9, tid, SizedKey(nr, flags, size)))
 
     def _error(self, message: str) -> None:
         if self.on_error is not None:

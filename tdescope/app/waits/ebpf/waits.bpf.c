@@ -9,7 +9,8 @@
  *
  * Per (syscall, flags, size) a per-CPU histogram counts calls, total and longest time and log2
  * latency buckets; the workbench reads and sums the maps once a second (app/waits/ebpf/tracer.py),
- * so the cost does not grow with the syscall rate. No record goes out per call. Sizes are exact for
+ * so the cost does not grow with the syscall rate. No record goes out per call, except a bounded
+ * sample for the timeline (calls of at least span_min_ns, at most span_max_per_s a second). Sizes are exact for
  * I/O, the network and memory operations (mmap's length is Oracle's 'PGA memory operation' p1);
  * only when the map is full does a new size fall back to its log2 bucket. read/write say whether their fd is a file, a socket or a pipe. The program reads
  * only: syscall arguments and a few kernel fields (task, fd table, inode mode).
@@ -33,7 +34,16 @@ char LICENSE[] SEC("license") = "GPL";
 #define NR_CPU_QUEUE 1000   /* switched out runnable (preempted): waiting for a CPU */
 #define NR_BLOCKED 1001     /* switched out sleeping: blocked, whatever in */
 
-const volatile __u32 target_tgid = 0;
+/* The whole .rodata, set by the workbench before load (tracer.py packs the same layout): the target,
+ * and the timeline's sample (calls at least span_min_ns long, at most span_max_per_s a second). */
+const volatile struct {
+    __u32 target_tgid;
+    __u32 span_max_per_s;
+    __u64 span_min_ns;
+} cfg = {};
+#define target_tgid cfg.target_tgid
+#define span_max_per_s cfg.span_max_per_s
+#define span_min_ns cfg.span_min_ns
 
 struct key {
     __u32 nr;
@@ -63,11 +73,23 @@ struct offcpu {
     __u32 runnable;
 };
 
+/* One sampled call (or off-CPU interval), for the timeline. */
+struct span {
+    __u64 start_ns;
+    __u64 dur_ns;
+    __u64 size;
+    __u32 tid;
+    __u32 nr;
+    __u32 flags;
+    __u32 pad;
+};
+
 enum stat {
     S_CALLS,         /* unused: the workbench sums the histograms' counts */
     S_NO_ROOM,       /* a new (syscall, flags, size) found the histogram map full */
     S_UNMATCHED,     /* an exit whose entry was not seen (attached mid-call, or slot reused) */
     S_SWITCHES,      /* off-CPU intervals timed */
+    S_SPANS_OUT,     /* sampled spans that found no room in the ring */
     S_NSTATS,
 };
 
@@ -99,8 +121,16 @@ struct {
     __type(value, __u64);
 } stats SEC(".maps");
 
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 256 * 1024);
+} spans SEC(".maps");
+
 /* The target's last program break, to size brk() calls by their change. */
 __u64 last_brk = 0;
+/* The current second of the span sample, and spans sent in it (approximate across CPUs: a bound). */
+__u64 span_second = 0;
+__u32 span_count = 0;
 
 /* The kernel fields read, located at load time from the kernel's BTF (CO-RE): no kernel headers. */
 struct inode {
@@ -202,6 +232,24 @@ static __always_inline void account(struct key *k, __u64 ns)
     a->lat[b] += 1;
 }
 
+static __always_inline void sample_span(struct key *k, __u64 start, __u64 ns, __u32 tid)
+{
+    if (ns < span_min_ns)
+        return;
+    __u64 second = (start + ns) / 1000000000ULL;
+    if (second != span_second) {
+        span_second = second;
+        span_count = 0;
+    }
+    if (span_count >= span_max_per_s)
+        return;
+    __sync_fetch_and_add(&span_count, 1);  /* a race may let a CPU or two over the bound: still a bound */
+    struct span sp = {.start_ns = start, .dur_ns = ns, .size = k->size, .tid = tid, .nr = k->nr,
+                      .flags = k->flags};
+    if (bpf_ringbuf_output(&spans, &sp, sizeof(sp), BPF_RB_NO_WAKEUP))
+        bump(S_SPANS_OUT);
+}
+
 /* x86-64 syscall numbers (asm/unistd_64.h) of the calls sized here. */
 enum {
     NR_read = 0, NR_write = 1, NR_mmap = 9, NR_munmap = 11, NR_brk = 12, NR_pread64 = 17,
@@ -294,6 +342,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
         break;
     }
     account(&k, now - ts);  /* S_CALLS is the sum of the counts: no second map write per call */
+    sample_span(&k, ts, now - ts, tid);
     return 0;
 }
 
@@ -322,6 +371,7 @@ int on_sched_switch(struct bpf_raw_tracepoint_args *ctx)
                 now = bpf_ktime_get_ns();
             struct key k = {.nr = o->runnable ? NR_CPU_QUEUE : NR_BLOCKED};
             account(&k, now - o->ts);
+            sample_span(&k, o->ts, now - o->ts, tid);
             o->ts = 0;
             bump(S_SWITCHES);
         }
