@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPointF, Qt
 
-from tdescope.app.events import HotspotLeaves, HotspotWindow, WaitFigure, WaitFigures, WaitSample, WorkloadProgress
+from tdescope.app.events import HotspotLeaves, HotspotWindow, WaitFigure, WaitFigures, WaitSample, WaitSpan, WaitSpans, WorkloadProgress
 from tdescope.app.hotspots.glossary import load_glossary
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.ui.hotspots_dock import HotspotsDock
@@ -242,6 +242,14 @@ def test_exact_waits_table_adds_up_batches_and_follows_the_range(qtbot, qtmodelt
     assert "source: eBPF" in dock.exact_label.text() and "12 calls" in dock.exact_label.text()
     dock.set_range((1003.2, 1003.8))  # the last second only
     assert [r.syscall for r in dock.exact_model.rows] == ["pread64"]
+    # the sampled long waits go on the timeline's waits lane as bars of their length (Idle left out)
+    run.add_spans([WaitSpans(1002.0, 7, (WaitSpan(1001.5, 0.25, 7, "Sync", "fsync"),
+                                         WaitSpan(1001.9, 0.05, 7, "Idle", "epoll_wait")))])
+    timeline = TimelineDock(run)
+    qtbot.addWidget(timeline)
+    timeline.refresh()
+    assert list(timeline.wait_spans.opts["x0"]) == [pytest.approx(1.5)]
+    assert list(timeline.wait_spans.opts["width"]) == [pytest.approx(0.25)]
 
 
 def test_main_window_observes_a_real_run(qtbot, qsettings):
@@ -285,6 +293,7 @@ def test_main_window_observes_a_real_run(qtbot, qsettings):
         exact = {r.syscall: r for r in obs.waits_dock.exact_model.rows}
         assert exact["pwrite64"].source == "ebpf" and exact["pwrite64"].count > 100 and exact["pwrite64"].sizes
         assert "source: eBPF" in obs.waits_dock.exact_label.text()
+        assert any(s.wait_class == "Sync" for s in obs.run.wait_spans)  # fsyncs of >= 50 us, sampled
         # the View menu lists the new docks, the Observe menu toggles the samplers
         view = win.menus[Menu.VIEW]
         assert {"Hotspots", "Waits", "Timeline"} <= {a.text() for a in view.actions()}

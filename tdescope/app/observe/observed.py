@@ -18,7 +18,8 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable
 
-from tdescope.app.events import HotspotLeaves, HotspotWindow, Marker, WaitFigure, WaitFigures, WaitSample, WorkloadProgress
+from tdescope.app.events import (HotspotLeaves, HotspotWindow, Marker, WaitFigure, WaitFigures, WaitSample, WaitSpan,
+                                 WaitSpans, WorkloadProgress)
 from tdescope.app.hotspots.profile import Profile
 from tdescope.app.waits.counter import WaitCounter
 from tdescope.app.waits.exact import merge
@@ -63,6 +64,8 @@ class ObservedRun:
         self.waits = WaitCounter(bucket_s)
         #: The exact OS wait batches, in arrival (time) order.
         self.exact_batches: list[WaitFigures] = []
+        #: The sampled exact waits (the long ones), for the timeline.
+        self.wait_spans: list[WaitSpan] = []
 
     def _seen(self, ts: float) -> None:
         # The first event fixes the origin of the axis; a late one from before
@@ -103,6 +106,13 @@ class ObservedRun:
         for ev in batch:
             self._seen(ev.ts - ev.interval_s)
             self.exact_batches.append(ev)
+
+    def add_spans(self, batch: Iterable[WaitSpans]) -> None:
+        """Keep the sampled exact waits of each batch."""
+        for ev in batch:
+            for sp in ev.spans:
+                self._seen(sp.start)
+                self.wait_spans.append(sp)
 
     def exact(self, start: float | None = None, end: float | None = None) -> list[WaitFigure]:
         """Exact OS waits per (class, syscall) of the batches overlapping ``[start, end]`` (default: all).

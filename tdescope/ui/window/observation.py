@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QMenu, QWidget
 
 from tdescope.app.engines.api import Engine, EngineSession
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ
-from tdescope.app.events import Event, HotspotLeaves, HotspotWindow, Marker, WaitFigures, WaitSample, WorkloadProgress
+from tdescope.app.events import Event, HotspotLeaves, HotspotWindow, Marker, WaitFigures, WaitSample, WaitSpans, WorkloadProgress
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.observe.sampling import ENGINE_WAIT_HZ, Observation, engine_poll_text
 from tdescope.ui.event_pump import EventPump
@@ -82,6 +82,7 @@ class ObservationController(QObject):
         pump.subscribe(HotspotLeaves, self.run.add_leaves)
         pump.subscribe(WaitSample, self.run.add_waits)
         pump.subscribe(WaitFigures, self.run.add_exact)
+        pump.subscribe(WaitSpans, self.run.add_spans)
         pump.subscribe(WorkloadProgress, self.run.add_progress)
         pump.subscribe(Marker, self.run.add_markers)
         pump.subscribe(Captured, lambda b: self.run.add_captures(c.capture.ts for c in b))
