@@ -31,6 +31,7 @@ from tdescope.app.session.notes import Note
 from tdescope.app.report.plots import SIDE_COLORS, TimelineLane, entropy_strip, flame_graph, horizontal_bars, stacked_bars, timeline
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import PLAINTEXT_WITHHELD
+from tdescope.app.report.exact_waits import exact_waits_table
 from tdescope.app.waits.counter import WaitCounter
 
 __all__ = ["Plot", "ResultTable", "CaptureSection", "Report", "build_report", "render_html", "MASK"]
@@ -328,21 +329,8 @@ def _selected_captures(reader: SessionReader, notes: list[Note], limit: int) -> 
 
 def _exact_waits_table(reader: SessionReader) -> list[ResultTable]:
     """The exact OS waits of the session (the eBPF tracer's), per class and syscall; none when not traced."""
-    from tdescope.app.events import WaitFigures
-    from tdescope.app.waits.exact import avg_us, format_sizes, merge
-
-    batches = list(reader.events(kinds=[WaitFigures]))
-    if not batches:
-        return []
-    us = lambda v: "–" if v is None else f"{v:,.1f}"  # noqa: E731
-    rows = tuple((f.wait_class, f.syscall, f"{f.count:,}", f"{f.total_us / 1e3:,.2f}", us(avg_us(f)), us(f.p50_us),
-                  us(f.p99_us), format_sizes(f, 3)) for f in merge(batches)[:25])
-    lost = sum(b.lost for b in batches)
-    return [ResultTable("Exact OS waits (eBPF: every call timed and sized in the kernel)",
-                        ("class", "syscall", "count", "total ms", "avg µs", "p50 µs", "p99 µs", "sizes (most common)"),
-                        rows, None, False,
-                        facts=f"{len(batches)} one-second aggregates; {lost} calls not aggregated (map full). "
-                              "p50/p99 from log2 buckets (within 2×).")]
+    table = exact_waits_table(reader)
+    return [ResultTable(table.title, table.header, table.rows, None, False, facts=table.facts)] if table else []
 
 
 def build_report(reader: SessionReader, decoder: PageDecoder | None = None, include_plaintext: bool = False,
