@@ -555,5 +555,6 @@ class LessonCard(Event):
 EVENT_TYPES: Mapping[str, type] = MappingProxyType({
     cls.__name__: cls
     for cls in (PageCapture, WorkloadProgress, WorkloadResult, PhaseTiming, CaptureWindowState, Marker,
-                HotspotWindow, WaitSample, WaitFigure, WaitFigures, WaitSpan, WaitSpans, Problem, HotspotLeaves, RoundTime, PhaseRatio, ABResult, LessonCard)
+                HotspotWindow, WaitSample, WaitFigure, WaitFigures, WaitSpan, WaitSpans, Problem, HotspotLeaves,
+                RoundTime, PhaseRatio, ABResult, LessonCard)
 })

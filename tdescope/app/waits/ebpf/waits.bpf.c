@@ -10,10 +10,11 @@
  * Per (syscall, flags, size) a per-CPU histogram counts calls, total and longest time and log2
  * latency buckets; the workbench reads and sums the maps once a second (app/waits/ebpf/tracer.py),
  * so the cost does not grow with the syscall rate. No record goes out per call, except a bounded
- * sample for the timeline (calls of at least span_min_ns, at most span_max_per_s a second). Sizes are exact for
- * I/O, the network and memory operations (mmap's length is Oracle's 'PGA memory operation' p1);
- * only when the map is full does a new size fall back to its log2 bucket. read/write say whether their fd is a file, a socket or a pipe. The program reads
- * only: syscall arguments and a few kernel fields (task, fd table, inode mode).
+ * sample for the timeline (calls of at least span_min_ns, at most span_max_per_s a second).
+ * Sizes are exact for I/O, the network and memory operations (mmap's length is Oracle's 'PGA memory
+ * operation' p1); only when the map is full does a new size fall back to its log2 bucket.
+ * read/write say whether their fd is a file, a socket or a pipe. The program reads only: syscall
+ * arguments and a few kernel fields (task, fd table, inode mode).
  *
  * Build: clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu
  *        -c waits.bpf.c -o waits.bpf.o   (no kernel headers, no vmlinux.h; CO-RE for kernel fields)
