@@ -329,3 +329,10 @@ def test_long_waits_go_to_the_timeline_as_a_bounded_sample():
     finally:
         proc.kill()
     assert bounded and len(bounded) <= seconds * (5 + 2), (len(bounded), seconds)
+
+
+def test_doctor_loads_the_wait_tracer_for_real_and_says_so():
+    result = run_tdescope("doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(result.stdout)}
+    assert checks["eBPF waits"]["ok"] is True, checks["eBPF waits"]
+    assert checks["eBPF waits"]["value"].startswith("tracer loads")
