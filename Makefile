@@ -6,6 +6,8 @@ STAMP  := $(VENV)/.installed
 
 BPF_SRC := tdescope/app/probe/ebpf/capture.bpf.c
 BPF_OBJ := tdescope/app/probe/ebpf/capture.bpf.o
+WAITS_SRC := tdescope/app/waits/ebpf/waits.bpf.c
+WAITS_OBJ := tdescope/app/waits/ebpf/waits.bpf.o
 
 .PHONY: setup system-tools run test lint bench bench-quick mutate mutate-full clean
 
@@ -21,8 +23,12 @@ system-tools:
 $(BPF_OBJ): $(BPF_SRC)
 	@bash packaging/build-bpf.sh $(BPF_SRC) $(BPF_OBJ)
 
+# The eBPF wait tracer (syscalls and sched_switch, aggregated in the kernel), built the same way.
+$(WAITS_OBJ): $(WAITS_SRC)
+	@bash packaging/build-bpf.sh $(WAITS_SRC) $(WAITS_OBJ)
+
 setup: $(STAMP) system-tools
-	@$(MAKE) --no-print-directory $(BPF_OBJ)
+	@$(MAKE) --no-print-directory $(BPF_OBJ) $(WAITS_OBJ)
 
 run: setup
 	$(VENV)/bin/tdescope gui --lab sqlcipher
@@ -49,4 +55,4 @@ mutate-full: setup
 	$(PY) -m bench.bench_mutation --full
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(BPF_OBJ)
+	rm -rf $(VENV) build *.egg-info $(BPF_OBJ) $(WAITS_OBJ)

@@ -57,12 +57,18 @@ def preader(tmp_path_factory):
 def test_waits_on_a_pid_json(preader):
     result = run("waits", "--pid", str(preader.pid), "--seconds", "1.5", "--json")
     assert result.returncode == 0, result.stderr
-    records = [json.loads(line) for line in result.stdout.splitlines()]
-    assert records
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    records = [r for r in lines if "syscall" not in r]  # the sampled shares
+    exact = [r for r in lines if "syscall" in r]  # then the exact table, one record per (class, syscall)
+    assert records and exact
     for r in records:
         assert {"class", "event", "samples", "pct"} <= set(r)
     assert ("File I/O", "pread64") in {(r["class"], r["event"]) for r in records}
     assert sum(r["pct"] for r in records) == pytest.approx(100.0, abs=0.1)
+    for r in exact:
+        assert {"source", "class", "syscall", "count", "total_us", "p50_us", "p99_us"} <= set(r)
+    pread = next(r for r in exact if r["syscall"] == "pread64")
+    assert pread["source"] == "ebpf" and pread["class"] == "File I/O" and pread["bytes_p50"] > 0
 
 
 @pytest.mark.perf

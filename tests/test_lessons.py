@@ -58,7 +58,8 @@ def test_lessons_that_cannot_run_say_why_and_keep_the_published_figures():
     assert any("127 s vs 14 s" in line for line in card.published)
     assert lesson_named("column-matrix").why_not("mariadb").startswith("needs PostgreSQL with pgcrypto")
     with pytest.raises(UserError, match="cannot run on sqlcipher: needs Oracle"):
-        lesson_named("pga-memory-operation").binding("sqlcipher")
+        lesson_named("securefiles-lobs").binding("sqlcipher")
+    assert lesson_named("pga-memory-operation").why_not("oracle").startswith("needs a live server process")
 
 
 def test_a_malformed_lesson_file_is_one_line():
@@ -153,6 +154,27 @@ def test_cold_warm_on_sqlcipher_costs_cold_not_warm(sqlcipher_lab):
     assert card.verdict == "same direction"
 
 
+def _memory_card_checks(card, figures: dict) -> None:
+    assert card["verdict"] in ("same direction", "different", "inconclusive"), card
+    assert (card["verdict"] == "inconclusive") == (not figures["calls"]), card  # inconclusive: nothing mapped
+    assert 0 <= figures["memory_pct"] <= 100 and figures["syscall_us"] > 0
+    assert any("131072" in p for p in card["published"])
+    assert any(line.startswith("memory operations: ") for line in card["ours"])
+    assert any("glibc malloc maps a request of 131072 B or more" in line for line in card["evidence"])
+
+
+@pytest.mark.ebpf
+def test_pga_memory_operation_on_sqlcipher_sizes_the_lab_workers_memory_syscalls(sqlcipher_lab):
+    card, _ = _run("pga-memory-operation", "sqlcipher", sqlcipher_lab)
+    as_dict = {"verdict": card.verdict, "published": card.published, "ours": card.ours, "evidence": card.evidence}
+    _memory_card_checks(as_dict, card.figures)
+    # what the worker maps depends on what it mapped before (threads, arenas, malloc's risen threshold): the
+    # verdict must follow the sizes measured
+    big = [s for s in card.figures["mmap_sizes"] if s >= 131072]
+    expected = "same direction" if big else "different" if card.figures["calls"] else "inconclusive"
+    assert card.verdict == expected, (card.verdict, card.figures)
+
+
 def test_a_cancelled_lesson_ends_on_a_cancelled_card(sqlcipher_lab):
     lesson_run = LessonRun(lesson_named("tde-dml-cost"), ENGINES["sqlcipher"], sqlcipher_lab, fast=True)
     lesson_run.binding = type(lesson_run.binding)(**{**_fields(lesson_run.binding), "rounds": 50})
@@ -175,6 +197,14 @@ def mariadb_lab():
     session = ENGINES["mariadb"].connect(ConnectParams(options={"lab": True}))
     yield session
     session.close()
+
+
+@pytest.mark.ebpf
+def test_pga_memory_operation_on_mariadb_traces_the_server_sorting(mariadb_lab):
+    card, _ = _run("pga-memory-operation", "mariadb", mariadb_lab)
+    as_dict = {"verdict": card.verdict, "published": card.published, "ours": card.ours, "evidence": card.evidence}
+    _memory_card_checks(as_dict, card.figures)
+    assert "sort_buffer_size" in card.note
 
 
 def test_io_path_on_mariadb_decrypts_what_the_cold_scan_read_and_nothing_warm(mariadb_lab):
@@ -210,6 +240,13 @@ def test_postgres_dml_lesson_costs_the_pgcrypto_side_more(pg_dsn):
     # pgp_sym_encrypt's iterated S2K is SHA-1 in libcrypto: hashing, not AES, explains most of this ratio
     assert card["crypto_pct"] > 20, card["evidence"]
     assert any(line.startswith("hotspots during the timed rounds") for line in card["evidence"])
+
+
+@pytest.mark.ebpf
+def test_pga_memory_operation_on_postgres_traces_the_backend_sorting(pg_dsn):
+    card = _cli_card("pga-memory-operation", pg_dsn)
+    _memory_card_checks(card, card)
+    assert "work_mem" in card["note"] and card["syscall_us"] > 0
 
 
 def test_postgres_column_matrix_orders_the_ciphers_as_published(pg_dsn):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPointF, Qt
 
-from tdescope.app.events import HotspotLeaves, HotspotWindow, WaitSample, WorkloadProgress
+from tdescope.app.events import HotspotLeaves, HotspotWindow, WaitFigure, WaitFigures, WaitSample, WaitSpan, WaitSpans, WorkloadProgress
 from tdescope.app.hotspots.glossary import load_glossary
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.ui.hotspots_dock import HotspotsDock
@@ -268,6 +268,34 @@ def test_timeline_range_filters_hotspots_and_waits(qtbot, run):
 
 
 @pytest.mark.perf
+def test_exact_waits_table_adds_up_batches_and_follows_the_range(qtbot, qtmodeltester, run):
+    lat = tuple([0] * 17 + [3] + [0] * 22)  # 131..262 µs
+    munmap = WaitFigure("ebpf", "Memory operation", "munmap", 3, 600.0, 200.0, 260.0, 250.0, lat,
+                        ((131072, 3),))
+    pread = WaitFigure("ebpf", "File I/O", "pread64", 3, 30.0, 10.0, 12.0, 12.0, tuple([0] * 13 + [3] + [0] * 26),
+                       ((8192, 3),))
+    run.add_exact([WaitFigures(1001.0, 7, 1.0, (munmap,)), WaitFigures(1002.0, 7, 1.0, (munmap, pread)),
+                   WaitFigures(1004.0, 7, 1.0, (pread,))])
+    dock = WaitsDock(run)
+    qtbot.addWidget(dock)
+    dock.refresh(force=True)
+    qtmodeltester.check(dock.exact_model)
+    rows = {r.syscall: r for r in dock.exact_model.rows}
+    assert rows["munmap"].count == 6 and dict(rows["munmap"].sizes) == {131072: 6}
+    assert dock.exact_model.data(dock.exact_model.index(0, 7)) == "131072 B × 6"
+    assert "source: eBPF" in dock.exact_label.text() and "12 calls" in dock.exact_label.text()
+    dock.set_range((1003.2, 1003.8))  # the last second only
+    assert [r.syscall for r in dock.exact_model.rows] == ["pread64"]
+    # the sampled long waits go on the timeline's waits lane as bars of their length (Idle left out)
+    run.add_spans([WaitSpans(1002.0, 7, (WaitSpan(1001.5, 0.25, 7, "Sync", "fsync"),
+                                         WaitSpan(1001.9, 0.05, 7, "Idle", "epoll_wait")))])
+    timeline = TimelineDock(run)
+    qtbot.addWidget(timeline)
+    timeline.refresh()
+    assert list(timeline.wait_spans.opts["x0"]) == [pytest.approx(1.5)]
+    assert list(timeline.wait_spans.opts["width"]) == [pytest.approx(0.25)]
+
+
 def test_main_window_observes_a_real_run(qtbot, qsettings):
     from tdescope.app.engines import ConnectParams, discover_engines
     from tdescope.app.hotspots.crypto import is_crypto
@@ -304,6 +332,12 @@ def test_main_window_observes_a_real_run(qtbot, qsettings):
         obs.waits_dock.raise_()
         qtbot.waitUntil(lambda: obs.waits_dock.model.rowCount() > 0, timeout=5000)
         assert "CPU" in {r.wait_class for r in obs.waits_dock.model.rows}
+        # the exact OS waits: the eBPF tracer timed the worker's pwrite64/pread64 calls, with their sizes
+        qtbot.waitUntil(lambda: obs.waits_dock.exact_model.rowCount() > 0, timeout=5000)
+        exact = {r.syscall: r for r in obs.waits_dock.exact_model.rows}
+        assert exact["pwrite64"].source == "ebpf" and exact["pwrite64"].count > 100 and exact["pwrite64"].sizes
+        assert "source: eBPF" in obs.waits_dock.exact_label.text()
+        assert any(s.wait_class == "Sync" for s in obs.run.wait_spans)  # fsyncs of >= 50 us, sampled
         # the View menu lists the new docks, the Observe menu toggles the samplers
         view = win.menus[Menu.VIEW]
         assert {"Hotspots", "Waits", "Timeline"} <= {a.text() for a in view.actions()}

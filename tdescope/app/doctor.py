@@ -118,6 +118,21 @@ def _ebpf_checks() -> list[Check]:
     ]
 
 
+def _ebpf_waits_check() -> Check:
+    """Exact waits: the eBPF wait tracer loaded for real (on this process) and taken out again.
+
+    Information when it cannot (``ok`` None): ``waits`` and the Waits dock then give /proc samples only."""
+    from tdescope.app.errors import UserError
+    from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
+
+    try:
+        EbpfWaitTracer(os.getpid()).start().stop()
+    except UserError as exc:
+        return Check("eBPF waits", None, f"off, /proc samples only: {exc}", "make setup builds the tracer; "
+                     "it needs root, or CAP_BPF and CAP_PERFMON")
+    return Check("eBPF waits", True, "tracer loads (raw syscall and sched_switch tracepoints attach)")
+
+
 def run_checks() -> list[Check]:
     """Every check, in report order."""
     checks = [
@@ -136,6 +151,7 @@ def run_checks() -> list[Check]:
     problem = ptrace_problem()
     checks.append(Check("ptrace", problem is None, "permitted" if problem is None else "denied", problem or ""))
     checks.extend(_ebpf_checks())
+    checks.append(_ebpf_waits_check())
     checks.extend(_perf_check())
     flags = cpu_flags()
     checks.append(Check("AES-NI", "aes" in flags, "yes" if "aes" in flags else "no (software AES: slower)"))

@@ -27,6 +27,10 @@ __all__ = [
     "Marker",
     "HotspotWindow",
     "WaitSample",
+    "WaitFigure",
+    "WaitFigures",
+    "WaitSpan",
+    "WaitSpans",
     "Problem",
     "HotspotLeaves",
     "RoundTime",
@@ -307,6 +311,63 @@ class WaitSample(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class WaitFigure:
+    """One (class, syscall) row of exact OS waits over an interval (nested in :class:`WaitFigures`).
+
+    ``source`` is ``"ebpf"`` (every call timed in the kernel) or ``"proc"`` (from /proc samples:
+    ``count`` is samples, ``total_us`` samples x period, no percentiles). Times are microseconds;
+    ``lat`` counts calls per log2 nanosecond bucket; ``sizes`` is ``((bytes, calls), ...)`` for
+    memory operations and I/O (mmap's length is Oracle's 'PGA memory operation' p1); ``flags`` is
+    ``((MAP_*/MADV_* value, calls), ...)``.
+    """
+
+    source: str
+    wait_class: str
+    syscall: str
+    count: int
+    total_us: float
+    p50_us: float | None = None
+    p99_us: float | None = None
+    max_us: float | None = None
+    lat: tuple = ()
+    sizes: tuple = ()
+    flags: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WaitFigures(Event):
+    """Exact OS waits of ``pid`` in the ``interval_s`` before ``ts``: one :class:`WaitFigure` per
+    (class, syscall). ``lost`` counts calls the kernel could not aggregate (its map full)."""
+
+    pid: int
+    interval_s: float
+    figures: tuple = ()
+    lost: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WaitSpan:
+    """One exactly timed wait of thread ``tid`` (nested in :class:`WaitSpans`): from ``start`` (epoch
+    seconds) for ``duration_s``; ``size`` in bytes where one applies, else 0."""
+
+    start: float
+    duration_s: float
+    tid: int
+    wait_class: str
+    syscall: str
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WaitSpans(Event):
+    """A bounded sample of ``pid``'s exact waits (the long ones, at most a few hundred a second), for the
+    timeline; the eBPF tracer sends one batch a second."""
+
+    pid: int
+    spans: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Problem(Event):
     """Something failed off the GUI thread: one line for the user, never a traceback.
 
@@ -497,5 +558,6 @@ class LessonCard(Event):
 EVENT_TYPES: Mapping[str, type] = MappingProxyType({
     cls.__name__: cls
     for cls in (PageCapture, WorkloadProgress, WorkloadResult, PhaseTiming, CaptureWindowState, Marker,
-                HotspotWindow, WaitSample, Problem, HotspotLeaves, RoundTime, PhaseRatio, ABResult, LessonCard)
+                HotspotWindow, WaitSample, WaitFigure, WaitFigures, WaitSpan, WaitSpans, Problem, HotspotLeaves,
+                RoundTime, PhaseRatio, ABResult, LessonCard)
 })

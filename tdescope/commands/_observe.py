@@ -52,6 +52,7 @@ class Observed:
     seconds: float
     cpu_s: float | None = None
     interrupted: bool = False
+    os_source: str = "proc"
 
 
 def add_target_arguments(parser) -> None:
@@ -105,8 +106,12 @@ def _await_client(target, deadline_s: float) -> int:
     raise UserError(f"no {target.workload.name} client backend became busy within {deadline_s:g} s")
 
 
-def observe(args, hotspots: bool, waits: bool) -> Observed:
-    """Observe the target of ``args`` for ``args.seconds``."""
+def observe(args, hotspots: bool, waits: bool, exact_waits: str = "proc") -> Observed:
+    """Observe the target of ``args`` for ``args.seconds``.
+
+    ``exact_waits`` (``auto``, ``ebpf``, ``proc``) says whether the eBPF wait tracer runs too; with
+    ``ebpf`` a tracer that cannot load ends the command in one line.
+    """
     from tdescope.app.engines.api import WorkloadControl
     from tdescope.app.events import Problem
     from tdescope.app.observe.sampling import ENGINE_WAIT_HZ, Observation, engine_poll_text
@@ -136,8 +141,13 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
         if source is not None:
             print(f"tdescope: {engine_poll_text(source, engine_hz)}", file=sys.stderr)
         obs = Observation(target.pid, sink, hotspots=hotspots, waits=waits, wait_source=source, window_s=window_s,
-                          frequency=getattr(args, "perf_hz", DEFAULT_HZ), engine_hz=engine_hz)
+                          frequency=getattr(args, "perf_hz", DEFAULT_HZ), engine_hz=engine_hz,
+                          exact_waits=exact_waits if waits else "proc")
         obs.start_blocking()
+        os_source = obs.exact_source
+        if exact_waits == "ebpf" and waits and os_source != "ebpf":
+            obs.stop()
+            raise UserError(obs.exact_problem.split("; OS waits from")[0])
         if hotspots and not obs.hotspots_on:
             problem = next((e.message for e in events if isinstance(e, Problem)), "perf did not start")
             obs.stop()
@@ -169,7 +179,7 @@ def observe(args, hotspots: bool, waits: bool) -> Observed:
     problems = [e.message for e in events if isinstance(e, Problem)]
     used = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
     seconds_seen = round(time.monotonic() - started, 1) if interrupted else args.seconds
-    return Observed(events, problems, engine, target.pid, seconds_seen, used, interrupted)
+    return Observed(events, problems, engine, target.pid, seconds_seen, used, interrupted, os_source)
 
 
 def interrupted_line(seen: Observed, what: str) -> KeyboardInterrupt:

@@ -50,6 +50,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-hotspots", action="store_true", help="do not run perf")
     add_perf_hz_argument(parser)
     parser.add_argument("--no-waits", action="store_true", help="do not sample OS waits")
+    parser.add_argument("--os-waits", choices=("auto", "ebpf", "proc"), default="auto",
+                        help="exact OS waits too: auto traces every syscall with eBPF where it loads, ebpf "
+                             "insists, proc records the /proc samples only")
     add_engine_wait_argument(parser)
     parser.add_argument("--sample-columns", action="store_true",
                         help="with --dsn: also sample bytea columns of user tables for pgcrypto messages (reads the "
@@ -80,8 +83,14 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
     if wait_source is not None and not args.no_waits:
         print(f"tdescope: {engine_poll_text(wait_source, args.engine_wait_hz)}", file=sys.stderr)
     obs = Observation(pid, record, hotspots=hotspots, waits=not args.no_waits, wait_source=wait_source,
-                      frequency=args.perf_hz, engine_hz=args.engine_wait_hz)
+                      frequency=args.perf_hz, engine_hz=args.engine_wait_hz,
+                      exact_waits="proc" if args.no_waits else args.os_waits)
     obs.start_blocking()
+    if args.os_waits == "ebpf" and not args.no_waits and obs.exact_source != "ebpf":
+        obs.stop()
+        raise UserError(obs.exact_problem.split("; OS waits from")[0])
+    if obs.exact_problem:
+        notes.append(obs.exact_problem)
     return [obs.stop]
 
 

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QPush
 from tdescope.app.hotspots.profile import Profile, crypto_pct
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.report.plots import SIDE_COLORS
+from tdescope.ui.waits_dock import class_color
 
 __all__ = ["TimelineDock"]
 
@@ -62,8 +63,10 @@ class TimelineDock(QDockWidget):
                                        brush=pg.mkBrush(33, 118, 210, 80))
         self.density.setDownsampling(auto=True, method="peak")
         self.density.setClipToView(True)
+        # exact waits (the eBPF tracer's sample of the long ones), a thin strip on top of the waits lane
+        self.wait_spans = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[], pen=None)
         self.captures = pg.ScatterPlotItem(symbol="s", size=4, pen=None, brush=pg.mkBrush(60, 60, 60, 200))
-        for item in (self.sides, self.windows, self.density, self.captures):
+        for item in (self.sides, self.windows, self.density, self.wait_spans, self.captures):
             self.plot.addItem(item)
         self._labels: list[pg.TextItem] = []
         self._marker_lines: list[pg.InfiniteLine] = []
@@ -160,6 +163,7 @@ class TimelineDock(QDockWidget):
             "sides": (len(run.spans), run.spans[-1].end if run.spans else 0),
             "windows": len(run.windows),
             "density": run.waits.samples,
+            "spans": len(run.wait_spans),
             "marks": (len(run.capture_ts), len(run.markers)),
         }
         seen = self._seen if isinstance(self._seen, dict) and not force else {}
@@ -173,6 +177,8 @@ class TimelineDock(QDockWidget):
             self._draw_windows(t0)
         if lanes["density"] != seen.get("density"):
             self._draw_density()
+        if lanes["spans"] != seen.get("spans"):
+            self._draw_wait_spans(t0)
         if lanes["marks"] == seen.get("marks"):
             return
         if run.capture_ts:
@@ -366,6 +372,16 @@ class TimelineDock(QDockWidget):
         x = np.arange(n) * self.run.bucket_s
         self.density.setData(x, _LANES["waits"] + 0.8 * busy / peak)
 
+    def _draw_wait_spans(self, t0: float) -> None:
+        """Each sampled exact wait as a bar as long as the wait, coloured by class (Idle left out)."""
+        spans = [s for s in self.run.wait_spans if s.wait_class != "Idle"]
+        y = _LANES["waits"] + 0.82
+        self.wait_spans.setOpts(
+            x0=[s.start - t0 for s in spans], width=[max(s.duration_s, 1e-4) for s in spans],
+            y0=[y] * len(spans), height=[0.14] * len(spans),
+            brushes=[pg.mkBrush(*class_color(s.wait_class)) for s in spans],
+        )
+
     def reset(self) -> None:
         """Forget what was drawn (the run was cleared)."""
         self._seen = ()
@@ -377,7 +393,7 @@ class TimelineDock(QDockWidget):
         self._marker_lines.clear()
         self._run_labels.clear()
         self.filter.setChecked(False)
-        for item in (self.sides, self.windows):
+        for item in (self.sides, self.windows, self.wait_spans):
             item.setOpts(x0=[], width=[], y0=[], height=[], brushes=[])
         self.density.setData([], [])
         self.captures.setData([], [])

@@ -4,6 +4,10 @@ The chart shows the average number of threads in each class per bucket (like
 Oracle's average active sessions), OS classes above and the engine's own
 classes below when the engine has a wait source. The table ranks (source,
 class, event) by samples, narrowed to the timeline's range when one is selected.
+Below it, the exact OS waits (the eBPF tracer's, every call timed and sized in the
+kernel) per class and syscall, as Oracle's V$SESSION_EVENT: count, total, average,
+p50, p99 and the most common sizes; its heading says the source, and where eBPF
+could not load, why.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QHeaderView, QLabel, QSplitter, QTableView, QVBoxLayout, QWidget
 
+from tdescope.app.events import WaitFigure
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.waits.counter import WaitTopRow
+from tdescope.app.waits.exact import avg_us, format_sizes
 from tdescope.app.waits.os_sampler import WAIT_CLASSES
 from tdescope.ui.table_model import RowTableModel
 
-__all__ = ["WaitsDock", "WaitTopModel", "CLASS_COLORS"]
+__all__ = ["WaitsDock", "WaitTopModel", "ExactWaitModel", "CLASS_COLORS"]
 
 #: One colour per class, the same in the chart, the table and the timeline.
 CLASS_COLORS = {
@@ -33,6 +39,8 @@ CLASS_COLORS = {
     "Network": (142, 36, 170),
     "Idle": (189, 189, 189),
     "Other": (121, 85, 72),
+    "CPU queue": (139, 195, 74),
+    "Off CPU": (158, 158, 158),
 }
 #: Seconds of history the chart shows while it follows the live edge.
 FOLLOW_S = 120.0
@@ -67,6 +75,41 @@ class WaitTopModel(RowTableModel):
         return None
 
     def set_rows(self, rows: list[WaitTopRow]) -> None:
+        """Show ``rows``; same length: one dataChanged, else a reset."""
+        if len(rows) == len(self.rows) and rows:
+            self.rows = rows
+            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(self.columns) - 1))
+            return
+        self.beginResetModel()
+        self.rows = rows
+        self.endResetModel()
+
+
+class ExactWaitModel(RowTableModel):
+    """Exact OS waits per (class, syscall): count, total, average, p50, p99, sizes; refreshed in place."""
+
+    columns = ("Class", "Syscall", "Count", "Total ms", "Avg µs", "p50 µs", "p99 µs", "Sizes (most common)")
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.rows: list[WaitFigure] = []
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        r = self.rows[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            us = lambda v: "–" if v is None else f"{v:,.1f}"  # noqa: E731
+            return (r.wait_class, r.syscall, f"{r.count:,}", f"{r.total_us / 1e3:,.2f}", us(avg_us(r)),
+                    us(r.p50_us), us(r.p99_us), format_sizes(r))[col]
+        if role == Qt.ItemDataRole.DecorationRole and col == 0:
+            return QColor(*class_color(r.wait_class))
+        if role == Qt.ItemDataRole.TextAlignmentRole and 2 <= col <= 6:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def set_rows(self, rows: list[WaitFigure]) -> None:
         """Show ``rows``; same length: one dataChanged, else a reset."""
         if len(rows) == len(self.rows) and rows:
             self.rows = rows
@@ -176,6 +219,24 @@ class WaitsDock(QDockWidget):
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(4, QHeaderView.ResizeMode.ResizeToContents)
+        self.exact_label = QLabel("Exact OS waits: not traced")
+        self.exact_label.setStyleSheet("color: #555;")
+        self.exact_label.setWordWrap(True)
+        self.exact_model = ExactWaitModel(self)
+        self.exact_table = QTableView()
+        self.exact_table.setModel(self.exact_model)
+        self.exact_table.verticalHeader().hide()
+        self.exact_table.verticalHeader().setDefaultSectionSize(20)
+        self.exact_table.horizontalHeader().setStretchLastSection(True)
+        for col, w in enumerate((120, 90, 70, 75, 65, 65, 65)):
+            self.exact_table.setColumnWidth(col, w)
+        exact = QWidget()
+        el = QVBoxLayout(exact)
+        el.setContentsMargins(0, 0, 0, 0)
+        el.addWidget(self.exact_label)
+        el.addWidget(self.exact_table)
+        self._exact_seen = -1
+        self.exact_note = ""
         top = QHBoxLayout()
         top.addWidget(self.summary, 1)
         top.addWidget(self.show_idle)
@@ -190,7 +251,8 @@ class WaitsDock(QDockWidget):
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(charts)
         split.addWidget(self.table)
-        split.setSizes([300, 200])
+        split.addWidget(exact)
+        split.setSizes([260, 160, 200])
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -206,6 +268,11 @@ class WaitsDock(QDockWidget):
         self.engine_poll.setText(text)
         self.engine_poll.setVisible(bool(text))
         self.engine_chart.scale = 1.0 / max(hz * self.run.bucket_s, 1e-9)
+
+    def set_exact_note(self, text: str) -> None:
+        """Why the exact OS waits are not from eBPF (one line; empty when they are)."""
+        self.exact_note = text
+        self.refresh(force=True)
 
     def set_range(self, rng: tuple[float, float] | None) -> None:
         """Narrow the table to ``(start, end)`` epoch seconds and shade it on the chart."""
@@ -224,6 +291,7 @@ class WaitsDock(QDockWidget):
 
     def refresh(self, force: bool = False) -> None:
         """Redraw when new samples arrived (or ``force``)."""
+        self._refresh_exact(force)
         n = self.run.waits.samples
         if n == self._seen and not force:
             return
@@ -245,3 +313,20 @@ class WaitsDock(QDockWidget):
         busy = sum(r.samples for r in rows if r.source == "os")
         scope = "selected range" if self.range else "whole run"
         self.summary.setText(f"{n} samples · {scope} · top {len(rows)} events ({busy} OS samples shown)")
+
+    def _refresh_exact(self, force: bool) -> None:
+        n = len(self.run.exact_batches)
+        if n == self._exact_seen and not force:
+            return
+        self._exact_seen = n
+        rng = self.range or (None, None)
+        skip = () if self.show_idle.isChecked() else ("Idle",)
+        rows = [r for r in self.run.exact(*rng) if r.wait_class not in skip]
+        self.exact_model.set_rows(rows)
+        scope = "selected range" if self.range else "whole run"
+        if n:
+            calls = sum(r.count for r in rows if r.wait_class not in ("CPU queue", "Off CPU"))
+            self.exact_label.setText(f"Exact OS waits · source: eBPF, every call timed and sized in the kernel · "
+                                     f"{calls:,} calls · {scope}")
+        elif self.exact_note:
+            self.exact_label.setText(f"Exact OS waits · source: /proc samples only ({self.exact_note})")

@@ -309,8 +309,86 @@ def workload_table(run: LessonRun) -> LessonCard:
                     params=params)
 
 
+#: glibc's malloc: below this a request is served from the brk heap (or an arena); at or above it, by its own
+#: mmap, given back by munmap on free. Dynamic: a freed mmapped block raises it (up to 32 MiB on 64-bit).
+MMAP_THRESHOLD = 128 * 1024
+_MEMORY_SYSCALLS = ("mmap", "munmap", "mremap", "brk", "madvise")
+
+
+def memory_operations(run: LessonRun) -> LessonCard:
+    """Seed 003's 'PGA memory operation' on any engine: the memory syscalls of the server process while
+    a statement sorts or a cache grows, timed and sized by the eBPF wait tracer, beside p1 = 131072."""
+    from tdescope.app.engines.capabilities import Ability, has_ability
+    from tdescope.app.errors import UserError
+    from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
+    from tdescope.app.waits.exact import avg_us, figures, format_sizes
+
+    binding = run.binding
+    if binding.workload == "sql":
+        if not has_ability(run.session, Ability.RUN_SQL):
+            return run.card([], NO_COMPARISON, f"{run.engine.name} runs no SQL of tdescope's")
+        params = dict(binding.params)
+        setup = [q for q in params.get("setup", ()) if q]
+        sql = str(params["sql"])
+        steps = [(run.session.sql_workload(q), {"sql": q, "repeat": 1}) for q in setup]
+        repeat = int((binding.fast if run.fast else params).get("repeat", params.get("repeat", 1)))
+        steps.append((run.session.sql_workload(sql, repeat), {"sql": sql, "repeat": repeat}))
+        what = f"{sql} (×{repeat}, after {'; '.join(setup)})" if setup else sql
+    else:
+        workload = run.workload()
+        steps = [(workload, run.params(workload))]
+        what = workload.label
+    pid = run.session.server_pid()
+    run.step(1, f"tracing pid {pid}'s syscalls with eBPF")
+    try:
+        tracer = EbpfWaitTracer(pid).start()
+    except UserError as exc:
+        return run.card([], NO_COMPARISON, f"needs the eBPF wait tracer: {exc}")
+    try:
+        run.step(2, what)
+        for workload, params in steps:
+            run.experiment(workload, params)
+        totals = tracer.read()
+    finally:
+        tracer.stop()
+    run.step(3, "memory operations with their sizes, beside the published p1")
+    rows = figures(totals)
+    mem = [f for f in rows if f.syscall in _MEMORY_SYSCALLS]
+    syscalls_us = sum(f.total_us for f in rows if f.wait_class not in ("Idle", "Off CPU", "CPU queue"))
+    mem_us = sum(f.total_us for f in mem)
+    share = 100.0 * mem_us / syscalls_us if syscalls_us else 0.0
+    ours = [f"{f.syscall}: {f.count:,} calls, {f.total_us / 1e3:.2f} ms, avg {avg_us(f):.1f} µs, p99 "
+            f"{f.p99_us:.1f} µs" + (f"; sizes {format_sizes(f, 3)}" if f.sizes else "") for f in mem]
+    ours.append(f"memory operations: {mem_us / 1e3:.2f} ms = {share:.1f} % of the process's non-idle syscall time "
+                f"({syscalls_us / 1e3:.2f} ms)")
+    sizes = {size for f in mem if f.syscall in ("mmap", "munmap") for size, _ in f.sizes}
+    big = sorted(s for s in sizes if s >= MMAP_THRESHOLD)
+    evidence = [f"glibc malloc maps a request of {MMAP_THRESHOLD} B or more with its own mmap and unmaps it on free; "
+                "smaller ones come from the brk heap or an arena (grown by brk, trimmed by madvise). The threshold "
+                "rises to the size of a freed mapped block (up to 32 MiB), so a workload that frees large blocks "
+                "soon stops mapping them: Oracle's PGA allocates in 128 KiB granules itself, which is why its p1 "
+                "stays 131072.",
+                "cost = count × duration, as in the seed: the count comes from the kernel, not from samples"]
+    figs = {"memory_us": round(mem_us, 1), "syscall_us": round(syscalls_us, 1), "memory_pct": round(share, 2),
+            "mmap_sizes": sorted(sizes), "calls": {f.syscall: f.count for f in mem}}
+    if not mem:
+        return run.card(ours, INCONCLUSIVE, "no memory operation while the workload ran", evidence, figs)
+    if 131072 in sizes:
+        verdict, text = SAME, (f"mmap/munmap of 131072 B here too ({share:.1f} % of the syscall time): the "
+                               "allocator's granule, as in p1 = 131072")
+    elif big:
+        verdict, text = SAME, (f"mmap/munmap of large blocks here too ({', '.join(map(str, big[:3]))} B; "
+                               f"{share:.1f} % of the syscall time), not in 128 KiB granules: malloc's threshold "
+                               "decides the sizes")
+    else:
+        verdict, text = DIFFERENT, (f"no mapping at or above {MMAP_THRESHOLD} B: this allocator grew its heap "
+                                    f"instead (brk/madvise, {share:.1f} % of the syscall time)")
+    return run.card(ours, verdict, text, evidence, figs)
+
+
 #: analysis name (a lesson file's ``analysis``) -> function
 ANALYSES: dict[str, Callable[[LessonRun], LessonCard]] = {
     "ab_ratio": ab_ratio, "scan_decrypts": scan_decrypts, "page_before_after": page_before_after,
     "two_by_two": two_by_two, "matrix": matrix, "pgbench": pgbench, "workload_table": workload_table,
+    "memory_operations": memory_operations,
 }

@@ -5,7 +5,9 @@ leaf offsets, wait samples, workload progress, capture times) and answers the
 views' questions cheaply: the profile of the last window, of the whole run or
 of a time range; the encrypted and plain profiles. Its
 :attr:`~ObservedRun.waits` (a :class:`~tdescope.app.waits.counter.WaitCounter`
-whose buckets start at the run's first event) counts the wait samples.
+whose buckets start at the run's first event) counts the wait samples; the exact OS waits (the eBPF
+tracer's :class:`~tdescope.app.events.WaitFigures`, one batch a second) add up per (class, syscall)
+in :meth:`~ObservedRun.exact`.
 Whole-run answers come from running totals, so a refresh costs the size of
 the answer, not the length of the run.
 """
@@ -16,9 +18,11 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable
 
-from tdescope.app.events import HotspotLeaves, HotspotWindow, Marker, WaitSample, WorkloadProgress
+from tdescope.app.events import (HotspotLeaves, HotspotWindow, Marker, WaitFigure, WaitFigures, WaitSample, WaitSpan,
+                                 WaitSpans, WorkloadProgress)
 from tdescope.app.hotspots.profile import Profile
 from tdescope.app.waits.counter import WaitCounter
+from tdescope.app.waits.exact import merge
 from tdescope.app.observe.timeline import SideSpan, SpanCutter, side_of
 
 __all__ = ["ObservedRun"]
@@ -58,6 +62,10 @@ class ObservedRun:
         self.capture_ts: list[float] = []
         self.markers: list[Marker] = []
         self.waits = WaitCounter(bucket_s)
+        #: The exact OS wait batches, in arrival (time) order.
+        self.exact_batches: list[WaitFigures] = []
+        #: The sampled exact waits (the long ones), for the timeline.
+        self.wait_spans: list[WaitSpan] = []
 
     def _seen(self, ts: float) -> None:
         # The first event fixes the origin of the axis; a late one from before
@@ -92,6 +100,28 @@ class ObservedRun:
         if batch:
             self._seen(batch[0].ts)
         self.waits.add(batch)
+
+    def add_exact(self, batch: Iterable[WaitFigures]) -> None:
+        """Keep exact OS wait batches (each covers the ``interval_s`` before its ``ts``)."""
+        for ev in batch:
+            self._seen(ev.ts - ev.interval_s)
+            self.exact_batches.append(ev)
+
+    def add_spans(self, batch: Iterable[WaitSpans]) -> None:
+        """Keep the sampled exact waits of each batch."""
+        for ev in batch:
+            for sp in ev.spans:
+                self._seen(sp.start)
+                self.wait_spans.append(sp)
+
+    def exact(self, start: float | None = None, end: float | None = None) -> list[WaitFigure]:
+        """Exact OS waits per (class, syscall) of the batches overlapping ``[start, end]`` (default: all).
+
+        A batch is a second's aggregate: a range counts the whole seconds it touches.
+        """
+        lo = float("-inf") if start is None else start
+        hi = float("inf") if end is None else end
+        return merge(b for b in self.exact_batches if b.ts >= lo and b.ts - b.interval_s <= hi)
 
     def add_progress(self, batch: Iterable[WorkloadProgress]) -> None:
         """Record workload progress and recompute the side spans."""

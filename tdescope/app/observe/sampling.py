@@ -4,7 +4,9 @@ An :class:`Observation` owns the three samplers of one target pid and sends
 everything they produce to one ``sink`` callable, on worker threads (the same
 pattern as :class:`tdescope.app.experiment.Experiment`): ``HotspotWindow``,
 :class:`HotspotLeaves` (where in each function the CPU was, for the
-disassembly heat), ``WaitSample`` (OS and engine) and ``Problem``.
+disassembly heat), ``WaitSample`` (OS and engine), ``WaitFigures`` (exact OS waits from the eBPF
+tracer, once a second, when asked for, with ``WaitSpans``: a bounded sample of the long waits, for the
+timeline) and ``Problem``.
 
 Each part fails alone: perf missing or not permitted gives one ``Problem``
 with the fix and the wait samplers keep running; an engine wait source that
@@ -21,17 +23,26 @@ from collections.abc import Callable
 from tdescope.app.hotspots.perf_script import Sample
 from tdescope.app.engines.api import WaitSource
 from tdescope.app.errors import UserError
-from tdescope.app.events import Event, HotspotLeaves, Problem
+from tdescope.app.events import Event, HotspotLeaves, Problem, WaitFigures
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.app.hotspots.profile import HotspotSampler, check_perf
+from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
+from tdescope.app.waits.exact import WaitTotals, figures, spans_event
 from tdescope.app.waits.os_sampler import OsWaitSampler
 
-__all__ = ["ENGINE_WAIT_HZ", "Observation", "engine_poll_text", "leaves_of"]
+__all__ = ["ENGINE_WAIT_HZ", "EXACT_WAITS", "OS_WAIT_HZ", "Observation", "engine_poll_text", "leaves_of"]
+
+#: Choices for exact OS waits: ``auto`` traces with eBPF where it loads (else the /proc samples are
+#: the only OS figures, and a Problem says why), ``ebpf`` insists (a Problem when it cannot), ``proc``
+#: never traces.
+EXACT_WAITS = ("auto", "ebpf", "proc")
 
 #: Engine-wait polls per second by default. Each poll is one statement on the database server
 #: (PostgreSQL: the one backend's pg_stat_activity row), so the rate is said and adjustable
 #: (``--engine-wait-hz``, Observe ▸ Engine wait polling).
 ENGINE_WAIT_HZ = 5.0
+#: /proc samples per second per thread of the OS wait sampler, by default.
+OS_WAIT_HZ = 20.0
 
 
 def engine_poll_text(source: WaitSource | None, hz: float) -> str:
@@ -72,6 +83,9 @@ class Observation:
     wait_hz, engine_hz : float
         OS wait sampling and engine wait polling rates (:data:`ENGINE_WAIT_HZ`: each engine poll is
         one statement on the server).
+    exact_waits : {"proc", "auto", "ebpf"}
+        Whether the eBPF wait tracer runs beside the /proc sampler while waits are on
+        (:data:`EXACT_WAITS`); :attr:`exact_source` says what the OS figures came from.
     """
 
     def __init__(
@@ -84,9 +98,12 @@ class Observation:
         wait_source: WaitSource | None = None,
         frequency: int = DEFAULT_HZ,
         window_s: float = 1.0,
-        wait_hz: float = 20.0,
+        wait_hz: float = OS_WAIT_HZ,
         engine_hz: float = ENGINE_WAIT_HZ,
+        exact_waits: str = "proc",
     ) -> None:
+        if exact_waits not in EXACT_WAITS:
+            raise UserError(f"exact waits must be one of {', '.join(EXACT_WAITS)}")
         self.pid = pid
         self.sink = sink
         self.wait_source = wait_source
@@ -99,6 +116,13 @@ class Observation:
         self._lock = threading.Lock()
         self._hot: HotspotSampler | None = None
         self._os: OsWaitSampler | None = None
+        self.exact_waits = exact_waits
+        self._tracer: EbpfWaitTracer | None = None
+        self._last_totals: WaitTotals | None = None
+        #: ``"ebpf"`` while the tracer runs, else ``"proc"``: where the OS wait figures come from.
+        self.exact_source = "proc"
+        #: Why eBPF is not the source, in one line ("" when it is, or was not asked for).
+        self.exact_problem = ""
         self._engine_stop: threading.Event | None = None
         self._engine_thread: threading.Thread | None = None
         self._perf_problem_sent = False
@@ -193,7 +217,10 @@ class Observation:
                 return
             old_os, self._os = self._os, None
             old_stop, self._engine_stop = self._engine_stop, None
+            old_tracer, self._tracer = self._tracer, None
+            self.exact_source = "proc"
             if on:
+                self._start_tracer()
                 self._os = OsWaitSampler(
                     self.pid, hz=self.wait_hz, on_sample=self.sink,
                     on_error=lambda m: self._problem("waits", m),
@@ -210,6 +237,31 @@ class Observation:
             old_os.stop()
         if old_stop is not None:
             old_stop.set()
+        if old_tracer is not None:
+            old_tracer.stop()
+
+    def _start_tracer(self) -> None:
+        """Start the eBPF wait tracer when asked for; say in one Problem why not when it cannot load."""
+        if self.exact_waits == "proc":
+            return
+        tracer = EbpfWaitTracer(self.pid, on_totals=self._on_totals, on_error=lambda m: self._problem("waits", m),
+                                on_spans=lambda spans: self.sink(spans_event(self.pid, spans, time.time())))
+        try:
+            tracer.start()
+        except UserError as exc:
+            self.exact_problem = f"exact waits: {exc}; OS waits from /proc samples only"
+            self._problem("waits", self.exact_problem)
+            return
+        self._last_totals = None
+        self._tracer = tracer
+        self.exact_source = "ebpf"
+        self.exact_problem = ""
+
+    def _on_totals(self, totals: WaitTotals) -> None:
+        last, self._last_totals = self._last_totals, totals
+        since = totals if last is None else totals.minus(last)
+        interval = totals.ts - last.ts if last is not None else 1.0
+        self.sink(WaitFigures(totals.ts, self.pid, round(interval, 3), tuple(figures(since)), since.no_room))
 
     # -- threads ---------------------------------------------------------------
     def _problem(self, source: str, message: str) -> None:

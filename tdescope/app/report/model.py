@@ -31,6 +31,7 @@ from tdescope.app.report.captures import MASK, CaptureSection, capture_section, 
 from tdescope.app.report.plots import SIDE_COLORS, TimelineLane, flame_graph, horizontal_bars, stacked_bars, timeline
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import PLAINTEXT_WITHHELD
+from tdescope.app.report.exact_waits import exact_waits_table
 from tdescope.app.waits.counter import WaitCounter
 
 __all__ = ["Plot", "ResultTable", "CaptureSection", "Report", "build_report", "render_html", "MASK"]
@@ -260,6 +261,12 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
                 "Workload sides, probe windows, captures, markers and notes on one clock." + cropped)
 
 
+def _exact_waits_table(reader: SessionReader) -> list[ResultTable]:
+    """The exact OS waits of the session (the eBPF tracer's), per class and syscall; none when not traced."""
+    table = exact_waits_table(reader)
+    return [ResultTable(table.title, table.header, table.rows, None, False, facts=table.facts)] if table else []
+
+
 def build_report(reader: SessionReader, decoder: PageDecoder | None = None, include_plaintext: bool = False,
                  max_captures: int = 4) -> Report:
     """Read ``reader``'s session into a :class:`Report`.
@@ -307,7 +314,8 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
         title=meta.title or f"{meta.engine_label or meta.engine or 'Session'} encryption session",
         engine=meta.engine_label or meta.engine, versions=dict(meta.versions), host=meta.host,
         recorded=_clock(t0), duration_s=summary.duration_s, generated=_clock(time.time()),
-        results=_results(reader), plots=tuple(plots), captures=tuple(captures), notes=tuple(notes),
+        results=tuple(_results(reader)) + tuple(_exact_waits_table(reader)), plots=tuple(plots),
+        captures=tuple(captures), notes=tuple(notes),
         environment=tuple(env), counts=summary.counts, include_plaintext=include_plaintext, problems=problems[:20],
         plaintext_note=PLAINTEXT_WITHHELD if meta.plaintext_withheld else "",
         lessons=cards, captures_note=chosen,

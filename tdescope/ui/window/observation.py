@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QMenu, QWidget
 
 from tdescope.app.engines.api import Engine, EngineSession
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ
-from tdescope.app.events import Event, HotspotLeaves, HotspotWindow, Marker, WaitSample, WorkloadProgress
+from tdescope.app.events import Event, HotspotLeaves, HotspotWindow, Marker, WaitFigures, WaitSample, WaitSpans, WorkloadProgress
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.observe.sampling import ENGINE_WAIT_HZ, Observation, engine_poll_text
 from tdescope.ui.event_pump import EventPump
@@ -81,6 +81,8 @@ class ObservationController(QObject):
         pump.subscribe(HotspotWindow, self.run.add_windows)
         pump.subscribe(HotspotLeaves, self.run.add_leaves)
         pump.subscribe(WaitSample, self.run.add_waits)
+        pump.subscribe(WaitFigures, self.run.add_exact)
+        pump.subscribe(WaitSpans, self.run.add_spans)
         pump.subscribe(WorkloadProgress, self.run.add_progress)
         pump.subscribe(Marker, self.run.add_markers)
         pump.subscribe(Captured, lambda b: self.run.add_captures(c.capture.ts for c in b))
@@ -144,7 +146,7 @@ class ObservationController(QObject):
             return  # stopped, or told to observe another process, while the source opened
         self.observation = Observation(
             pid, self._publish, wait_source=source, frequency=self.frequency, engine_hz=self.engine_hz,
-            hotspots=self.hotspots_action.isChecked(), waits=self.waits_action.isChecked(),
+            hotspots=self.hotspots_action.isChecked(), waits=self.waits_action.isChecked(), exact_waits="auto",
         ).start()
         self.waits_dock.set_engine_poll(engine_poll_text(source, self.engine_hz), self.engine_hz)
 
@@ -183,6 +185,9 @@ class ObservationController(QObject):
     def refresh(self) -> None:
         """Update the docks that are visible and got new data."""
         t = time.perf_counter()
+        obs = self.observation
+        if obs is not None and obs.exact_problem != self.waits_dock.exact_note:
+            self.waits_dock.set_exact_note(obs.exact_problem)
         for dock in self.docks:
             if dock.isVisible():
                 dock.refresh()
