@@ -30,7 +30,7 @@ ENGINES, ERRORS = discover_engines()
     ("sqlcipher", {A.OWN_TARGET, A.SUMMARIZE_PAGES}, LabSession),
     ("postgres", {A.PANEL, A.CRITICAL_PROCESSES, A.CHOOSE_TARGET, A.RUN_SQL, A.REQUIRE_EXTENSIONS,
                   A.SAMPLE_COLUMNS, A.FIT_RECIPES}, PostgresSession),
-    ("oracle", {A.PANEL, A.CRITICAL_PROCESSES}, OracleSession),
+    ("oracle", {A.PANEL, A.CRITICAL_PROCESSES, A.FIT_RECIPES}, OracleSession),
     ("mariadb", {A.RUN_SQL, A.SUMMARIZE_PAGES, A.CATALOG_DECODER, A.CRITICAL_PROCESSES, A.REQUIRE_EXTENSIONS},
      MariaDbSession),
 ])

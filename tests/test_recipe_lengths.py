@@ -16,9 +16,6 @@ from tdescope.app.probe.window import CaptureLimits
 from tdescope.plugins.postgres import ENGINE as POSTGRES
 from tdescope.plugins.postgres.recipes import EVP_DECRYPT, PAGE_READ, PGP_DECRYPT
 
-#: Known not yet fitted: Oracle's block recipes copy db_block_size (8192) and Oracle sessions do not
-#: read it yet (docs/design-notes.md, issue 27 item 6). Anything else with a constant length fails.
-NOT_YET = {"oracle.block_decrypted", "oracle.block_encrypted"}
 ENGINES = discover_engines()[0]
 
 
@@ -27,7 +24,7 @@ def test_no_recipe_copies_a_constant_length_its_session_does_not_fit():
         fits = Ability.FIT_RECIPES in engine.abilities
         for recipe in engine.probe_recipes():
             length = recipe.length
-            if length is None or length.constant is None or length.constant == 0 or recipe.key in NOT_YET:
+            if length is None or length.constant is None or length.constant == 0:
                 continue
             assert fits, f"{name}: {recipe.key} copies a constant {length.constant} bytes"
 
@@ -47,7 +44,46 @@ def test_postgres_page_reads_copy_the_servers_block_size(pg_cluster):
         session.close()
 
 
-@pytest.mark.parametrize("key", sorted(NOT_YET))
-def test_the_known_gaps_are_still_oracles_block_recipes(key):
-    recipe = next(r for r in ENGINES["oracle"].probe_recipes() if r.key == key)
-    assert recipe.length.constant == 8192  # remove from NOT_YET once Oracle sessions fit them
+class _RecordedMonitor:
+    """V$PARAMETER's row for db_block_size as an instance answers it, or the error of a role without the grant."""
+
+    def __init__(self, value):
+        self.value, self.calls = value, []
+
+    def __call__(self, sql, **binds):
+        self.calls.append(sql)
+        if isinstance(self.value, Exception):
+            raise self.value
+        return [(self.value,)]
+
+
+def _oracle_session(monitor):
+    from tdescope.plugins.oracle.session import OracleSession
+
+    session = OracleSession.__new__(OracleSession)  # no instance here: only the recipe-fitting state
+    session.monitor, session._block_size = monitor, None
+    return session
+
+
+@pytest.mark.parametrize("value", ["16384", "4096", "32768"])
+def test_oracle_block_recipes_copy_the_instances_db_block_size(value):
+    from tdescope.plugins.oracle.recipes import BLOCK_SIZE_SQL
+
+    monitor = _RecordedMonitor(value)
+    session = _oracle_session(monitor)
+    recipes = {r.key: r for r in ENGINES["oracle"].probe_recipes()}
+    size = int(value)
+    for key in ("oracle.block_decrypted", "oracle.block_encrypted"):
+        fitted = session.fit_recipe(recipes[key])
+        assert fitted.length.constant == fitted.max_length == size, key
+    copy = session.fit_recipe(recipes["oracle.block_copy"])
+    assert copy.condition[1] == copy.max_length == size and copy.length.register == "rdx"
+    assert session.fit_recipe(recipes["oracle.wait_begin"]) is recipes["oracle.wait_begin"]
+    assert monitor.calls == [BLOCK_SIZE_SQL]  # read once
+
+
+@pytest.mark.parametrize("value", [RuntimeError("ORA-00942: table or view does not exist"), "12345", "65536"])
+def test_an_unreadable_or_odd_db_block_size_keeps_the_recipe(value):
+    session = _oracle_session(_RecordedMonitor(value))
+    recipe = next(r for r in ENGINES["oracle"].probe_recipes() if r.key == "oracle.block_decrypted")
+    assert session.fit_recipe(recipe) is recipe

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
 
-__all__ = ["block_recipes", "oracle_recipes", "wait_recipes", "PGA_MEMORY_OPERATION_122"]
+__all__ = ["BLOCK_SIZE_SQL", "block_recipes", "fit_block_recipe", "oracle_recipes", "wait_recipes",
+           "PGA_MEMORY_OPERATION_122"]
 
 #: V$EVENT_NAME.EVENT# of 'PGA memory operation' on the 12.2 instance of seed 003.
 PGA_MEMORY_OPERATION_122 = 524
@@ -75,6 +76,18 @@ def block_recipes(block_size: int = 8192) -> list[ProbeRecipe]:
             max_length=block_size,
         ),
     ]
+
+
+#: The instance's block size (V$PARAMETER is readable with SELECT_CATALOG_ROLE): what a block recipe copies.
+BLOCK_SIZE_SQL = "SELECT value FROM v$parameter WHERE name = 'db_block_size'"
+
+
+def fit_block_recipe(recipe: ProbeRecipe, block_size: int) -> ProbeRecipe:
+    """``recipe`` sized for ``block_size`` (db_block_size: 2K to 32K) when it is one of the block recipes,
+    which copy a whole block the call gives no length for; any other recipe unchanged."""
+    if not 2048 <= block_size <= 32768 or block_size & (block_size - 1):
+        raise ValueError(f"db_block_size {block_size} is not a power of two between 2048 and 32768")
+    return next((r for r in block_recipes(block_size) if r.key == recipe.key), recipe)
 
 
 def wait_recipes(event_number: int | None = PGA_MEMORY_OPERATION_122) -> list[ProbeRecipe]:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import threading
 
-from tdescope.app.engines.api import Inventory, Workload
+from tdescope.app.engines.api import Inventory, ProbeRecipe, Workload
 from tdescope.app.errors import UserError
 from tdescope.plugins.oracle import target as tg
 from tdescope.plugins.oracle.inventory import collect_inventory
+from tdescope.plugins.oracle.recipes import BLOCK_SIZE_SQL, fit_block_recipe
 from tdescope.plugins.oracle.tracefile import (
     OWN_TRACE_FILE_SQL,
     SESSION_TRACE_FILE_SQL,
@@ -80,6 +81,7 @@ class OracleSession:
         self.db_host = str(rows[0][0]) if rows else "?"
         self._trace: TraceCursor | None = None
         self._dump: TraceCursor | None = None
+        self._block_size: int | None = None  # db_block_size, read when a recipe is first fitted
 
     # -- target ----------------------------------------------------------------------------
     def sessions(self) -> list[tg.OracleSessionRow]:
@@ -102,6 +104,20 @@ class OracleSession:
     def server_pid(self) -> int:
         """The target's SPID."""
         return self.target.spid
+
+    def fit_recipe(self, recipe: ProbeRecipe) -> ProbeRecipe:
+        """``recipe`` sized for this instance's ``db_block_size`` where it copies a whole block (read once
+        from V$PARAMETER; unreadable or not a valid block size, the recipe keeps its 8192)."""
+        if self._block_size is None:
+            try:
+                rows = self.monitor(BLOCK_SIZE_SQL)
+                self._block_size = int(rows[0][0]) if rows else 0
+            except Exception:  # noqa: BLE001 - a missing grant (ORA-00942) keeps the default
+                self._block_size = 0
+        try:
+            return fit_block_recipe(recipe, self._block_size)
+        except ValueError:
+            return recipe
 
     # -- contract ----------------------------------------------------------------------------
     def inventory(self) -> Inventory:
