@@ -96,7 +96,6 @@ def test_runner_runs_each_side_alone_in_abba_order_and_reports_progress():
     assert progress[0].message == "warm-up · half" and progress[-1].message == "round 3/3 · half"
 
 
-@pytest.mark.xfail(strict=True, reason="machine_busy is not clamped: float rounding gives 1.0000000000002")
 def test_runner_keeps_the_busy_fractions_within_0_and_1_on_a_fully_busy_machine(monkeypatch):
     # /proc/stat in seconds: every tick busy, and the float division rounds above 1 (9.96 - 9.95 > 10.01 - 10.0)
     clock = iter([(9.95, 10.0), (9.96, 10.01)])
