@@ -90,7 +90,7 @@ def test_killing_the_gui_stops_the_lab_cleanly(tmp_path):
         while tracer_pid(worker) == 0 and time.monotonic() - t0 < 20:
             time.sleep(0.01)
         assert tracer_pid(worker) != 0, "never armed"
-        time.sleep(0.3)
+        time.sleep(0.3)  # captures under way when the workbench dies
         gui.kill()
         gui.wait()
         t0 = time.monotonic()
@@ -127,7 +127,11 @@ def test_gdb_killed_while_armed(sqlcipher_app, guard):
         assert any(m.memory == 0xCC for m in text_mismatches(app.pid)), "no breakpoint in the target?"
         os.kill(window.handle.gdb.gdb_pid, signal.SIGKILL)
         t.join(20)
-        time.sleep(0.1)
+        if guard:  # the guard (its own process) restores the code once gdb is gone: wait for it
+            wait_for(lambda: not any(m.memory == 0xCC for m in text_mismatches(app.pid)), timeout=20,
+                     what="the guard's restore of the code")
+        else:
+            time.sleep(0.1)  # the control: nothing restores it, however long one waits
         left = [m for m in text_mismatches(app.pid) if m.memory == 0xCC]
         app.go()  # now it decrypts: every breakpoint address is hit
         time.sleep(0.5)
