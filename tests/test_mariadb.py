@@ -426,9 +426,7 @@ def test_gdb_on_a_server_others_use_needs_allow_critical_and_ebpf_does_not(tmp_p
     server = subprocess.Popen(["/usr/sbin/mariadbd", f"--defaults-file={server_dir / 'my.cnf'}"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not (server_dir / "mariadbd.sock").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: (server_dir / "mariadbd.sock").exists(), timeout=60, interval=0.05, what="the server's socket")
         result = run_tdescope("capture", "--engine", "mariadb", "--backend", "gdb", "--pid", str(server.pid),
                               "--count", "1", "--timeout", "2")
         assert_one_line_error(result, f"pid {server.pid} is the whole MariaDB server (mariadbd")
@@ -469,9 +467,7 @@ def test_a_server_without_encryption_says_so_in_one_line(tmp_path):
     server = subprocess.Popen([server_bin, f"--defaults-file={cnf}"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(sock.exists, timeout=60, interval=0.05, what="the server's socket")
         session = ENGINE.connect(ConnectParams(dsn=f"socket={sock} user=root"))
         try:
             rows = {(s, n): v for s, n, v in session.inventory().rows}
