@@ -88,12 +88,20 @@ def test_runner_runs_each_side_alone_in_abba_order_and_reports_progress():
     assert seen == [("encrypted",), ("plain",), ("plain",), ("encrypted",), ("encrypted",), ("plain",),
                     ("plain",), ("encrypted",)]
     assert result.completed_rounds() == 3 and result.total().ratio_median == 2.0
-    assert result.machine_busy is not None and 0 <= result.other_busy <= 1
+    assert 0 <= result.other_busy <= result.machine_busy <= 1
     progress = [e for e in events if isinstance(e, WorkloadProgress)]
     assert [e.side for e in progress] == [s for (s,) in seen]  # each side's own events, for the timeline
     fractions = [e.run_fraction for e in progress]
     assert fractions == sorted(fractions) and 0 < fractions[0] < fractions[-1] < 1  # never goes back
     assert progress[0].message == "warm-up · half" and progress[-1].message == "round 3/3 · half"
+
+
+def test_runner_keeps_the_busy_fractions_within_0_and_1_on_a_fully_busy_machine(monkeypatch):
+    # /proc/stat in seconds: every tick busy, and the float division rounds above 1 (9.96 - 9.95 > 10.01 - 10.0)
+    clock = iter([(9.95, 10.0), (9.96, 10.01)])
+    monkeypatch.setattr("tdescope.app.ab.runner.machine_cpu_seconds", lambda: next(clock))
+    result = ABRunner(_workload([]), {"n": 1}, None, rounds=1, warmup=0).run(WorkloadControl())
+    assert result.machine_busy == 1.0 and 0 <= result.other_busy <= result.machine_busy
 
 
 def test_runner_stops_on_cancel_and_keeps_what_completed():

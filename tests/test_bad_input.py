@@ -102,10 +102,8 @@ def test_target_exits_while_armed(sqlcipher_app):
     cli = subprocess.Popen([*TDESCOPE, "capture", "--backend", "gdb", "--pid", str(app.pid), "--count", "5",
                             "--timeout", "30"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    t0 = time.monotonic()
-    while tracer_pid(app.pid) == 0 and time.monotonic() - t0 < 20:
-        time.sleep(0.02)
-    time.sleep(0.3)
+    # armed: traced, its breakpoints in, and let run again (no longer in gdb's attach stop)
+    wait_for(lambda: tracer_pid(app.pid) != 0 and proc_state(app.pid) in "RS", timeout=30, what="the probe armed")
     os.kill(app.pid, signal.SIGTERM)
     t_kill = time.monotonic()
     out, err = cli.communicate(timeout=30)

@@ -4,11 +4,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
-from conftest import TDESCOPE, assert_one_line_error, run_tdescope as run, proc_state, tracer_pid
+from conftest import TDESCOPE, assert_one_line_error, run_tdescope as run, proc_state, tracer_pid, wait_for
 
 
 
@@ -33,10 +32,7 @@ def test_capture_on_a_pid_of_someone_elses_sqlcipher_app(sqlcipher_app, tmp_path
                              "--count", "8", "--timeout", "60", "--json", "--dump", str(dump)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # the app starts reading once the probe is armed (TracerPid set)
-    deadline = time.time() + 30
-    while tracer_pid(app.pid) == 0 and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
+    wait_for(lambda: tracer_pid(app.pid) != 0 and proc_state(app.pid) in "RS", timeout=30, what="the probe armed")
     app.go()
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import compile_client
+from conftest import compile_client, wait_for
 from tdescope.app.hotspots.disasm import (
     annotate,
     disassemble,
@@ -96,7 +95,7 @@ def test_annotate_maps_addresses():
 def test_load_base_matches_live_memory(hot):
     target = subprocess.Popen([str(hot), "5"])
     try:
-        time.sleep(0.2)
+        wait_for(lambda: str(hot) in open(f"/proc/{target.pid}/maps").read(), what="hot mapped")
         base = load_base(target.pid, str(hot))
         start, size = function_bounds(str(hot), "hot_loop")
         with open(f"/proc/{target.pid}/mem", "rb") as mem:
@@ -121,9 +120,8 @@ def test_heat_from_real_samples(hot):
     try:
         with HotspotSampler(target.pid, frequency=499, window_s=0.5, on_samples=samples.extend):
             # wait for samples in hot_loop, not for a time: a loaded machine delivers windows late
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and sum(s.leaf.symbol == "hot_loop" for s in list(samples)) < 50:
-                time.sleep(0.1)
+            wait_for(lambda: sum(s.leaf.symbol == "hot_loop" for s in list(samples)) >= 50, timeout=60, interval=0.1,
+                     what="50 samples in hot_loop")
     finally:
         target.kill()
         target.wait()
@@ -146,7 +144,6 @@ def test_code_of_a_deleted_binary_is_read_through_map_files(tmp_path):
     """A binary replaced on disk while it runs (a package upgrade) is still disassembled."""
     import shutil
     import subprocess
-    import time
 
     from tdescope.app.hotspots.disasm import code_file, disassemble
 
@@ -159,7 +156,7 @@ def test_code_of_a_deleted_binary_is_read_through_map_files(tmp_path):
     shutil.copy(exe, copy)
     proc = subprocess.Popen([str(copy)])
     try:
-        time.sleep(0.2)
+        wait_for(lambda: str(copy) in open(f"/proc/{proc.pid}/maps").read(), what="spin-running mapped")
         copy.unlink()  # deleted while the process runs
         path = code_file(str(copy) + " (deleted)", proc.pid)
         assert path.startswith(f"/proc/{proc.pid}/map_files/")

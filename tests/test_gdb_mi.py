@@ -3,12 +3,11 @@
 import ast
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import proc_state, tracer_pid
+from conftest import proc_state, tracer_pid, wait_for
 from tdescope.app.gdb import mi
 from tdescope.app.gdb.allowlist import HELPER_FUNCTIONS, HELPER_PATH
 from tdescope.app.gdb.mi import GdbError, GdbSession, check_command
@@ -296,8 +295,5 @@ def test_closing_stdin_while_armed_detaches_and_target_survives(sleeper):
     gdb.resume()
     gdb._proc.stdin.close()  # what the kernel does when the workbench is killed
     gdb._proc.wait(timeout=10)
-    deadline = time.time() + 2
-    while tracer_pid(sleeper.pid) and time.time() < deadline:
-        time.sleep(0.01)
-    assert tracer_pid(sleeper.pid) == 0
+    wait_for(lambda: tracer_pid(sleeper.pid) == 0, timeout=20, what="the sleeper untraced")
     assert proc_state(sleeper.pid) in "RS"

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import compile_client
+from conftest import compile_client, wait_for
 from tdescope.app.events import HotspotWindow
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.observe.sampling import leaves_of
@@ -40,9 +40,7 @@ def _need_perf() -> None:
 def _await_windows(windows: list, n: int, within: float = 30.0) -> None:
     """Until ``n`` windows were read: perf script is niced, so on a machine busy with other work
     (the suite on 2 cores) a window can take seconds to arrive."""
-    end = time.monotonic() + within
-    while len(windows) < n and time.monotonic() < end:
-        time.sleep(0.05)
+    wait_for(lambda: len(windows) >= n, timeout=within, interval=0.05, what=f"{n} hotspot windows")
 
 
 # --- parser: raw text exactly as perf 6.1 printed it on this machine ---------
@@ -286,9 +284,7 @@ def test_sampler_reports_exit_once(tmp_path):
     threading.Thread(target=target.wait, daemon=True).start()
     errors = []
     with HotspotSampler(target.pid, window_s=0.5, on_error=errors.append) as sampler:
-        deadline = time.monotonic() + 4
-        while sampler.running and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: not sampler.running, timeout=30, what="the sampler's stop at the target's exit")
     assert errors == [f"process {target.pid} exited; hotspot sampling stopped"]
 
 
@@ -353,9 +349,7 @@ def test_sampler_errors_are_one_line():
     try:
         with HotspotSampler(target.pid, window_s=0.25, event="bogus-event",
                             on_error=errors.append) as sampler:
-            deadline = time.monotonic() + 3
-            while sampler.running and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for(lambda: not sampler.running, timeout=30, what="perf's refusal")
     finally:
         target.kill()
         target.wait()

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import assert_one_line_error, probe_backend, run_tdescope, tracer_pid
+from conftest import assert_one_line_error, probe_backend, run_tdescope, tracer_pid, wait_for
 from tdescope.app.engines.api import ConnectParams, WorkloadControl
 from tdescope.app.errors import UserError
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
@@ -116,7 +116,9 @@ def test_a_warm_scan_decrypts_nothing(lab):
     cold = [c for c in mine if c.ts < between[0]]
     warm = [c for c in mine if c.ts >= between[0]]
     assert len(cold) > 5 and reads["cold"] > 5
-    assert warm == [] and reads["warm"] == 0
+    # the table's own pages: Innodb_buffer_pool_reads is the whole server's (a background read of
+    # another table can land in it); the server's count is test_io_path_workload_reports_the_servers_own_reads'
+    assert warm == []
 
 
 def test_io_path_workload_reports_the_servers_own_reads(lab):
@@ -147,16 +149,25 @@ def test_inventory_says_what_is_encrypted_and_never_a_key(lab):
 def test_engine_waits_come_from_performance_schema(lab):
     source = lab.wait_source()
     seen = []
-    stop = threading.Event()
-    busy = threading.Thread(target=lambda: lab.workloads()[0].run({"groups": 6, "ids_per_group": 500},
-                                                                   WorkloadControl()))
+    control = WorkloadControl()
+
+    def busy_server() -> None:  # DML until the waits are seen: one run can end before a sample catches one
+        while not control.cancelled:
+            lab.workloads()[0].run({"groups": 6, "ids_per_group": 500}, control)
+
+    def io_or_sync_seen() -> bool:
+        seen.extend(source.sample())
+        return bool({"File I/O", "Sync"} & {s.wait_class for s in seen})
+
+    busy = threading.Thread(target=busy_server)
     busy.start()
-    while busy.is_alive():
-        seen += source.sample()
-    stop.set()
+    try:
+        wait_for(io_or_sync_seen, timeout=60, interval=0.005, what="a File I/O or Sync wait")
+    finally:
+        control.cancel()
+        busy.join(60)
     assert source.why_not is None
-    assert seen and {s.source for s in seen} == {"mariadb"}
-    assert {"File I/O", "Sync"} & {s.wait_class for s in seen}
+    assert {s.source for s in seen} == {"mariadb"}
 
 
 def test_the_lab_leaves_nothing_behind():
@@ -415,9 +426,7 @@ def test_gdb_on_a_server_others_use_needs_allow_critical_and_ebpf_does_not(tmp_p
     server = subprocess.Popen(["/usr/sbin/mariadbd", f"--defaults-file={server_dir / 'my.cnf'}"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not (server_dir / "mariadbd.sock").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: (server_dir / "mariadbd.sock").exists(), timeout=60, interval=0.05, what="the server's socket")
         result = run_tdescope("capture", "--engine", "mariadb", "--backend", "gdb", "--pid", str(server.pid),
                               "--count", "1", "--timeout", "2")
         assert_one_line_error(result, f"pid {server.pid} is the whole MariaDB server (mariadbd")
@@ -458,9 +467,7 @@ def test_a_server_without_encryption_says_so_in_one_line(tmp_path):
     server = subprocess.Popen([server_bin, f"--defaults-file={cnf}"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(sock.exists, timeout=60, interval=0.05, what="the server's socket")
         session = ENGINE.connect(ConnectParams(dsn=f"socket={sock} user=root"))
         try:
             rows = {(s, n): v for s, n, v in session.inventory().rows}

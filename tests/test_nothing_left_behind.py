@@ -45,8 +45,8 @@ def test_perf_dies_with_a_killed_command(tmp_path, command):
         assert folders
         cli.send_signal(signal.SIGKILL)
         cli.wait()
-        assert _gone_within(lambda: _perf_on(target.pid), 2.0), "perf outlived the killed workbench"
-        assert _gone_within(lambda: [f for f in folders if os.path.exists(f"/tmp/{f}")], 2.0)
+        assert _gone_within(lambda: _perf_on(target.pid), 20.0), "perf outlived the killed workbench"
+        assert _gone_within(lambda: [f for f in folders if os.path.exists(f"/tmp/{f}")], 20.0)
     finally:
         target.kill()
         target.wait()
@@ -84,7 +84,7 @@ def test_a_killed_gdb_capture_leaves_no_spool_of_plaintext(tmp_path):
     finally:
         cli.send_signal(signal.SIGKILL)
         cli.wait()
-    assert _gone_within(lambda: spools & _probe_folders(), 10.0), "the spool outlived the killed workbench"
+    assert _gone_within(lambda: spools & _probe_folders(), 30.0), "the spool outlived the killed workbench"
 
 
 def test_files_holding_captured_bytes_are_private(tmp_path):

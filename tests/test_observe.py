@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 
+from conftest import wait_for
 from tdescope.app.engines.api import WorkloadControl
 from tdescope.app.events import HotspotWindow, Problem, WaitSample, WorkloadProgress
 from tdescope.app.hotspots.crypto import is_crypto
@@ -55,13 +56,12 @@ def test_observation_of_the_lab_sees_crypto_and_classifies_waits(lab):
     runner.start()
     try:
         # perf script lags behind on a loaded 2-core box (DWARF stacks): wait for windows, not for a clock
-        deadline = time.monotonic() + 30
         def plain_window_seen() -> bool:  # a hotspot window that began after the plain side started
             plain = [e.ts for e in sink.of(WorkloadProgress) if e.side == "plain"]
             return bool(plain) and any(w.start > plain[0] for w in sink.of(HotspotWindow))
 
-        while time.monotonic() < deadline and (len(sink.of(HotspotWindow)) < 5 or not plain_window_seen()):
-            time.sleep(0.1)
+        wait_for(lambda: len(sink.of(HotspotWindow)) >= 5 and plain_window_seen(), timeout=30, interval=0.1,
+                 what="5 hotspot windows, one on the plain side")
     finally:
         obs.stop()
         control.cancel()
@@ -95,9 +95,8 @@ def test_perf_missing_is_one_problem_and_waits_go_on(monkeypatch, tmp_path):
     sink = Sink()
     try:
         obs = Observation(target.pid, sink, wait_hz=40).start()
-        time.sleep(0.6)
-        obs.set_hotspots(True)  # asked again: nothing new to say
-        time.sleep(0.1)
+        wait_for(lambda: sink.of(Problem) and len(sink.of(WaitSample)) >= 10, what="the perf problem and 10 waits")
+        obs.set_hotspots(True)  # asked again (it blocks for the perf check): nothing new to say
         obs.stop()
     finally:
         target.kill()
@@ -107,7 +106,7 @@ def test_perf_missing_is_one_problem_and_waits_go_on(monkeypatch, tmp_path):
     assert problems[0].source == "hotspots" and "perf not found" in problems[0].message
     assert "\n" not in problems[0].message
     waits = sink.of(WaitSample)
-    assert len(waits) >= 10 and Counter(w.wait_class for w in waits).most_common(1)[0][0] == "Idle"
+    assert Counter(w.wait_class for w in waits).most_common(1)[0][0] == "Idle"
     assert not sink.of(HotspotWindow)
 
 
@@ -127,29 +126,31 @@ class CountingSource:
 def test_engine_waits_beside_os_waits_and_a_failing_source_stops_alone():
     target = subprocess.Popen(["/bin/sleep", "10"])
     sink = Sink()
+
+    def samples(sink, source):
+        return [w for w in sink.of(WaitSample) if w.source == source]
+
     try:
         good = CountingSource(target.pid)
         obs = Observation(target.pid, sink, hotspots=False, wait_source=good, engine_hz=20).start()
-        time.sleep(0.5)
+        wait_for(lambda: len(samples(sink, "testdb")) >= 5 and samples(sink, "os"), what="engine and OS waits")
         obs.stop()
-        engine = [w for w in sink.of(WaitSample) if w.source == "testdb"]
-        assert 5 <= len(engine) <= 15 and good.calls == len(engine)
-        assert any(w.source == "os" for w in sink.of(WaitSample))
+        # every call of the source became one sample (a call under way at stop lands just after)
+        wait_for(lambda: good.calls == len(samples(sink, "testdb")), what="each engine call as one sample")
 
         sink2 = Sink()
         bad = CountingSource(target.pid, fail_after=2)
         obs = Observation(target.pid, sink2, hotspots=False, wait_source=bad, engine_hz=20).start()
-        time.sleep(0.5)
-        os_before = len([w for w in sink2.of(WaitSample) if w.source == "os"])
-        time.sleep(0.3)
+        wait_for(lambda: sink2.of(Problem), what="the failing source's problem")
+        os_before = len(samples(sink2, "os"))
+        wait_for(lambda: len(samples(sink2, "os")) >= os_before + 5, what="OS waits after the failure")
         obs.stop()
     finally:
         target.kill()
         target.wait()
     problems = sink2.of(Problem)
     assert len(problems) == 1 and "ConnectionError" in problems[0].message
-    assert bad.calls == 3
-    assert len([w for w in sink2.of(WaitSample) if w.source == "os"]) > os_before  # OS waits went on
+    assert bad.calls == 3  # the failing source was not asked again while the OS waits went on
 
 
 def _progress(ts, side, done, total=4, workload="ab_dml"):

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import compile_client
+from conftest import compile_client, wait_for
 from tdescope.app.hotspots.disasm import function_bounds
 from tdescope.app.system.elf import elf_index, find_symbol, load_base, resolve_in_process
 from tdescope.app.system.procmaps import Mapping, parse_maps, read_maps
@@ -51,7 +50,7 @@ def hot(tmp_path_factory) -> Path:
 def test_resolution_and_load_base_agree_with_live_memory(hot):
     target = subprocess.Popen([str(hot), "5"])
     try:
-        time.sleep(0.2)
+        wait_for(lambda: str(hot) in open(f"/proc/{target.pid}/maps").read(), what="hot mapped")
         maps = read_maps(target.pid)
         assert any(m.path == str(hot) and m.executable for m in maps)
         start, size = function_bounds(str(hot), "hot_loop")

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from conftest import proc_state, tracer_pid
+from conftest import proc_state, tracer_pid, wait_for
 from tdescope.app.probe.ebpf.backend import EbpfBackend
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.remote import RemoteWindow
@@ -77,11 +77,10 @@ def test_the_worker_disarms_when_its_parent_is_killed(sqlcipher_app, tmp_path):
     assert workers and tracer_pid(app.pid) != 0
     parent.kill()
     parent.wait()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (tracer_pid(app.pid) != 0 or any(
-            os.path.exists(f"/proc/{w}") and proc_state(w) != "Z" for w in workers)):
-        time.sleep(0.02)
-    assert tracer_pid(app.pid) == 0 and proc_state(app.pid) in "RS"
+    wait_for(lambda: tracer_pid(app.pid) == 0 and not any(
+        os.path.exists(f"/proc/{w}") and proc_state(w) != "Z" for w in workers), timeout=30,
+        what="the target released and the workers gone")
+    assert proc_state(app.pid) in "RS"
     assert not any(os.path.exists(f"/proc/{w}") and proc_state(w) != "Z" for w in workers)
     app.stop()
     code, out, _ = app.finish()

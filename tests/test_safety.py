@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import proc_state, tracer_pid
+from conftest import proc_state, tracer_pid, wait_for
 from tdescope.app.probe import gdb_backend
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.app.gdb.guard import text_mismatches
@@ -90,7 +90,7 @@ def test_killing_the_gui_stops_the_lab_cleanly(tmp_path):
         while tracer_pid(worker) == 0 and time.monotonic() - t0 < 20:
             time.sleep(0.01)
         assert tracer_pid(worker) != 0, "never armed"
-        time.sleep(0.3)
+        time.sleep(0.3)  # captures under way when the workbench dies
         gui.kill()
         gui.wait()
         t0 = time.monotonic()
@@ -127,7 +127,11 @@ def test_gdb_killed_while_armed(sqlcipher_app, guard):
         assert any(m.memory == 0xCC for m in text_mismatches(app.pid)), "no breakpoint in the target?"
         os.kill(window.handle.gdb.gdb_pid, signal.SIGKILL)
         t.join(20)
-        time.sleep(0.1)
+        if guard:  # the guard (its own process) restores the code once gdb is gone: wait for it
+            wait_for(lambda: not any(m.memory == 0xCC for m in text_mismatches(app.pid)), timeout=20,
+                     what="the guard's restore of the code")
+        else:
+            time.sleep(0.1)  # the control: nothing restores it, however long one waits
         left = [m for m in text_mismatches(app.pid) if m.memory == 0xCC]
         app.go()  # now it decrypts: every breakpoint address is hit
         time.sleep(0.5)
@@ -186,12 +190,12 @@ def test_a_query_cancel_sigint_reaches_an_armed_target(sqlcipher_app):
     t = threading.Thread(target=lambda: setattr(window, "summary", window.run()))
     t.start()
     assert window.armed.wait(20)
-    time.sleep(0.3)
+    time.sleep(0.3)  # let it capture a while: the SIGINT lands on a target being probed
     os.kill(app.pid, signal.SIGINT)  # what pg_cancel_backend() does to a PostgreSQL backend
-    deadline = time.monotonic() + 3
-    while not any("passed a SIGINT" in s.message for s in states) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    window.cancel()
+    try:
+        wait_for(lambda: any("passed a SIGINT" in s.message for s in states), timeout=20, what="the SIGINT passed on")
+    finally:
+        window.cancel()
     t.join(10)
     assert any("passed a SIGINT" in s.message for s in states), [s.message for s in states]
     assert window.summary.reason == "cancelled"
@@ -211,8 +215,19 @@ def test_stop_budget_is_a_duty_cycle_that_pauses_the_window(sqlcipher_app):
     def on_state(state):
         states.append(state)
         if state.state == "paused" and len(clean_while_paused) < 3:
-            time.sleep(0.2)  # gdb takes the breakpoint out right after the stop that overflowed
-            clean_while_paused.append(text_mismatches(app.pid))
+            # gdb takes the breakpoint out right after the stop that overflowed: wait for it (a raise
+            # here would land in the window), and keep what the code held last for the asserts below
+            found = []
+
+            def only_the_loader_left() -> bool:
+                found[:] = text_mismatches(app.pid)
+                return all("/ld-linux" in m.path for m in found)
+
+            try:
+                wait_for(only_the_loader_left, timeout=10, what="the probe's int3 out of the code")
+            except AssertionError:
+                pass
+            clean_while_paused.append(list(found))
 
     limits = CaptureLimits(max_captures=100000, max_seconds=6, max_busy_fraction=0.01, max_burst_s=0.02)
     summary = CaptureWindow(app.pid, DECRYPT, limits, "sqlcipher", lambda c: None, on_state).run()

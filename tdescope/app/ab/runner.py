@@ -163,12 +163,20 @@ class ABRunner:
             busy1 = machine_cpu_seconds()
             wall = busy1[1] - busy0[1]
             if wall > 0:
-                machine_busy = (busy1[0] - busy0[0]) / wall
+                busy = busy1[0] - busy0[0]
                 ours = (cpu_seconds(os.getpid()) or 0.0) - (own0 or 0.0)
                 server1 = self._server_cpu()
                 theirs = server1 - server0 if server0 is not None and server1 is not None else 0.0
-                other_busy = max(0.0, busy1[0] - busy0[0] - ours - theirs) / wall
+                # fractions of the machine: the seconds are ticks / CLK_TCK, and their float
+                # differences can round a fully busy machine to 1.0000000000002
+                machine_busy = _fraction(busy / wall)
+                other_busy = min(_fraction((busy - ours - theirs) / wall), machine_busy)
         load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         return ABResult(time.time(), self.workload.name, self.workload.label, dict(self.params), self.rounds,
                         self.warmup, tuple(times), summarize(times), INTERVAL_METHOD, self.capture,
                         machine_busy, other_busy, load1, cancelled)
+
+
+def _fraction(value: float) -> float:
+    """``value`` clamped to [0, 1]."""
+    return min(1.0, max(0.0, value))

@@ -132,10 +132,12 @@ def prepare_io_path(conn, db: str, rows: int, evict_rows: int) -> None:
         _exec(conn, f"INSERT INTO {db}.evict_pad SELECT seq, REPEAT('p', 200) FROM seq_1_to_{int(evict_rows)}")
 
 
-def evict(conn, db: str, settle_s: float = 0.2, timeout: float = 5.0) -> None:
+def evict(conn, db: str, settle_s: float = 1.0, timeout: float = 10.0) -> None:
     """Push ``scan_tde``'s pages out of the buffer pool by reading a table bigger than it, then wait
     until the server's page reads stop for ``settle_s`` (read-ahead it started completes meanwhile,
-    and would evict pages of the next scans)."""
+    and would evict pages of the next scans). A second batch of ~145 ``evict_pad`` page reads comes
+    0.3-1 s after the scan ends (not read-ahead, not the encryption threads, not stats
+    recalculation); with 0.2 s it landed in the next scans' counts on a loaded machine."""
     _exec(conn, f"SELECT SUM(LENGTH(pad)) FROM {db}.evict_pad FORCE INDEX (PRIMARY)").fetchall()
     deadline = time.monotonic() + timeout
     last, quiet_since = _status(conn, "Innodb_pages_read"), time.monotonic()
