@@ -8,6 +8,7 @@ import shutil
 import subprocess
 
 from tdescope.app.hotspots.profile import Profile
+from tdescope.app.system.child_env import PERF, child_env
 
 __all__ = ["debug_symbols_hint", "perf_has_debuginfod", "row_label", "unsymbolized"]
 
@@ -39,7 +40,7 @@ def perf_has_debuginfod() -> bool:
     """True when the installed perf was built with debuginfod (then ``DEBUGINFOD_URLS`` fetches symbols)."""
     try:
         out = subprocess.run(["perf", "version", "--build-options"], capture_output=True, text=True,
-                             timeout=10).stdout
+                             timeout=10, env=child_env(PERF)).stdout
     except (OSError, subprocess.SubprocessError):
         return False
     return any("debuginfod" in line and "on" in line.split("#")[0] for line in out.splitlines())
@@ -61,7 +62,8 @@ def debug_symbols_hint(dso: str, pct: float) -> str:
     package = None
     if shutil.which("dpkg-query"):
         try:
-            out = subprocess.run(["dpkg-query", "-S", dso], capture_output=True, text=True, timeout=10).stdout
+            out = subprocess.run(["dpkg-query", "-S", dso], capture_output=True, text=True, timeout=10,
+                                 env=child_env()).stdout
             package = out.split(":", 1)[0].strip() or None
         except (OSError, subprocess.SubprocessError):
             package = None

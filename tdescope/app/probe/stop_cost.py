@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 
 from tdescope.app.errors import UserError
+from tdescope.app.system.child_env import child_env
 from tdescope.app.system.threadstops import ThreadStops, thread_ids
 
 __all__ = ["StopBucket", "measure_attach_stop", "refuse_many_threads"]
@@ -26,7 +27,7 @@ def measure_attach_stop(gdb_path: str | None = None) -> float | None:
     from tdescope.app.gdb.mi import GdbSession
 
     decoy = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             start_new_session=True)
+                             start_new_session=True, env=child_env())
     meter = ThreadStops(decoy.pid).start()
     try:
         with GdbSession(gdb_path) as gdb:

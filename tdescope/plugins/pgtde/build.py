@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tdescope.app.errors import UserError
+from tdescope.app.system.child_env import child_env
 
 __all__ = ["PgTdeServer", "SOURCE_ENV", "find_source", "prepared_server"]
 
@@ -149,7 +150,7 @@ def _make(tree: Path, args: list[str]) -> None:
     if shutil.which("make") is None or shutil.which("gcc") is None:
         raise UserError("pg-tde lab: building pg_tde needs make and gcc (packaging/install-system-tools.sh)")
     done = subprocess.run(["make", "-C", str(tree), *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=900)
+                          stdin=subprocess.DEVNULL, timeout=900, env=child_env())
     if done.returncode != 0:
         lines = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
         errors = [ln for ln in lines if "error" in ln.lower()] or lines

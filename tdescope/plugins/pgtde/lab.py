@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tdescope.app.errors import UserError
+from tdescope.app.system.child_env import child_env
 from tdescope.app.system.reaper import Reaper, reap_with_me
 from tdescope.plugins.pgtde.build import PgTdeServer, prepared_server
 
@@ -115,7 +116,7 @@ class PgTdeLab:
             self.proc = subprocess.Popen([str(self.bindir / "postgres"), "-D", str(self.data)],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=open(self.dir / "server.log", "ab"), start_new_session=True,
-                                         **self._as_user())
+                                         env=child_env(), **self._as_user())
             # if the workbench dies, the reaper stops the server (SIGINT: fast shutdown) and removes the dir,
             # the keyring among it
             self._guard = reap_with_me(self.proc.pid, signal.SIGINT, 20.0, str(self.dir))
@@ -134,7 +135,7 @@ class PgTdeLab:
 
     def _run(self, *argv: str) -> str:
         done = subprocess.run(list(argv), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120,
-                              cwd=self.dir, **self._as_user())
+                              cwd=self.dir, env=child_env(), **self._as_user())
         if done.returncode != 0:
             lines = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
             raise UserError(f"pg-tde lab: {Path(argv[0]).name} failed: {lines[-1] if lines else 'no message'}")
