@@ -177,7 +177,8 @@ def test_plaintext_and_ciphertext_one_rule(direction, side, before, after, plain
 
 
 def test_the_report_chooses_captures_that_show_something(tmp_path):
-    """pgcrypto's packet headers (1-byte buffers) come first in a watch; the report's four are the long ones."""
+    """pgcrypto's packet headers (1-byte buffers) come first in a watch; the report shows a long one (one per
+    kind of buffer), never a buffer too short to judge; a session of short ones alone shows one, saying so."""
     engine = ENGINES["postgres"]
     path = tmp_path / "s.tds"
     t = time.time()
@@ -191,7 +192,15 @@ def test_the_report_chooses_captures_that_show_something(tmp_path):
                                    value, 1.0, "postgres", "after"))
     with SessionReader(path) as reader:
         report = build_report(reader, engine.page_decoder(), include_plaintext=True)
-    assert [c.title.split(":")[0] for c in report.captures] == ["Capture #9", "Capture #10", "Capture #11",
-                                                                  "Capture #12"]
+    assert [c.title.split(":")[0] for c in report.captures] == ["Capture #9"]
     assert all(c.before_verdict != "too short to judge" for c in report.captures)
+    short = tmp_path / "short.tds"
+    with SessionRecorder(short, SessionMeta.collect("postgres", engine.label)) as rec:
+        for i in range(3):
+            rec.record(PageCapture(t + i, i + 1, "pgp_cfb_decrypt", "decrypt", -1, b"\x9c", b"\x01", 1.0, "postgres",
+                                   "after"))
+    with SessionReader(short) as reader:
+        alone = build_report(reader, engine.page_decoder(), include_plaintext=True)
+    assert [(c.title.split(":")[0], c.why) for c in alone.captures] == [
+        ("Capture #1", "a short buffer (1 B): nothing longer was captured")]
     assert "page -1" not in render_html(report)  # no page number: none shown

@@ -141,7 +141,7 @@ def selected_captures(reader: SessionReader, notes: list[Note], limit: int, deco
             why.setdefault(cited[-1].ts, f"the lesson card “{card.title}” cites it")
     kinds: set[tuple[str, str]] = set()
     extra = 0
-    short: list[PageCapture] = []  # too short to judge (pgcrypto's 1-byte packet headers): only to fill up
+    short: list[PageCapture] = []  # too short to judge (pgcrypto's 1-byte packet headers): shown only alone
     for c in reader.events(kinds=[PageCapture], limit=scan):
         if c.ts not in why and max(len(c.before), len(c.after)) < MIN_JUDGED:
             short.append(c)
@@ -155,7 +155,8 @@ def selected_captures(reader: SessionReader, notes: list[Note], limit: int, deco
             kinds.add(kind)
             extra += 1
             why[c.ts] = f"the first {page_type} page ({c.direction}) of the session"
-    for c in short[:max(0, limit - extra)]:
-        why[c.ts] = f"a short buffer ({max(len(c.before), len(c.after))} B): nothing longer was captured"
+    if not why:  # nothing long enough to judge was captured: the first short one, saying so
+        for c in short[:min(1, limit)]:
+            why[c.ts] = f"a short buffer ({max(len(c.before), len(c.after))} B): nothing longer was captured"
     chosen = sorted((c for c in listing if c.ts in why), key=lambda c: c.ts)
     return [(_full(reader, c), why[c.ts]) for c in chosen]
