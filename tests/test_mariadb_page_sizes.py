@@ -33,7 +33,7 @@ def _captures_of_a_cold_scan(session, backend: str, count: int) -> list:
     wl.evict(conn, LAB_DATABASE)
     got = []
     limits = CaptureLimits(max_captures=count, max_seconds=60, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000)
+                           max_hits_per_s=1_000_000, accept_stop=True)
     window = CaptureWindow(session.server_pid(), recipes()[0], limits, "mariadb", got.append,
                            backend=probe_backend(backend))
     summary = []

@@ -232,11 +232,11 @@ def test_the_window_shows_the_decoded_row(qtbot, qsettings, pgtde_lab):
         assert any(t.startswith(f"1, {MARKER}-1, ") or f"{MARKER}-1" in t for t in texts), texts[:40]
         assert any("heap tuple" in t for t in texts), texts[:40]
         # the report made from this window decodes with the window's decoder: the same row (issue #22 item 7)
-        from tdescope.app.report.model import _capture_section
+        from tdescope.app.report.captures import capture_section
 
         assert win.files.decoder is win.decoder
         cap, _record = win.captures_dock.model.row(0)
-        section = _capture_section(cap, win.files.decoder, True, [])
+        section = capture_section(cap, win.files.decoder, True, [])
         assert section.page_type == "heap tuple"
         assert any(f"{MARKER}-" in cell for row in section.records for cell in row), section.records
         shots = os.environ.get("TDESCOPE_SCREENSHOTS")  # docs/screenshots/ when refreshing the README's pictures

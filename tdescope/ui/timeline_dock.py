@@ -164,8 +164,7 @@ class TimelineDock(QDockWidget):
             "windows": len(run.windows),
             "density": run.waits.samples,
             "spans": len(run.wait_spans),
-            "marks": (len(run.capture_ts), len(run.markers)),
-        }
+            "marks": (len(run.capture_ts), len(run.markers))}
         seen = self._seen if isinstance(self._seen, dict) and not force else {}
         if lanes == seen:
             return
@@ -316,8 +315,7 @@ class TimelineDock(QDockWidget):
         self.sides.setOpts(
             x0=[s.start - t0 for s in spans], width=[max(s.end - s.start, 0.05) for s in spans],
             y0=[y + 0.1] * len(spans), height=[0.6] * len(spans),
-            brushes=[_SIDE_BRUSHES.get(s.side, _OTHER_BRUSH) for s in spans],
-            pen=pg.mkPen(None),
+            brushes=[_SIDE_BRUSHES.get(s.side, _OTHER_BRUSH) for s in spans], pen=pg.mkPen(None),
         )
         while len(self._labels) < len(spans):
             label = pg.TextItem(anchor=(0, 0.5), color=(30, 30, 30))

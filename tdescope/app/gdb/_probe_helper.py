@@ -145,9 +145,10 @@ def _charge(seconds):
 
 
 def _maybe_pause():
-    """Pause the probe when the bucket overflows: its breakpoints leave the target's code."""
+    """Pause the probe when the bucket overflows: its breakpoints leave the target's code. A budget of
+    100 % never pauses (the per-stop charge is an estimate: it can exceed the time between hits)."""
     spec = _State.spec
-    if _State.paused or _State.closed or _State.debt <= spec["burst_s"]:
+    if _State.paused or _State.closed or spec["duty"] >= 1.0 or _State.debt <= spec["burst_s"]:
         return
     _State.paused = True
     gdb.post_event(_disable_probes)  # breakpoints may not change inside stop()
