@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlsplit
 
 from tdescope.app.errors import UserError
+from tdescope.app.system.keyring_lookup import keyring_password
 
 __all__ = ["KEYRING_SERVICE", "ConnectionSpec", "open_connection", "parse_dsn"]
 
@@ -72,12 +73,7 @@ def parse_dsn(dsn: str) -> ConnectionSpec:
 
 
 def _keyring_password(spec: ConnectionSpec) -> str | None:
-    try:
-        import keyring
-
-        return keyring.get_password(KEYRING_SERVICE, f"{spec.user}@{spec.host}:{spec.port}")
-    except Exception:  # noqa: BLE001 - no keyring backend (a headless server)
-        return None
+    return keyring_password(KEYRING_SERVICE, f"{spec.user}@{spec.host}:{spec.port}")
 
 
 def _connect(spec: ConnectionSpec, password: str | None):

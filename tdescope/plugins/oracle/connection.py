@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass
 
 from tdescope.app.errors import UserError
+from tdescope.app.system.keyring_lookup import keyring_password
 
 __all__ = [
     "KEYRING_SERVICE",
@@ -130,12 +131,7 @@ def _ensure_mode(spec: OracleConnectSpec):
 
 def resolve_password(spec: OracleConnectSpec, prompt=None) -> str:
     """The password from the OS keyring, else from ``prompt(text)`` (getpass by default)."""
-    try:
-        import keyring
-
-        stored = keyring.get_password(KEYRING_SERVICE, spec.keyring_name)
-    except Exception:  # noqa: BLE001 - no keyring backend on this machine is normal
-        stored = None
+    stored = keyring_password(KEYRING_SERVICE, spec.keyring_name)
     if stored:
         return stored
     if prompt is None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from tdescope.app.engines.api import ConnectParams
 from tdescope.app.errors import UserError
+from tdescope.app.system.keyring_lookup import keyring_password
 
 __all__ = ["ConnectionSpec", "KEYRING_SERVICE", "spec_from_params", "open_connection"]
 
@@ -52,12 +53,7 @@ def spec_from_params(params: ConnectParams) -> ConnectionSpec:
 
 
 def _keyring_password(info_user: str, host: str, port: str) -> str | None:
-    try:
-        import keyring
-
-        return keyring.get_password(KEYRING_SERVICE, f"{info_user}@{host}:{port}")
-    except Exception:  # noqa: BLE001 - no keyring backend (a headless server): fall back to libpq's sources
-        return None
+    return keyring_password(KEYRING_SERVICE, f"{info_user}@{host}:{port}")  # else libpq's own sources
 
 
 def _where(spec: ConnectionSpec) -> str:
