@@ -99,3 +99,26 @@ def test_a_recorded_session_and_its_report_hold_no_query_literal(pg_cluster, car
     assert "pgp_sym_decrypt(pan, $1)" in report.read_text()
     for f in tmp_path.iterdir():
         assert SECRET.encode() not in f.read_bytes(), f"the key is in {f.name}"
+
+
+@pytest.mark.xfail(strict=True, reason="the driver's message quotes the statement's literal")
+def test_a_failed_statements_error_keeps_no_literal_of_it(pg_cluster):
+    """The user's --sql failing: the driver's message quotes the statement's text, and that message becomes
+    a Problem in the session file and its report. PostgreSQL quotes the token (``at or near "'hunter2'"``),
+    MariaDB the rest of the statement (``near ''hunter2')' at line 1``, recorded text)."""
+    import psycopg
+
+    from tdescope.app.errors import UserError
+    from tdescope.app.engines.api import WorkloadControl
+    from tdescope.plugins.postgres.workloads import run_sql
+
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as conn:
+        for sql in ("SELECT pgp_sym_decrypt(x, 'hunter2' FROM t", "SELECT 1 'hunter2'", "SELECT $$hunter2"):
+            with pytest.raises(UserError) as err:
+                run_sql(conn, {"sql": sql}, WorkloadControl())
+            assert str(err.value).startswith("SQL failed: ") and "hunter2" not in str(err.value), err.value
+    from tdescope.plugins.mariadb.workloads import failed_sql_message
+
+    said = failed_sql_message("You have an error in your SQL syntax; check the manual that corresponds to your "
+                              "MariaDB server version for the right syntax to use near ''hunter2')' at line 1")
+    assert said.startswith("SQL failed: You have an error in your SQL syntax") and "hunter2" not in said
