@@ -101,7 +101,6 @@ def test_a_recorded_session_and_its_report_hold_no_query_literal(pg_cluster, car
         assert SECRET.encode() not in f.read_bytes(), f"the key is in {f.name}"
 
 
-@pytest.mark.xfail(strict=True, reason="the driver's message quotes the statement's literal")
 def test_a_failed_statements_error_keeps_no_literal_of_it(pg_cluster):
     """The user's --sql failing: the driver's message quotes the statement's text, and that message becomes
     a Problem in the session file and its report. PostgreSQL quotes the token (``at or near "'hunter2'"``),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["dialect_of", "mask_literals"]
+__all__ = ["dialect_of", "mask_error", "mask_literals"]
 
 _IDENT_CHAR = re.compile(r"[\w$]")
 _NUMBER = re.compile(r"0[xX][0-9A-Fa-f]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -162,3 +162,22 @@ def mask_literals(text: str, dialect: str = "postgres") -> str:
         out.append(c)
         i += 1
     return "".join(out)
+
+
+_NEAR = re.compile(r'(at or near )"(?:[^"]|"")*"?')
+_MYSQL_NEAR = re.compile(r"(near )'.*'( at line \d+)", re.S)
+
+
+def mask_error(message: str, dialect: str = "postgres") -> str:
+    """A driver's error ``message`` about a statement, without the statement's literals.
+
+    MariaDB quotes the rest of the statement unescaped (``near ''secret')' at line 1``),
+    PostgreSQL the offending token in double quotes (``at or near "'secret'"``,
+    ``"$$secret"``): either may hold a literal or part of one, so the quoted text is left
+    out; what remains is masked as a statement would be.
+    """
+    if dialect == "mysql":
+        message = _MYSQL_NEAR.sub(r"\1'…'\2", message)
+    else:
+        message = _NEAR.sub(r'\1"…"', message)
+    return mask_literals(message, dialect)

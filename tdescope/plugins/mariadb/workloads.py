@@ -17,8 +17,9 @@ from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
 from tdescope.app.system.procstat import thread_cpu_seconds
+from tdescope.app.system.statement_text import mask_error
 
-__all__ = ["DEFAULTS", "MARKER", "ab_dml", "create_lab_tables", "io_path", "run_sql"]
+__all__ = ["DEFAULTS", "MARKER", "ab_dml", "create_lab_tables", "failed_sql_message", "io_path", "run_sql"]
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "ab_dml": {"groups": 20, "ids_per_group": 1000},
@@ -226,6 +227,12 @@ def cold_warm(conn, db: str, pid: int, params: Mapping[str, Any], control: Workl
     return WorkloadResult(time.time(), "cold_warm", dict(params), tuple(timings), counts, control.cancelled)
 
 
+def failed_sql_message(server_message: str) -> str:
+    """The one line for the user's SQL failing: the server's message without the statement's literals
+    (it quotes the statement from the error on), since it is recorded as a Problem."""
+    return f"SQL failed: {mask_error(server_message, 'mysql')}"
+
+
 def run_sql(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
     """The user's SQL, ``repeat`` times (``tdescope capture --sql``)."""
     import pymysql
@@ -239,7 +246,7 @@ def run_sql(conn, params: Mapping[str, Any], control: WorkloadControl) -> Worklo
         try:
             _exec(conn, sql).fetchall()
         except pymysql.err.MySQLError as exc:
-            raise UserError(f"SQL failed: {exc.args[-1] if exc.args else exc}") from None
+            raise UserError(failed_sql_message(str(exc.args[-1] if exc.args else exc))) from None
         done += 1
     return WorkloadResult(time.time(), "sql", {"repeat": repeat}, (PhaseTiming("sql", "total", time.perf_counter() - t),),
                           {"sql": {"Executions": done}}, control.cancelled)

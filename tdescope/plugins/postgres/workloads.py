@@ -25,6 +25,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
 from tdescope.app.system.child_env import child_env
 from tdescope.app.system.private_files import open_new_private
+from tdescope.app.system.statement_text import mask_error
 
 __all__ = ["CREATES", "DEFAULTS", "MATRIX_CELLS", "ab_dml", "busy_pgbench_client", "column_crypto_matrix", "drop", "io_path",
            "pgbench_ro_rw", "run_sql"]
@@ -349,7 +350,7 @@ def run_sql(conn, params: Mapping[str, Any], control: WorkloadControl) -> Worklo
             if cur.description is not None:
                 cur.fetchall()
         except Exception as exc:  # noqa: BLE001 - the user's SQL failing is a one-line user error
-            raise UserError(f"SQL failed: {str(exc).strip().splitlines()[0]}") from None
+            raise UserError(f"SQL failed: {mask_error(str(exc).strip().splitlines()[0])}") from None
         done += 1
     return WorkloadResult(time.time(), "sql", {"repeat": repeat}, (PhaseTiming("sql", "total", time.perf_counter() - t),),
                           {"sql": {"Executions": done}}, control.cancelled)
