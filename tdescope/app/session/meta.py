@@ -67,7 +67,7 @@ def _cpu_model() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor()
+    return platform.machine()  # processor() runs `uname -p` with the whole environment
 
 
 #: What replay and reports say when a file holds no decrypted bytes by policy.

@@ -22,7 +22,7 @@ from tdescope.plugins.mariadb.lab import LAB_DATABASE, MariaLab
 from tdescope.plugins.mariadb.pages import InnoDbPageDecoder
 from tdescope.plugins.mariadb.recipes import ENCRYPTED_TABLESPACES
 from tdescope.plugins.mariadb.records import index_layouts
-from tdescope.plugins.mariadb.statements import ENCRYPTED_SPACES, PID_FILE
+from tdescope.plugins.mariadb.statements import ENCRYPTED_SPACES, PID_FILE, PLUGIN_ACTIVE
 from tdescope.plugins.mariadb.waits import MariaWaitSource
 
 __all__ = ["MariaDbSession", "server_pid"]
@@ -131,8 +131,7 @@ class MariaDbSession:
                     raise UserError("no encrypted tablespaces on this server: nothing is decrypted (it needs a key "
                                     "management plugin and ENCRYPTED=YES tables or innodb_encrypt_tables=ON)")
                 return
-            cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = %s "
-                        "AND PLUGIN_STATUS = 'ACTIVE'", (name,))
+            cur.execute(PLUGIN_ACTIVE, (name,))
             if not cur.fetchone()[0]:
                 raise UserError(f"plugin {name} is not active on this server")
 
