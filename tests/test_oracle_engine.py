@@ -12,7 +12,7 @@ from tdescope.app.engines.api import EngineSession
 from tdescope.app.hotspots.glossary import describe
 from tdescope.plugins.oracle.blocks import OracleBlockDecoder
 from tdescope.plugins.oracle.session import OracleSession
-from tdescope.plugins.oracle.trace import parse_trace_file
+from tdescope.plugins.oracle.trace import masked_summary, parse_trace_file
 from tdescope.plugins.oracle.waits import SnapperDeltas
 
 DATA = Path(__file__).parent / "data" / "oracle"
@@ -54,7 +54,16 @@ def test_parse_trace_json_has_the_documented_shape():
     assert set(st["calls"]["execute"]) == {"count", "cpu_us", "elapsed_us", "disk", "query", "current", "rows"}
     for w in doc["waits"].values():
         assert set(w) == {"count", "total_ela_us", "max_ela_us"}
-    assert doc == parse_trace_file(DATA / "trace_19c_tde_proc.trc").to_json()
+    assert doc == masked_summary(parse_trace_file(DATA / "trace_19c_tde_proc.trc")).to_json()
+
+
+def test_parse_trace_masks_literals_unless_asked():
+    """Issue #27 item 17: a trace's statements may hold keys; what is printed (and projected) is masked."""
+    masked = cli("parse-trace", str(DATA / "trace_19c_tde_proc.trc"))
+    shown = cli("parse-trace", str(DATA / "trace_19c_tde_proc.trc"), "--show-literals")
+    assert "BEGIN test_tab_tde_proc(?, ?); END;" in masked.stdout and "(2, 100)" not in masked.stdout
+    assert "BEGIN test_tab_tde_proc(2, 100); END;" in shown.stdout
+    assert "INSERT INTO TEST_TAB_TDE VALUES(:B1 ,:B2 ,:B3 ,:B4 )" in masked.stdout  # binds stay
 
 
 def test_parse_trace_and_blockdump_text():

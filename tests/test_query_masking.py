@@ -121,3 +121,14 @@ def test_a_failed_statements_error_keeps_no_literal_of_it(pg_cluster):
     said = failed_sql_message("You have an error in your SQL syntax; check the manual that corresponds to your "
                               "MariaDB server version for the right syntax to use near ''hunter2')' at line 1")
     assert said.startswith("SQL failed: You have an error in your SQL syntax") and "hunter2" not in said
+
+
+@pytest.mark.parametrize("text, masked", [
+    ("SELECT q'[se'cret]', 'x''y', 42, :B1 FROM v$session", "SELECT ?, ?, ?, :B1 FROM v$session"),
+    ("WHERE a = Nq'{k}' AND b = q'!a'b!' AND c = :B2", "WHERE a = ? AND b = ? AND c = :B2"),
+    ("SELECT sys$x, \"Q'A\" FROM dual", "SELECT sys$x, \"Q'A\" FROM dual"),
+])
+def test_oracle_alternative_quoting_is_masked_whole(text, masked):
+    from tdescope.app.system.statement_text import mask_literals
+
+    assert mask_literals(text, "oracle") == masked

@@ -23,6 +23,8 @@ def add_arguments(parser) -> None:
     trace = sub.add_parser("parse-trace", help="tkprof-like summary of a raw 10046 trace file")
     trace.add_argument("file", metavar="FILE")
     trace.add_argument("--json", action="store_true", help="print the summary as JSON")
+    trace.add_argument("--show-literals", action="store_true",
+                       help="print statements with their literals (masked by default: a trace may hold keys)")
     dump = sub.add_parser("parse-blockdump", help="decode an 'alter system dump datafile' trace")
     dump.add_argument("file", metavar="FILE")
     dump.add_argument("--json", action="store_true", help="print the blocks as JSON")
@@ -47,12 +49,14 @@ def _read_text(path: str) -> str:
 
 def _parse_trace(args) -> int:
     from tdescope.plugins.oracle.tkprof import format_tkprof
-    from tdescope.plugins.oracle.trace import parse_trace
+    from tdescope.plugins.oracle.trace import masked_summary, parse_trace
 
     text = _read_text(args.file)
     summary = parse_trace(text.splitlines())
     if not summary.statements and not summary.waits:
         raise UserError(f"{args.file}: no 10046 trace records (PARSING IN CURSOR, EXEC, WAIT...) found")
+    if not args.show_literals:
+        summary = masked_summary(summary)
     if args.json:
         emit(json.dumps(summary.to_json(), indent=1))
     else:

@@ -26,6 +26,7 @@ _NUMBER = re.compile(r"0[xX][0-9A-Fa-f]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _DOLLAR_TAG = re.compile(r"\$(?:[A-Za-z_\x80-\uffff][\w\x80-\uffff]*)?\$")
 _PARAM = re.compile(r"\$\d+")
 _PREFIXES = ("u&", "e", "b", "x", "n")
+_Q_CLOSE = {"[": "]", "(": ")", "{": "}", "<": ">"}
 
 
 def dialect_of(engine: str) -> str:
@@ -75,11 +76,12 @@ def mask_literals(text: str, dialect: str = "postgres") -> str:
     ----------
     text : str
         A statement, possibly truncated or not valid SQL.
-    dialect : {"postgres", "mysql"}
+    dialect : {"postgres", "mysql", "oracle"}
         PostgreSQL: placeholders ``$1, $2...`` numbered after the text's own parameters,
         dollar quoting, ``"..."`` is an identifier. MySQL/MariaDB: placeholder ``?`` (as
         ``performance_schema``'s digests), backslash escapes in every string, ``"..."``
-        is a string, ``#`` starts a comment.
+        is a string, ``#`` starts a comment. Oracle: placeholder ``?``, ``q'[...]'``
+        alternative quoting (any delimiter), no backslash escapes, no dollar quoting.
 
     Returns
     -------
@@ -88,8 +90,8 @@ def mask_literals(text: str, dialect: str = "postgres") -> str:
     """
     if not text:
         return ""
-    mysql = dialect == "mysql"
-    if mysql:
+    mysql, oracle = dialect == "mysql", dialect == "oracle"
+    if mysql or oracle:
         def placeholder() -> str:
             return "?"
     else:
@@ -115,6 +117,13 @@ def mask_literals(text: str, dialect: str = "postgres") -> str:
             out.append(text[i:j])
             i = j
             continue
+        q = 2 if text[i:i + 2].lower() == "q'" else 3 if text[i:i + 3].lower() == "nq'" else 0
+        if oracle and q and not prev_ident and i + q < n:
+            close = _Q_CLOSE.get(text[i + q], text[i + q]) + "'"  # q'[...]', q'{...}', q'!...!'
+            j = text.find(close, i + q + 1)
+            i = n if j < 0 else j + 2
+            out.append(placeholder())
+            continue
         if not prev_ident:
             low = text[i:i + 3].lower()
             prefix = next((p for p in _PREFIXES if low.startswith(p) and text[i + len(p):i + len(p) + 1] == "'"),
@@ -134,7 +143,7 @@ def mask_literals(text: str, dialect: str = "postgres") -> str:
             out.append(text[i:j])
             i = j
             continue
-        if c == "$" and not mysql and not prev_ident:
+        if c == "$" and not (mysql or oracle) and not prev_ident:
             m = _PARAM.match(text, i)
             if m:
                 out.append(m.group())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from tdescope.plugins.oracle.trace import CALL_KINDS
+from tdescope.plugins.oracle.trace import CALL_KINDS, masked_summary
 
 __all__ = ["OracleDock", "TkprofTree", "create_docks"]
 
@@ -59,7 +59,7 @@ class TkprofTree(QtWidgets.QTreeWidget):
     def show_summary(self, summary) -> None:
         """Replace the contents with ``summary`` (a TraceSummary), statements by elapsed time."""
         self.clear()
-        stmts = sorted(summary.statements, key=lambda s: -s.total().elapsed_us)
+        stmts = sorted(masked_summary(summary).statements, key=lambda s: -s.total().elapsed_us)
         for st in stmts:
             tot = st.total()
             head = ("  " * st.depth) + (f"[{st.sql_id}] " if st.sql_id else "") + " ".join(st.text.split())[:160]

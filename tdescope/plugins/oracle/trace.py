@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+import dataclasses
 from dataclasses import dataclass, field
 
+from tdescope.app.system.statement_text import mask_literals
 from tdescope.plugins.oracle import _trace_grammar as g
 from tdescope.plugins.oracle._trace_records import (
     CALL_KINDS,
@@ -38,6 +40,7 @@ __all__ = [
     "StatementSummary",
     "TraceSummary",
     "WaitStats",
+    "masked_summary",
     "parse_trace",
     "parse_trace_file",
     "trace_report_json",
@@ -194,6 +197,13 @@ class _Parser:
         stmt.plan.append(RowSourceOp(v["id"], v.get("pid", 0), v.get("pos", 0), v.get("obj", 0),
                                      v.get("cnt", 0), rec.op, s.get("cr"), s.get("pr"),
                                      s.get("pw"), s.get("time")))
+
+
+def masked_summary(summary: TraceSummary) -> TraceSummary:
+    """``summary`` with every statement's literals masked (a trace may hold keys and card numbers, and what
+    is shown may be projected or recorded); binds (``:B1``) stay."""
+    return dataclasses.replace(summary, statements=tuple(
+        dataclasses.replace(st, text=mask_literals(st.text, "oracle")) for st in summary.statements))
 
 
 def parse_trace(lines: Iterable[str]) -> TraceSummary:
