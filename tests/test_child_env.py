@@ -238,3 +238,14 @@ def test_pgbench_with_a_password_typed_at_the_prompt(pg_cluster):
     assert proc.returncode in (0, 1), err
     assert "pgbench" in watch.seen, watch.seen
     assert not watch.leaks, f"the password is in the environment of: {sorted(watch.leaks)}"
+
+
+@pytest.mark.perf
+def test_pgtde_lab_recording_children(tmp_path, pgtde_lab):
+    """The pg-tde lab's initdb, postgres and reaper (the fixture has built the lab's cache already)."""
+    password = "pw-" + secrets.token_hex(8)
+    watch, done = _run_watched(["record", "--lab", "pg-tde", "--captures", "5", "--seconds", "3",
+                                "-o", str(tmp_path / "s.tds")], password, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert {"postgres", "reaper"} <= watch.seen, watch.seen
+    assert not watch.leaks, f"the password is in the environment of: {sorted(watch.leaks)}"
