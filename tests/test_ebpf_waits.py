@@ -33,6 +33,18 @@ def tracer_programs() -> set[int]:
     return {p["id"] for p in json.loads(out or "[]") if p.get("name") in PROGRAMS}
 
 
+def linked_programs() -> set[int]:
+    """Ids of the programs the kernel holds a link for: attached, not merely loaded."""
+    out = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True, check=True).stdout
+    return {link["prog_id"] for link in json.loads(out or "[]") if "prog_id" in link}
+
+
+def all_attached(before: set[int]) -> bool:
+    """True once every program of a tracer started after ``before`` is attached (loading comes first)."""
+    ours = tracer_programs() - before
+    return len(ours) >= len(PROGRAMS) and len(ours & linked_programs()) >= len(PROGRAMS)
+
+
 @pytest.fixture
 def known_waits(tmp_path):
     exe = compile_client("known_waits.c", tmp_path / "known_waits", "-pthread")
@@ -156,7 +168,8 @@ def test_cli_waits_json_carries_exact_counts_and_sizes(known_waits):
                             "3", "--json", "--os-waits", "ebpf"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     try:
-        wait_for(lambda: len(tracer_programs() - before) >= len(PROGRAMS), timeout=60, what="the tracer attached")
+        # all three attached, not only loaded: a munmap entered before sys_exit was linked is not counted
+        wait_for(lambda: all_attached(before), timeout=60, what="the tracer attached")
         known_waits.go()
         out, err = cli.communicate(timeout=120)
     finally:

@@ -141,8 +141,10 @@ def test_the_card_lands_in_the_report_as_a_section(sqlcipher_lab, tmp_path):
     assert "sqlcipher_page_cipher calls in the second (warm) scan: 0" in page and "same direction" in page
 
 
-def test_block_before_after_on_sqlcipher_finds_the_marker_in_plaintext_only(sqlcipher_lab):
-    card, _ = _run("block-before-after", "sqlcipher", sqlcipher_lab)
+@pytest.mark.parametrize("backend", ["ebpf", "gdb"])
+def test_block_before_after_on_sqlcipher_finds_the_marker_in_plaintext_only(sqlcipher_lab, backend):
+    """Both backends; gdb with the lab's stop budget (a 1 % budget stopped it after one page)."""
+    card, _ = _run("block-before-after", "sqlcipher", sqlcipher_lab, backend_choice=backend)
     assert card.verdict == "same direction", card.text()
     assert card.figures["marker_in_plaintext"] > 0 and card.figures["marker_in_ciphertext"] == 0
     assert card.figures["entropy_ciphertext"] > 7.5 > card.figures["entropy_plaintext"]

@@ -22,7 +22,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import Event, LessonCard, WorkloadProgress
 from tdescope.app.experiment import Experiment
 from tdescope.app.lessons.catalogue import Binding, Lesson
-from tdescope.app.probe.window import CaptureLimits
+from tdescope.app.probe.window import CaptureLimits, stop_budget
 
 __all__ = ["LessonRun", "Ran"]
 
@@ -152,7 +152,9 @@ class LessonRun:
             ran.events.append(event)
             self.sink(event)
 
-        limits = dataclasses.replace(limits or CaptureLimits(), first_seq=self.first_seq())
+        # a lab the workbench started gets the lab's stop budget, as in the window and `capture --lab`
+        limits = dataclasses.replace(limits or CaptureLimits(), first_seq=self.first_seq(),
+                                     **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, keep,
                          backend=backend, rounds=rounds, warmup=1 if rounds else 0)
         ran.experiment = exp
