@@ -17,7 +17,7 @@ import sys
 
 from tdescope import __version__
 from tdescope.app.errors import NothingObserved, UserError
-from tdescope.commands import COMMANDS
+from tdescope.commands import all_commands
 from tdescope.commands._stdout import ReaderGone, silence_stdout, stdout_reader_gone
 
 __all__ = ["build_parser", "main"]
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument("--backend", choices=("auto", "ebpf", "gdb"), default="auto",
                      help="what places probes: eBPF uprobes, gdb breakpoints (the teaching view), or auto (default)")
     gui.add_argument("file", nargs="?", help="a recorded session (.tds) to open")
-    for name, module_name in COMMANDS.items():
+    for name, module_name in all_commands().items():
         module = importlib.import_module(module_name)
         # argparse reads help as a %-format ("95 % interval" was "% i"); a description is read as text.
         module.add_arguments(sub.add_parser(name, help=module.HELP.replace("%", "%%"), description=module.HELP))
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
                            engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""),
                            encrypt=getattr(args, "encrypt", False), backend=getattr(args, "backend", "auto"))
-        return importlib.import_module(COMMANDS[command]).run(args)
+        return importlib.import_module(all_commands()[command]).run(args)
     except ReaderGone:
         return 0  # `| head`: the reader has seen enough (see commands/_stdout.py)
     except UserError as exc:

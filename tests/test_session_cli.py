@@ -103,6 +103,23 @@ def test_html_report_embeds_plots_and_notes_and_masks_plaintext(recorded, tmp_pa
         assert word not in html
 
 
+def test_html_report_needs_no_qt(recorded, tmp_path):
+    """A server without a screen may have no PySide6: `report -o x.html` must not import it (PDF may)."""
+    out = tmp_path / "headless.html"
+    blocker = ("import sys\n"
+               "for name in ('PySide6', 'pyqtgraph', 'shiboken6'): sys.modules[name] = None\n"
+               "from tdescope.cli import main\n"
+               "sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.run([sys.executable, "-c", blocker, "report", str(recorded), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "<h2>" in out.read_text() and out.stat().st_mode & 0o777 == 0o600
+    proc = subprocess.run([sys.executable, "-c", blocker, "report", str(recorded), "-o", str(tmp_path / "x.pdf")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip() == (  # the control: the blocker does block Qt
+        "tdescope: a PDF report needs Qt (PySide6), which is not installed here: name it x.html for HTML")
+
+
 def test_pdf_report_renders_pages_that_are_not_blank(recorded, tmp_path):
     out = tmp_path / "r.pdf"
     result = run("report", str(recorded), "-o", str(out))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -34,22 +35,36 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
 
     ``passphrase`` opens an encrypted session file.
     """
-    from tdescope.app.report.model import build_report
+    from tdescope.app.report.model import build_report, write_html
     from tdescope.app.session.reader import SessionReader
 
     out = Path(output)
     suffix = out.suffix.lower()
     if suffix not in (".html", ".htm", ".pdf"):
         raise UserError(f"cannot tell the report format from {out.name}: name it .html or .pdf")
+    if suffix == ".pdf" and not _qt_here():
+        raise UserError(f"a PDF report needs Qt (PySide6), which is not installed here: "
+                        f"name it {out.with_suffix('.html').name} for HTML")
     with SessionReader(file, writable=False, passphrase=passphrase) as reader:
         decoder = decoder_for(reader.meta.engine)
         if decoder is None and reader.meta.engine:
             print(f"tdescope: engine {reader.meta.engine} is not installed here: pages are shown undecoded",
                   file=sys.stderr)
         report = build_report(reader, decoder, include_plaintext=include_plaintext, max_captures=captures)
+    if suffix != ".pdf":
+        return write_html(report, out)  # 0600, a new folder 0700; no Qt needed
     from tdescope.ui.report_pdf import write_report
 
-    return write_report(report, out)  # 0600, a new folder 0700
+    return write_report(report, out)
+
+
+def _qt_here() -> bool:
+    """Whether PySide6's QtGui can be imported (it lays out the PDF: :mod:`tdescope.ui.report_pdf`)."""
+    try:
+        importlib.import_module("PySide6.QtGui")
+    except ImportError:
+        return False
+    return True
 
 
 def run(args) -> int:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from tdescope.app.errors import UserError
-from tdescope.app.report.model import Report, render_html
+from tdescope.app.report.model import Report, render_html, write_html
 from tdescope.app.system.private_files import write_private
 
 __all__ = ["pdf_bytes", "write_report"]
@@ -95,9 +95,10 @@ def write_report(report: Report, out: Path) -> Path:
 
     A report holds decoded pages (their plaintext when asked for): the file is 0600, a folder
     created for it 0700, whatever the umask (:mod:`tdescope.app.system.private_files`)."""
+    if out.suffix.lower() != ".pdf":
+        return write_html(report, out)
     try:
-        data = pdf_bytes(report) if out.suffix.lower() == ".pdf" else render_html(report).encode("utf-8")
-        write_private(out, data)
+        write_private(out, pdf_bytes(report))
     except OSError as exc:
         raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
     return out

@@ -19,9 +19,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
 from tdescope import __version__
 from tdescope.app.engines.api import PageDecoder
+from tdescope.app.errors import UserError
 from tdescope.app.probe.keep_rate import thinned_in
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, LessonCard, Marker, PageCapture, Problem,
@@ -34,7 +36,7 @@ from tdescope.app.session.meta import PLAINTEXT_WITHHELD
 from tdescope.app.report.exact_waits import exact_waits_table
 from tdescope.app.waits.counter import WaitCounter
 
-__all__ = ["Plot", "ResultTable", "CaptureSection", "Report", "build_report", "render_html", "MASK"]
+__all__ = ["Plot", "ResultTable", "CaptureSection", "Report", "build_report", "render_html", "write_html", "MASK"]
 
 @dataclass(frozen=True, slots=True)
 class Plot:
@@ -337,3 +339,15 @@ def render_html(report: Report, image_src=None, for_print: bool = False) -> str:
     template = env.from_string(source)
     src = image_src or (lambda name, uri: uri)
     return template.render(r=report, src=src, version=__version__, for_print=for_print)
+
+
+def write_html(report: Report, out: Path) -> Path:
+    """Write ``report`` as one self-contained HTML file: 0600, a folder created for it 0700, whatever
+    the umask (:mod:`tdescope.app.system.private_files`). Needs no Qt: a server without PySide6 can do it."""
+    from tdescope.app.system.private_files import write_private
+
+    try:
+        write_private(out, render_html(report).encode("utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return out
