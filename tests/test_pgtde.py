@@ -381,6 +381,7 @@ def test_a_capture_without_a_block_number_shows_no_page_minus_one(qtbot, qsettin
     cap = PageCapture(0.0, 1, "pgp_cfb_decrypt", "decrypt", -1, bytes(range(18)), b"x" * 18, engine="postgres",
                       plaintext_side="after")
     win.show_capture(cap, describe_capture(cap, win.decoder, full=False)[0])
+    qtbot.waitUntil(lambda: win.capture_presenter.shown is cap, timeout=5000)
     assert "page -1" not in win.page_view._header.text() and "decrypt · pgp_cfb_decrypt" in win.page_view._header.text()
     win.shutdown()
 

@@ -70,7 +70,8 @@ def test_run_with_capture_fills_the_page_view(qtbot, window):
     assert "armed" in armed and armed[-1] == "disarmed"
     assert window.captures_dock.model.rowCount() == 25
     assert "not armed" in window.probe_status.armed_label.text()
-    # the first capture is shown: hex on both sides and a decoded tree
+    # the first capture is shown (decoded on a worker thread): hex on both sides and a decoded tree
+    qtbot.waitUntil(lambda: window.capture_presenter.shown is not None, timeout=5000)
     assert window.page_view.after_view.data() and window.page_view.before_view.data()
     assert window.page_view.model.rowCount() > 0
     # the capture round is kept apart from the timed rounds, which ran with the probe disarmed

@@ -62,6 +62,7 @@ def test_presentation_fits_1280x720_with_16_columns_and_ascii_at_14px(qtbot, qse
     record, _ = describe_capture(cap, win.decoder, full=False)
     win.captures_dock.add([(cap, record)])
     win.show_capture(cap, record)
+    qtbot.waitUntil(lambda: win.capture_presenter.shown is cap, timeout=5000)
     docks_before = {d.objectName(): d.geometry() for d in (win.workload_dock, win.captures_dock)}
     win.presentation.enter()
     win.setGeometry(QRect(0, 0, 1280, 720))  # the projector's screen (offscreen's own is another size)

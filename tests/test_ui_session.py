@@ -50,6 +50,7 @@ def replay(qtbot, qsettings, session_file):
 def settle(qtbot, win):
     win.pump.drain()
     qtbot.wait(20)
+    qtbot.waitUntil(lambda: win.capture_presenter.settled, timeout=5000)  # the selected capture decoded
 
 
 def test_replay_drives_the_captures_dock(qtbot, replay, data_home):

@@ -85,7 +85,8 @@ def main() -> int:
         (lambda: win.session is not None and win.workload_dock.run_button.isEnabled(), run),
         (lambda: win.experiment is not None and win.experiment.done.is_set()
          and win.captures_dock.model.rowCount() > 0 and win.workload_dock.run_button.isEnabled(), select),
-        (settle(), lambda: (state("normal"), grab("main"), win.presentation.enter())),
+        (lambda: win.capture_presenter.settled and settle()(), lambda: (state("normal"), grab("main"),
+                                                                        win.presentation.enter())),
         (settle(), lambda: (state("present"), grab("present"), win.presentation.next_view())),
         (settle(), lambda: (grab("present-results"), win.presentation.leave())),
         (settle(), lambda: state("after")),

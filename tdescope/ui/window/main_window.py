@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMessageBox
@@ -22,8 +21,7 @@ from tdescope.app.engines.registry import open_session
 from tdescope.app.errors import UserError
 from tdescope.app.events import ABResult, CaptureWindowState, Marker, PageCapture, Problem, WorkloadProgress, WorkloadResult
 from tdescope.app.experiment import Experiment
-from tdescope.app.probe.capture_record import CaptureRecord, describe_capture, side_label
-from tdescope.app.probe.entropy import chunk_entropy, diff_mask
+from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.live import LiveSession
@@ -33,6 +31,7 @@ from tdescope.ui.engine_panel import EngineDock
 from tdescope.ui.event_pump import EventPump
 from tdescope.ui.pageview import PageView
 from tdescope.ui.tasks import TaskRunner, connection_lost, describe
+from tdescope.ui.window.capture_presenter import CapturePresenter
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
 from tdescope.ui.window.layout import default_layout, restore_layout, save_layout
 from tdescope.ui.window.lessons import LessonsController
@@ -72,6 +71,8 @@ class MainWindow(QMainWindow):
         self.tasks = TaskRunner(self)
         self.menus = MenuRegistry(self.menuBar())
         self.page_view = PageView()
+        self.capture_presenter = CapturePresenter(self.tasks, self.page_view, lambda: self.decoder,
+                                                  lambda line: self.statusBar().showMessage(line, 10000))
         self.setCentralWidget(self.page_view)
         self.engine_dock = EngineDock(self)
         self.workload_dock = WorkloadDock(self)
@@ -80,7 +81,8 @@ class MainWindow(QMainWindow):
 
         self.observation = ObservationController(engine, self.live.publish, self.pump, self.tasks, self)
         self.notes = NotesController(self.captures_dock, self.page_view, self.observation.timeline_dock,
-                                     self._note_store, lambda: self.replay.play_head(), self._seek_and_show, self)
+                                     self._note_store, lambda: self.replay.play_head(), self._seek_and_show,
+                                     self.capture_presenter.when_shown, self)
         recent = RecentFiles(self.settings)
         self.recording = RecordingController(engine, lambda: self.session, self.live, self.pump,
                                              self.notes.dock, recent.add, self)
@@ -332,17 +334,11 @@ class MainWindow(QMainWindow):
     def _clear_captures(self) -> None:
         self.captures_dock.clear()
         self.page_view.clear()
+        self.capture_presenter.forget()
 
-    def show_capture(self, capture: PageCapture, record: CaptureRecord) -> None:
-        """Show one capture in the page view."""
-        decoded_after = self.decoder.decode(capture.after, capture.pgno) if capture.after else None
-        decoded_before = self.decoder.decode(capture.before, capture.pgno) if capture.before else None
-        title = (f"{f'page {capture.pgno} · ' if capture.pgno >= 0 else ''}{capture.direction} · {capture.symbol} · "
-                 f"capture #{capture.seq} · {time.strftime('%H:%M:%S', time.localtime(capture.ts))}")
-        self.page_view.show_capture(capture.before, capture.after, decoded_after, decoded_before, title,
-                                    chunk_entropy(capture.before, 256), chunk_entropy(capture.after, 256),
-                                    np.array(diff_mask(capture.before, capture.after), dtype=bool),
-                                    roles=(side_label(capture, "before"), side_label(capture, "after")))
+    def show_capture(self, capture: PageCapture, record: CaptureRecord | None = None) -> None:
+        """Show one capture in the page view, decoded off the GUI thread (:mod:`.capture_presenter`)."""
+        self.capture_presenter.show(capture)
 
     # -- what the controllers are given ---------------------------------------------
     def _reset_views(self) -> None:

@@ -36,8 +36,10 @@ class NotesController(QObject):
 
     def __init__(self, captures_dock: CapturesDock, page_view: PageView, timeline_dock: TimelineDock,
                  store: Callable[[], NoteStore | None], play_head: Callable[[], float | None],
-                 seek_to: Callable[[float], None], parent: QWidget) -> None:
+                 seek_to: Callable[[float], None], when_shown: Callable[[Callable[[], None]], None],
+                 parent: QWidget) -> None:
         super().__init__(parent)
+        self._when_shown = when_shown  # the page view shows a selected capture once it is decoded
         self.captures_dock = captures_dock
         self.page_view = page_view
         self.timeline_dock = timeline_dock
@@ -89,7 +91,6 @@ class NotesController(QObject):
         if t.seq is not None and self.captures_dock.select_capture(t.ts, t.seq) and t.kind == "bytes":
             view = self.page_view.before_view if t.side == "before" else self.page_view.after_view
             if t.start is not None and t.end is not None:
-                view.set_selection(t.start, t.end)
-                view.setFocus()
+                self._when_shown(lambda: (view.set_selection(t.start, t.end), view.setFocus()))
         if t.kind == "range" and t.ts is not None and t.ts_end is not None and t.ts_end > t.ts:
             self.timeline_dock.set_range(t.ts, t.ts_end)
