@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import grimp
@@ -55,3 +56,29 @@ def _long_modules() -> list[str]:
 
 def test_no_module_is_over_400_lines_without_saying_why():
     assert _long_modules() == []
+
+
+#: A window state compared as a string (`ev.state == "armed"`, `state in ("disarmed", "failed")`).
+_STATE_AS_TEXT = re.compile(r"""\.state\s*(==|!=|in|not in)\s*\(?\s*["'](armed|paused|disarmed|failed)["']""")
+
+
+def test_window_states_are_compared_as_window_states_not_strings():
+    """Issue #25 item 1: `WindowState` (and its `ended`) is the one vocabulary for a capture window's state."""
+    found = [f"{path.relative_to(PACKAGE)}:{n}" for path in sorted(PACKAGE.rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if _STATE_AS_TEXT.search(line)]
+    assert found == []
+    assert _STATE_AS_TEXT.search('if ev.state in ("disarmed", "failed"):')  # the check can fail
+
+
+def test_a_window_state_is_typed_whether_built_or_read_back():
+    from tdescope.app.events import CaptureWindowState, WindowState
+    from tdescope.app.session.codec import decode, encode
+
+    built = CaptureWindowState(1.0, "paused", 3)
+    assert built.state is WindowState.PAUSED and f"{built.state}" == "paused" and not built.state.ended
+    enc = encode(CaptureWindowState(2.0, WindowState.FAILED))
+    back = decode(enc.kind, enc.ts, enc.payload, {})
+    assert back.state is WindowState.FAILED and back.state.ended
+    payload = encode(built).payload
+    assert isinstance(payload, str) and '"paused"' in payload  # short: stored as text
+    assert decode(enc.kind, 1.0, payload.replace('"paused"', '"sleepy"'), {}) is None  # a state nobody knows

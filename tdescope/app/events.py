@@ -24,6 +24,7 @@ __all__ = [
     "WorkloadResult",
     "PhaseTiming",
     "CaptureWindowState",
+    "WindowState",
     "Marker",
     "HotspotWindow",
     "WaitSample",
@@ -77,6 +78,30 @@ class PlaintextSide(str, Enum):
     """The output at return (decrypting)."""
     BOTH = "both"
     """Either side may (reads and copies: plaintext whenever the data is not encrypted at rest)."""
+
+
+class WindowState(str, Enum):
+    """What a :class:`CaptureWindowState` says the probe window is doing (``str``-valued, as stored)."""
+
+    ARMED = "armed"
+    """The probe is in the target and captures flow (also the live progress of an armed window)."""
+    PAUSED = "paused"
+    """Out of the target until its stop budget is paid back; it re-arms by itself."""
+    DISARMED = "disarmed"
+    """The window ended: a limit, a cancel, or the target's exit; the probe is out."""
+    FAILED = "failed"
+    """The window could not arm, or ended on an error; the probe is out."""
+
+    @property
+    def ended(self) -> bool:
+        """True for the two last states: a window that said one of them says nothing more."""
+        return self in (WindowState.DISARMED, WindowState.FAILED)
+
+    def __str__(self) -> str:  # in text and f-strings the word itself, as before it was an Enum
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 def default_plaintext_side(direction: str, entry_only: bool) -> PlaintextSide:
@@ -246,7 +271,7 @@ class WorkloadResult(Event):
 
 @dataclass(frozen=True, slots=True)
 class CaptureWindowState(Event):
-    """The probe window changed state: ``armed``, ``disarmed`` or ``failed``.
+    """The probe window changed state (a :class:`WindowState`; a plain string given or read is converted).
 
     ``stopped_s`` is the cumulative time the target spent stopped in probes (for
     eBPF, which stops nothing: the time its probes added to the target's calls).
@@ -256,7 +281,7 @@ class CaptureWindowState(Event):
     window and ``record`` keep the same few hundred a second (a storm arrives, and is recorded, as a sample).
     """
 
-    state: str
+    state: WindowState
     captures: int = 0
     stopped_s: float = 0.0
     message: str = ""
@@ -264,6 +289,9 @@ class CaptureWindowState(Event):
     hits: int = 0
     lost: int = 0
     unsent: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", WindowState(self.state))  # ValueError for a state nobody knows
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,7 @@ def run(args) -> int:
     from tdescope.app.probe.window import CaptureLimits, stop_budget
     from tdescope.app.probe.capture_record import describe_capture, side_label
     from tdescope.app.engines.capabilities import Ability, has_ability
-    from tdescope.app.events import CaptureWindowState, PageCapture, Problem
+    from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WindowState
     from tdescope.app.experiment import Experiment
     from tdescope.app.system.private_files import shared_folder_note
 
@@ -84,7 +84,7 @@ def run(args) -> int:
                     return
                 written[0] += 1
                 pages[0] += record.is_page
-        elif isinstance(event, CaptureWindowState) and event.state == "paused" and not args.json:
+        elif isinstance(event, CaptureWindowState) and event.state is WindowState.PAUSED and not args.json:
             print(f"probe paused: {event.message}", file=sys.stderr, flush=True)
         elif isinstance(event, Problem) and not args.json:
             pass  # reported once, below

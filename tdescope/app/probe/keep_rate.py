@@ -42,4 +42,4 @@ class KeepRate:
 def thinned_in(states: Iterable[CaptureWindowState]) -> int:
     """Captures the keep rate did not keep, over every window of ``states`` (a session's, in order):
     each window's closing state carries its total."""
-    return sum(s.unsent for s in states if s.state in ("disarmed", "failed"))
+    return sum(s.unsent for s in states if s.state.ended)

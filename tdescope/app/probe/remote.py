@@ -25,7 +25,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 from tdescope.app.engines.api import ProbeRecipe
-from tdescope.app.events import CaptureWindowState, PageCapture
+from tdescope.app.events import CaptureWindowState, PageCapture, WindowState
 from tdescope.app.probe.backend import ProbeBackend
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary, CaptureWindow
 from tdescope.app.system.child_env import PYTHON, child_env
@@ -160,9 +160,9 @@ class RemoteWindow:
                         self._on_capture(capture)
                 elif msg[0] == "state":
                     state = msg[1]
-                    if state.state == "armed":
+                    if state.state is WindowState.ARMED:
                         self.armed.set()
-                    elif state.state in ("disarmed", "failed"):
+                    elif state.state.ended:
                         self.armed.clear()
                     self._on_state(state)
                 else:

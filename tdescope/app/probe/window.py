@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.errors import UserError
-from tdescope.app.events import CaptureWindowState, PageCapture
+from tdescope.app.events import CaptureWindowState, PageCapture, WindowState
 from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.keep_rate import KeepRate
@@ -77,14 +77,14 @@ class Phase(enum.Enum):
     """Where a window is. ``published`` is the :class:`CaptureWindowState` state entering it says, if any."""
 
     ATTACHING = ("attaching", None)
-    ARMED = ("armed", "armed")
-    PAUSED = ("paused", "paused")
+    ARMED = ("armed", WindowState.ARMED)
+    PAUSED = ("paused", WindowState.PAUSED)
     DISARMING = ("disarming", None)
-    DONE = ("disarmed", "disarmed")
-    FAILED = ("failed", "failed")
+    DONE = ("disarmed", WindowState.DISARMED)
+    FAILED = ("failed", WindowState.FAILED)
 
     @property
-    def published(self) -> str | None:
+    def published(self) -> WindowState | None:
         return self.value[1]
 
 
@@ -187,7 +187,7 @@ class CaptureWindow:
         if phase.published is not None:
             self._publish(phase.published, message)
 
-    def _publish(self, state: str, message: str) -> None:
+    def _publish(self, state: WindowState, message: str) -> None:
         pairs = self._pairs
         # the target was stopped while the probe was placed too (gdb's attach and arm): it is counted
         arming = self.handle.arming_stop_s if self.handle is not None else 0.0
@@ -283,7 +283,7 @@ class CaptureWindow:
         elif self.phase is Phase.ARMED and now - self._progress_at >= PROGRESS_S:
             # the stopped time, live: the GUI's status bar shows it while armed
             self._progress_at = now
-            self._publish("armed", self._armed_line())
+            self._publish(WindowState.ARMED, self._armed_line())
         if (limits.first_hit_timeout is not None and pairs.captures == 0 and not pairs.pending
                 and now - self._armed_at > limits.first_hit_timeout):
             self._reason = "timeout"

@@ -27,7 +27,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.probe.keep_rate import thinned_in
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, LessonCard, Marker, PageCapture, Problem,
-                                 WorkloadProgress, WorkloadResult)
+                                 WindowState, WorkloadProgress, WorkloadResult)
 from tdescope.app.session.notes import Note
 from tdescope.app.report.captures import MASK, CaptureSection, capture_section, selected_captures
 from tdescope.app.report.plots import SIDE_COLORS, TimelineLane, flame_graph, horizontal_bars, stacked_bars, timeline
@@ -226,11 +226,11 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
             runs.append([p.side, p.ts, p.ts])
     windows, armed_at = [], None
     for s in reader.events(kinds=[CaptureWindowState]):
-        if s.state == "armed":
+        if s.state is WindowState.ARMED:
             # the first "armed" opens the window; later ones are live progress of the same window
             armed_at = s.ts if armed_at is None else armed_at
         elif armed_at is not None:
-            why = " (paused: stop budget)" if s.state == "paused" else ""
+            why = " (paused: stop budget)" if s.state is WindowState.PAUSED else ""
             kept = f", {s.unsent} not kept (keep rate)" if s.unsent else ""
             windows.append((armed_at, s.ts, f"probe window: {s.captures} pages{kept}{why}"))
             armed_at = None

@@ -153,5 +153,5 @@ def decode(kind: str, ts: float, payload: str | bytes, blobs: dict[str, bytes] |
     values.update(blobs or {})
     try:
         return _build(cls, values)
-    except TypeError:  # a required field is missing: written by an incompatible version
+    except (TypeError, ValueError):  # a required field is missing, or a value this version does not know
         return None

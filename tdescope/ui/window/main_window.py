@@ -299,7 +299,7 @@ class MainWindow(QMainWindow):
         limits = self.experiment.limits if self.experiment is not None else None
         for ev in batch:
             self.probe_status.show_state(ev, limits)
-            if ev.state in ("disarmed", "failed") and limits is not None:  # a storm sends a sample: count all
+            if ev.state.ended and limits is not None:  # a storm sends a sample: count all
                 self._next_seq = max(self._next_seq, limits.first_seq + ev.captures)
 
     def _on_progress(self, batch: list[WorkloadProgress]) -> None:

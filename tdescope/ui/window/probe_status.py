@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QLabel, QStatusBar
 
 from tdescope.app.errors import UserError
-from tdescope.app.events import CaptureWindowState
+from tdescope.app.events import CaptureWindowState, WindowState
 from tdescope.app.probe.selection import ProbeOptions, choose_backend
 from tdescope.app.probe.window import CaptureLimits
 
@@ -40,12 +40,12 @@ class ProbeStatus:
 
     def show_state(self, ev: CaptureWindowState, limits: CaptureLimits | None) -> None:
         """Show what the capture window reports; ``limits`` of the running experiment, if any."""
-        self.set_armed(ev.state == "armed", ev.message, paused=ev.state == "paused", backend=ev.backend)
+        self.set_armed(ev.state is WindowState.ARMED, ev.message, paused=ev.state is WindowState.PAUSED, backend=ev.backend)
         budget = f" (budget {limits.max_busy_fraction:.0%} of wall time)" if limits else ""
         self.stopped_label.setStyleSheet("")
         if ev.backend == "ebpf":
             # nothing stops: a rate, the ring's losses, and what the probes added to the target's calls
-            live = "armed" if ev.state == "armed" else f"probe window closed ({ev.message})"
+            live = "armed" if ev.state is WindowState.ARMED else f"probe window closed ({ev.message})"
             shown = f" ({ev.captures - ev.unsent} shown)" if ev.unsent else ""
             self.stopped_label.setText(f"{live}: {ev.captures} pages{shown} of {ev.hits} hits, lost {ev.lost}, "
                                        f"probes added {ev.stopped_s * 1000:.1f} ms")
@@ -53,13 +53,13 @@ class ProbeStatus:
                                           "keeps a few hundred a second (so does record) and counts the rest" if ev.unsent else "")
             if ev.lost:
                 self.stopped_label.setStyleSheet("color: #c0392b; font-weight: bold;")
-        elif ev.state == "armed":
+        elif ev.state is WindowState.ARMED:
             # live while armed: the window sends its stopped time every half second
             kept = f" ({ev.captures - ev.unsent} kept)" if ev.unsent else ""
             self.stopped_label.setText(
                 f"armed: {ev.captures} pages{kept}, target stopped {ev.stopped_s * 1000:.1f} ms{budget}"
             )
-        elif ev.state == "paused":
+        elif ev.state is WindowState.PAUSED:
             rearm = ev.message.rsplit(", ", 1)[-1]
             self.stopped_label.setText(
                 f"stop budget spent: {ev.captures} pages, target stopped {ev.stopped_s * 1000:.1f} ms{budget}; "
