@@ -163,9 +163,12 @@ def test_the_report_shows_the_median_its_interval_and_keeps_the_capture_round_ou
 
     path = tmp_path / "ab.tds"
     times = tuple(_times([1.5, 1.4, 1.6, 1.45, 1.55]))
-    capture_round = WorkloadResult(1.0, "ab_dml", {"round": "capture"}, (PhaseTiming("encrypted", "total", 9.0),
-                                                                         PhaseTiming("plain", "total", 1.0)), {})
+    slow = (PhaseTiming("encrypted", "total", 9.0), PhaseTiming("plain", "total", 1.0))
+    older_file_form = WorkloadResult(1.0, "ab_dml", {"round": "capture"}, slow, {})  # before capture_round existed
+    capture_round = WorkloadResult(1.5, "ab_dml", {}, slow, {}, capture_round=True)
+    assert older_file_form.capture_round
     with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
+        rec.record(older_file_form)
         rec.record(capture_round)
         rec.record(ABResult(2.0, "ab_dml", "A/B DML (seed 000)", {}, 5, 1, times, summarize(times),
                             "bootstrap 95 % interval of the median", "separate round", 0.6, 0.05, 0.8))

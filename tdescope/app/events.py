@@ -244,6 +244,9 @@ class WorkloadResult(Event):
         encrypted/plain pairs, such as the cold-vs-warm 2x2.
     label : str
         The workload's label for people ("A/B DML (seed 000)"); "" in older files.
+    capture_round : bool
+        The run had a probe armed: its timings include the probe's cost, so it is shown as untimed and
+        left out of figures. Files written before this field said so as ``params["round"] == "capture"``.
     """
 
     workload: str
@@ -253,6 +256,11 @@ class WorkloadResult(Event):
     cancelled: bool = False
     table: tuple[tuple, ...] = ()
     label: str = ""
+    capture_round: bool = False
+
+    def __post_init__(self) -> None:
+        if self.params.get("round") == "capture":  # an older file's way of saying it
+            object.__setattr__(self, "capture_round", True)
 
     def total(self, side: str) -> float | None:
         """Total elapsed seconds of ``side``, or None when it did not run."""

@@ -172,7 +172,7 @@ class Experiment:
                     if not result.label:
                         result = dataclasses.replace(result, label=self.workload.label)
                     if self.runner is not None:
-                        result = dataclasses.replace(result, params={**result.params, "round": "capture"})
+                        result = dataclasses.replace(result, capture_round=True)
                     self.results.append(result)
                     self.sink(result)
                     if result.cancelled or not self.repeat:

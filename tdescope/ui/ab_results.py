@@ -38,7 +38,7 @@ def run_title(result: ABResult | WorkloadResult) -> str:
             return f"{when} · {result.label} · no round completed"
         return (f"{when} · {result.label} · {total.ratio_median:.2f}× ({total.ratio_ci_low:.2f}–"
                 f"{total.ratio_ci_high:.2f}, {result.completed_rounds()} rounds)")
-    kind = "capture round (untimed)" if result.params.get("round") == "capture" else "single run"
+    kind = "capture round (untimed)" if result.capture_round else "single run"
     ratio = result.ratio()
     return f"{when} · {result.label or result.workload} · {kind}" + (f" · {ratio:.2f}×" if ratio else "")
 
@@ -149,7 +149,7 @@ class ABResultsView(QWidget):
         counts = "  ".join(f"<b>{side}</b>: " + ", ".join(f"{k} = {v}" for k, v in c.items())
                            for side, c in result.counts.items())
         kind = ("Capture round: probes were armed, so these times are not the measurement."
-                if result.params.get("round") == "capture" else "One run: no interval; use rounds for a figure.")
+                if result.capture_round else "One run: no interval; use rounds for a figure.")
         legend = " ".join(f"<span style='color:#{r:02x}{g:02x}{b:02x}'>■</span> {side}"
                           for side, (r, g, b) in _SIDE_COLORS.items())  # under the chart, never over the bars
         self.note.setText(f"{kind} Chart: {legend}" + (f"<br>{counts}" if counts else ""))

@@ -225,7 +225,7 @@ class WorkloadDock(QDockWidget):
     def show_result(self, result: WorkloadResult) -> None:
         """A single run (or an A/B run's capture round): kept in the history and shown."""
         ratio = result.ratio()
-        if result.params.get("round") == "capture":
+        if result.capture_round:
             self.status.setText("Capture round done; timed rounds follow with the probe disarmed…")
         else:
             self.progress.setValue(100)  # finished, cancelled or not: the status line says which

@@ -142,7 +142,7 @@ def _ran(label: str, ts: float, lessons: list[_LessonSpan]) -> str:
 def _results(reader: SessionReader, detailed: int = 6) -> tuple[ResultTable, ...]:
     lessons = _lesson_spans(reader)
     ab = [_ab_table(r, lessons) for r in reader.events(kinds=[ABResult])]
-    results = [r for r in reader.events(kinds=[WorkloadResult]) if r.params.get("round") != "capture"]
+    results = [r for r in reader.events(kinds=[WorkloadResult]) if not r.capture_round]
     return tuple(ab) + _single_results(results, detailed, lessons)
 
 
