@@ -246,7 +246,7 @@ class WorkloadResult(Event):
         The workload's label for people ("A/B DML (seed 000)"); "" in older files.
     capture_round : bool
         The run had a probe armed: its timings include the probe's cost, so it is shown as untimed and
-        left out of figures. Files written before this field said so as ``params["round"] == "capture"``.
+        left out of figures. An older file says so as ``params["round"] == "capture"``.
     """
 
     workload: str
