@@ -10,22 +10,35 @@ import time
 
 from bench import _report
 
-#: Benchmark modules, each with ``run(quick: bool) -> dict`` of figures.
-SUITES = ["bench.bench_capture", "bench.bench_armed", "bench.bench_observe", "bench.bench_gui",
-          "bench.bench_startup", "bench.bench_session", "bench.bench_gdb_kill", "bench.bench_ebpf",
-          "bench.bench_mariadb", "bench.bench_mutation", "bench.bench_callgraph", "bench.bench_gdb_threads",
-          "bench.bench_pgtde", "bench.bench_waits"]
+#: Benchmark modules, each with ``run(quick: bool) -> dict`` of figures. ``--quick`` runs these, with
+#: fewer repetitions (within 3 minutes on the 2-core machine).
+QUICK_SUITES = ["bench.bench_capture", "bench.bench_armed", "bench.bench_observe", "bench.bench_gui",
+                "bench.bench_startup", "bench.bench_session", "bench.bench_gdb_kill", "bench.bench_ebpf",
+                "bench.bench_waits"]
+#: Slow ones (minutes each even when quick: a MariaDB server, a pg_tde build, mutants, call-graph modes):
+#: in a full run, or by name with ``--only``.
+SLOW_SUITES = ["bench.bench_mariadb", "bench.bench_mutation", "bench.bench_callgraph", "bench.bench_gdb_threads",
+               "bench.bench_pgtde", "bench.bench_observe_choices", "bench.bench_views"]
+SUITES = QUICK_SUITES + SLOW_SUITES
+#: Run on their own with arguments of their own (``python -m bench.NAME --help``), never from here.
+STANDALONE = ["bench.bench_watch_sql", "bench.bench_postgres"]
+
+
+def chosen(quick: bool, only: list[str] | None) -> list[str]:
+    """The suites a run takes: those named by ``only``, else the quick set or all."""
+    if only:
+        return [name for name in SUITES if name.split(".")[-1] in only]
+    return list(QUICK_SUITES if quick else SUITES)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions (<= 3 minutes)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the quick suites with fewer repetitions (<= 3 minutes); the slow ones need --only")
     parser.add_argument("--only", nargs="*", help="module names to run (e.g. bench_capture)")
     args = parser.parse_args()
     results: dict = {}
-    for name in SUITES:
-        if args.only and name.split(".")[-1] not in args.only:
-            continue
+    for name in chosen(args.quick, args.only):
         t0 = time.time()
         module = importlib.import_module(name)
         try:

@@ -24,7 +24,7 @@ from tdescope.app.hotspots.perf_script import Sample
 from tdescope.app.engines.api import WaitSource
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, HotspotLeaves, Problem, WaitFigures
-from tdescope.app.hotspots.perf_record import DEFAULT_HZ
+from tdescope.app.hotspots.perf_record import DEFAULT_HZ, DWARF_STACK_BYTES
 from tdescope.app.hotspots.profile import HotspotSampler, check_perf
 from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
 from tdescope.app.waits.exact import WaitTotals, figures, spans_event
@@ -86,6 +86,9 @@ class Observation:
     exact_waits : {"proc", "auto", "ebpf"}
         Whether the eBPF wait tracer runs beside the /proc sampler while waits are on
         (:data:`EXACT_WAITS`); :attr:`exact_source` says what the OS figures came from.
+    stack_bytes : int
+        User stack perf copies per sample to unwind with DWARF (default
+        :data:`~tdescope.app.hotspots.perf_record.DWARF_STACK_BYTES`).
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class Observation:
         wait_hz: float = OS_WAIT_HZ,
         engine_hz: float = ENGINE_WAIT_HZ,
         exact_waits: str = "proc",
+        stack_bytes: int = DWARF_STACK_BYTES,
     ) -> None:
         if exact_waits not in EXACT_WAITS:
             raise UserError(f"exact waits must be one of {', '.join(EXACT_WAITS)}")
@@ -108,6 +112,7 @@ class Observation:
         self.sink = sink
         self.wait_source = wait_source
         self.frequency = frequency
+        self.stack_bytes = stack_bytes
         self.window_s = window_s
         self.wait_hz = wait_hz
         self.engine_hz = engine_hz
@@ -194,7 +199,7 @@ class Observation:
                 self._problem("hotspots", problem)
             return
         sampler = HotspotSampler(
-            self.pid, frequency=self.frequency, window_s=self.window_s,
+            self.pid, frequency=self.frequency, window_s=self.window_s, stack_bytes=self.stack_bytes,
             on_window=self.sink, on_error=lambda m: self._problem("hotspots", m),
             on_samples=lambda samples: self.sink(leaves_of(samples, self.pid)),
         )
