@@ -155,6 +155,7 @@ def test_window_autosave_save_as_and_export_report_are_private(qtbot, qsettings,
         autosave = Path(win.recording.recorder.path)
         copy = win.files.save_as(str(tmp_path / "saved" / "copy.tds"))
         assert copy is not None
+        qtbot.waitUntil(lambda: win.files.saving is None, timeout=10000)
         reports = []
         for name, include in (("masked.html", False), ("plain.html", True), ("masked.pdf", False),
                               ("plain.pdf", True)):

@@ -119,6 +119,17 @@ def test_save_as_copies_a_file_being_recorded(tmp_path):
         assert sum(reader.counts().values()) == 8 and reader.meta.engine == "sqlcipher"
 
 
+def test_a_copy_reports_its_progress_step_by_step(tmp_path, monkeypatch):
+    import tdescope.app.session.copy as copy_module
+
+    monkeypatch.setattr(copy_module, "_BACKUP_PAGES", 8)  # many steps on a small file
+    seen = []
+    copy_session(_recorded(tmp_path), tmp_path / "copy.tds", progress=seen.append)
+    assert len(seen) > 5 and seen == sorted(seen) and 0 < seen[0] < 1 and seen[-1] == 1.0
+    with SessionReader(tmp_path / "copy.tds") as reader:
+        assert reader.counts() == {"WaitSample": 3000}
+
+
 def _recorded(tmp_path, n=3000):
     path = tmp_path / "s.tds"
     with SessionRecorder(path, SessionMeta()) as rec:

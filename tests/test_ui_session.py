@@ -176,6 +176,8 @@ def test_live_events_are_recorded_to_the_autosave_file(qtbot, qsettings, data_ho
     path = win.recording.recorder.path
     assert path.parent == data_home / "tdescope" / "sessions"
     copy = win.files.save_as(str(tmp_path / "copy.tds"))
+    qtbot.waitUntil(lambda: win.files.saving is None, timeout=10000)  # copied on a worker thread
+    assert win.statusBar().currentMessage() == f"Saved a copy to {copy}"
     with SessionReader(copy) as reader:
         assert reader.summary().counts == {"workload_progress": 10, "capture": 1}
         assert reader.meta.engine == "sqlcipher"

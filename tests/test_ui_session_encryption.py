@@ -89,6 +89,7 @@ def test_save_as_keeps_an_encrypted_replay_encrypted(qtbot, qsettings, encrypted
     qtbot.addWidget(win)
     win.replay.enter_replay(encrypted_file, PASSPHRASE)
     copy = win.files.save_as(str(tmp_path / "copy"))
+    qtbot.waitUntil(lambda: win.files.saving is None, timeout=10000)
     assert copy == tmp_path / "copy.tds" and is_encrypted(copy)
     with SessionReader(copy, passphrase=PASSPHRASE) as reader:
         assert reader.counts() == {"PageCapture": 3}
@@ -190,6 +191,7 @@ def test_the_file_menu_actions_ask_before_they_write(qtbot, qsettings, tmp_path,
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "saved.tds"), ""))
     monkeypatch.chdir(tmp_path)
     _file_action(win, "Save &As…").trigger()
+    qtbot.waitUntil(lambda: win.files.saving is None, timeout=10000)
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".tds") == ["saved.tds"]
 
     seen: dict = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from tdescope.app.errors import UserError
@@ -13,15 +14,19 @@ from tdescope.app.system.private_files import create_private
 
 __all__ = ["copy_session"]
 
+#: Pages the backup copies per step (progress is reported between steps).
+_BACKUP_PAGES = 1024
+
 
 def copy_session(src: str | os.PathLike, dst: str | os.PathLike, passphrase: str | None = None,
-                 new_passphrase: str | None = None) -> None:
+                 new_passphrase: str | None = None, progress: Callable[[float], None] | None = None) -> None:
     """Copy a session file consistently, even while it is being recorded.
 
     ``passphrase`` opens an encrypted ``src``; ``new_passphrase`` encrypts the copy
     with SQLCipher. A plain copy of a plain file is an SQLite backup; a copy that
     involves encryption goes through ``sqlcipher_export`` (the backup API cannot
-    change a file's encryption).
+    change a file's encryption). ``progress(fraction)`` follows a plain copy page batch by page batch
+    (the SQLite backup's own progress); an export reports only its end.
     """
     src, dst = Path(src), Path(dst)
     if src.resolve() == dst.resolve():
@@ -34,8 +39,9 @@ def copy_session(src: str | os.PathLike, dst: str | os.PathLike, passphrase: str
         encrypted = is_encrypted(src)
         if not encrypted and new_passphrase is None:
             target = sqlite3.connect(str(tmp))
+            step = None if progress is None else (lambda _status, left, total: progress(1 - left / total if total else 1))
             with target:
-                source.backup(target)
+                source.backup(target, pages=_BACKUP_PAGES, progress=step)
             target.execute("PRAGMA journal_mode = WAL")
             target.close()
             source.close()
@@ -49,6 +55,8 @@ def copy_session(src: str | os.PathLike, dst: str | os.PathLike, passphrase: str
             target.execute("PRAGMA journal_mode = WAL")
             target.close()
         shutil.move(str(tmp), str(dst))
+        if progress is not None:
+            progress(1.0)
     except OSError as exc:
         raise UserError(f"cannot save {dst}: {exc.strerror or exc}") from None
     except DB_ERRORS as exc:

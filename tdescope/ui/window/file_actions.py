@@ -22,7 +22,7 @@ from tdescope.app.session.reader import SessionReader
 from tdescope.app.system.private_files import shared_folder_note
 from tdescope.ui.passphrase import ask_passphrase
 from tdescope.ui.report_dialog import ReportDialog, write_report
-from tdescope.ui.tasks import TaskRunner, describe
+from tdescope.ui.tasks import TaskRunner, TaskState, describe
 from tdescope.ui.window.recording import RecordingController, autosave_dir
 from tdescope.ui.window.replay import ReplayController
 
@@ -87,6 +87,7 @@ class FileActions(QObject):
         self.recent = recent
         self.decoder = decoder
         self.tasks = tasks
+        self.saving: TaskState | None = None  # a Save As under way
         self._open_window = open_window
         self._is_live = is_live
         self._reset_views = reset_views
@@ -173,7 +174,8 @@ class FileActions(QObject):
         self.replay_windows = [w for w in self.replay_windows if id(w) != key]
 
     def save_as(self, path: str | None = None) -> Path | None:
-        """Save a copy of the recording (or the replayed file) under a new name."""
+        """Save a copy of the recording (or the replayed file) under a new name, on the task runner with
+        its progress in the status bar; returns where it goes (:attr:`saving` is its task until done)."""
         src = self.current_path
         if src is None:
             QMessageBox.information(self._window, "Save As", "Nothing recorded yet.")
@@ -187,13 +189,23 @@ class FileActions(QObject):
         self.recording.flush()
         # an encrypted session stays encrypted, under the same passphrase
         passphrase = self._passphrase()
-        try:
-            copy_session(src, dst, passphrase=passphrase, new_passphrase=passphrase)
-        except UserError as exc:
-            QMessageBox.warning(self._window, "Save As", str(exc))
-            return None
-        self.recent.add(dst)
-        self.status.emit(f"Saved a copy to {dst}", 5000)
+        self.status.emit(f"Saving a copy to {dst}…", 0)
+
+        def copy(state) -> Path:  # on a worker thread: an hour-long session is hundreds of MB
+            copy_session(src, dst, passphrase=passphrase, new_passphrase=passphrase, progress=state.set_progress)
+            return dst
+
+        def saved(out: Path) -> None:
+            self.saving = None
+            self.recent.add(out)
+            self.status.emit(f"Saved a copy to {out}", 5000)
+
+        def failed(exc: BaseException) -> None:
+            self.saving = None
+            QMessageBox.warning(self._window, "Save As", describe(exc))
+
+        self.saving = self.tasks.run(copy, name="save-as", on_done=saved, on_exception=failed,
+                                     on_progress=lambda f: self.status.emit(f"Saving a copy to {dst}… {f:.0%}", 0))
         return dst
 
     def export_dialog(self) -> None:
