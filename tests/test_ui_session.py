@@ -48,6 +48,9 @@ def replay(qtbot, qsettings, session_file):
 
 
 def settle(qtbot, win):
+    player = win.replay.player
+    if player is not None:  # events are read from the file on the feeder's thread
+        qtbot.waitUntil(lambda: player.caught_up, timeout=10000)
     win.pump.drain()
     qtbot.wait(20)
     qtbot.waitUntil(lambda: win.capture_presenter.settled, timeout=5000)  # the selected capture decoded
@@ -80,7 +83,7 @@ def test_replay_drives_the_captures_dock(qtbot, replay, data_home):
 
 def test_notes_add_edit_undo_redo(qtbot, replay, session_file):
     win, notes = replay, replay.notes.dock
-    replay.replay.player.seek_end()
+    replay.replay.player.seek(replay.replay.player.duration)
     settle(qtbot, win)
     win.captures_dock.view.selectRow(2)
     settle(qtbot, win)
@@ -115,7 +118,7 @@ def test_notes_add_edit_undo_redo(qtbot, replay, session_file):
 def test_activating_a_note_goes_past_its_capture_and_selects_its_bytes(qtbot, replay):
     win, notes = replay, replay.notes.dock
     player = win.replay.player
-    player.seek_end()
+    player.seek(player.duration)
     settle(qtbot, win)
     win.captures_dock.view.selectRow(2)
     settle(qtbot, win)
@@ -154,7 +157,7 @@ def test_replay_shows_the_state_at_the_slider_position(qtbot, qsettings, tmp_pat
     assert badge.text().strip() == "REPLAY · was armed · eBPF"  # never the red ARMED of a live probe
     assert win.workload_dock.results.history.count() == 0  # the result is not there yet
     assert 0 < win.workload_dock.progress.value() < 100
-    player.seek_end()
+    player.seek(player.duration)
     settle(qtbot, win)
     assert badge.text().strip() == "REPLAY · not armed then"
     assert win.workload_dock.results.history.count() == 1

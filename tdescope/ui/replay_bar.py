@@ -4,7 +4,9 @@
 the session's clock and hands the events in each step to ``feed`` (the main
 window's event path, so the same docks show them). Seeking back clears the
 views through ``reset`` and replays from the start up to the new position.
-Events are read from the file step by step, never all at once.
+Events are read from the file step by step, never all at once, and on a thread of
+their own (:class:`~tdescope.app.session.feeder.SessionFeeder`): seeking to the end of
+an hour-long session does not hold the GUI thread while the file is read.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLabel, QSlider, QStyle, QStyleOptionSlider, QToolBar, QToolButton
 
+from tdescope.app.session.feeder import SessionFeeder
 from tdescope.app.session.reader import SessionReader
 
 __all__ = ["ReplayBar", "ReplayPlayer", "SPEEDS"]
@@ -32,27 +35,38 @@ class ReplayPlayer(QObject):
     Parameters
     ----------
     reader : SessionReader
+        The file (its span; the feeder reads through a reader of its own).
     feed : callable
-        Receives each event in time order.
+        Receives each event in time order, on the feeder's thread.
     reset : callable
-        Clears the views (before replaying from the start after a seek back).
+        Clears the views (before replaying from the start after a seek back), on the GUI thread.
+    open_reader : callable, optional
+        Opens the file again for the feeder's thread (default: ``reader``'s path, unencrypted).
     """
 
     positionChanged = Signal(float)
     """Seconds since the session's first event."""
     playingChanged = Signal(bool)
+    caughtUp = Signal()
+    """Everything up to the play head has been fed (queued to the GUI thread)."""
+    failed = Signal(str)
+    """Reading the file failed half way (one line); the replay stops there."""
 
     def __init__(self, reader: SessionReader, feed: Callable[[object], None], reset: Callable[[], None],
-                 parent: QObject | None = None) -> None:
+                 parent: QObject | None = None, open_reader: Callable[[], SessionReader] | None = None) -> None:
         super().__init__(parent)
         self.reader = reader
-        self.feed = feed
         self.reset = reset
         start, end = reader.span()
         self.t0 = start or 0.0
         self.duration = max((end or self.t0) - self.t0, 0.0)
         self.position = 0.0
-        self._fed_until: float | None = None  # absolute ts up to which events were fed (exclusive)
+        self._asked: float | None = None  # absolute ts up to which events were asked for (exclusive)
+        self._then: list[Callable[[], None]] = []
+        self.caughtUp.connect(self._run_then, Qt.ConnectionType.QueuedConnection)
+        self.feeder = SessionFeeder(open_reader or (lambda: SessionReader(reader.path, writable=False)), feed,
+                                    on_caught_up=lambda: self._emit(self.caughtUp),
+                                    on_error=lambda line: self._emit(self.failed, line))
         self.speed: float | None = 1.0
         self.playing = False
         self._timer = QTimer(self)
@@ -87,29 +101,48 @@ class ReplayPlayer(QObject):
         """Move the play head to ``position`` seconds; views show everything up to it."""
         position = min(max(position, 0.0), self.duration)
         target = self.t0 + position
-        if self._fed_until is not None and target < self._fed_until:
-            self.reset()
-            self._fed_until = None
-        self._feed_to(target)
+        # end is exclusive: nudge the last step past the final event
+        end = target + 1e-6 if target >= self.t0 + self.duration else target
+        if self._asked is not None and end < self._asked:
+            self.feeder.restart(end, self.reset)
+        else:
+            self.feeder.extend(end)
+        self._asked = end
         self.position = position
         self.positionChanged.emit(position)
 
-    def seek_end(self) -> None:
-        """Show the whole session at once."""
-        self.seek(self.duration)
+    @property
+    def caught_up(self) -> bool:
+        """True when the events up to the play head have been fed (the views may still be drawing them)."""
+        return self.feeder.caught_up
+
+    def when_fed(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the GUI thread once the events up to the play head have been fed (at once if so)."""
+        if self.caught_up:
+            fn()
+        else:
+            self._then.append(fn)
 
     def stop(self) -> None:
-        """Stop the timer for good (the file is closing)."""
+        """Stop the timer and the feeder for good (the file is closing)."""
         self._timer.stop()
         self.playing = False
+        self._then.clear()
+        self.feeder.close()
 
-    def _feed_to(self, target: float) -> None:
-        # end is exclusive: nudge the last step past the final event
-        end = target + 1e-6 if target >= self.t0 + self.duration else target
-        start = self._fed_until
-        for event in self.reader.events(start=start, end=end):
-            self.feed(event)
-        self._fed_until = end
+    @staticmethod
+    def _emit(signal, *args) -> None:
+        try:
+            signal.emit(*args)
+        except RuntimeError:  # the player went with its window while the feeder finished a step
+            pass
+
+    def _run_then(self) -> None:
+        if not self.caught_up:
+            return  # asked for more since: the next caught-up runs them
+        then, self._then = self._then, []
+        for fn in then:
+            fn()
 
     def _tick(self) -> None:
         now = time.monotonic()

@@ -9,6 +9,7 @@ actions), giving each the collaborators it needs and connecting to their signals
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QKeySequence
@@ -266,11 +267,15 @@ class MainWindow(QMainWindow):
                            on_done=lambda inv: self.engine_dock.show_inventory(self.engine.label, inv,
                                                                                session.server_pid()))
 
-    def _seek_and_show(self, ts: float) -> None:
-        """Move the replay to ``ts`` and deliver its events now, so what follows sees the views at ``ts``."""
-        self.replay.seek_to(ts)
-        self.pump.drain()
-        self.observation.timeline_dock.focus(ts)  # the run it falls in, not the view the timeline had
+    def _seek_and_show(self, ts: float, then: Callable[[], None] | None = None) -> None:
+        """Move the replay to ``ts``; once its events are fed, deliver them and run ``then`` on views at ``ts``."""
+
+        def shown() -> None:
+            self.pump.drain()
+            self.observation.timeline_dock.focus(ts)  # the run it falls in, not the view the timeline had
+            (then or (lambda: None))()
+
+        self.replay.seek_to(ts, shown)
 
     def feed(self, event) -> None:
         """Publish ``event`` as a producer would (the replay player's feed; a replay records nothing)."""
@@ -336,9 +341,8 @@ class MainWindow(QMainWindow):
         self.page_view.clear()
         self.capture_presenter.forget()
 
-    def show_capture(self, capture: PageCapture, record: CaptureRecord | None = None) -> None:
-        """Show one capture in the page view, decoded off the GUI thread (:mod:`.capture_presenter`)."""
-        self.capture_presenter.show(capture)
+    def show_capture(self, capture: PageCapture, _record: CaptureRecord | None = None) -> None:
+        self.capture_presenter.show(capture)  # decoded off the GUI thread (ui/window/capture_presenter.py)
 
     # -- what the controllers are given ---------------------------------------------
     def _reset_views(self) -> None:

@@ -29,15 +29,18 @@ class NotesController(QObject):
     play_head : callable
         Returns the replay's position as a timestamp, or None when not replaying.
     seek_to : callable
-        Moves the replay to a timestamp (a double-clicked note's moment).
+        ``seek_to(ts, then)`` moves the replay to a timestamp (a double-clicked note's moment) and runs
+        ``then`` once the views hold what happened up to it.
+    when_shown : callable
+        ``when_shown(fn)`` runs ``fn`` once the selected capture is in the page view.
     parent : QWidget
         Parent of the dock (the window).
     """
 
     def __init__(self, captures_dock: CapturesDock, page_view: PageView, timeline_dock: TimelineDock,
                  store: Callable[[], NoteStore | None], play_head: Callable[[], float | None],
-                 seek_to: Callable[[float], None], when_shown: Callable[[Callable[[], None]], None],
-                 parent: QWidget) -> None:
+                 seek_to: Callable[[float, Callable[[], None]], None],
+                 when_shown: Callable[[Callable[[], None]], None], parent: QWidget) -> None:
         super().__init__(parent)
         self._when_shown = when_shown  # the page view shows a selected capture once it is decoded
         self.captures_dock = captures_dock
@@ -86,8 +89,13 @@ class NotesController(QObject):
         """Go to what the note is about: the replay just past its moment, its capture selected,
         its bytes selected in the page view."""
         t = note.target
-        if t.ts is not None:
-            self._seek_to(max(t.ts, t.ts_end or t.ts) + 0.001)  # past it: the capture is in the views
+        if t.ts is not None:  # past it, then (once its events are fed) the capture is in the views
+            self._seek_to(max(t.ts, t.ts_end or t.ts) + 0.001, lambda: self._go_to(t))
+        else:
+            self._go_to(t)
+
+    def _go_to(self, t) -> None:
+        """Select what the note's target names in views that hold it."""
         if t.seq is not None and self.captures_dock.select_capture(t.ts, t.seq) and t.kind == "bytes":
             view = self.page_view.before_view if t.side == "before" else self.page_view.after_view
             if t.start is not None and t.end is not None:

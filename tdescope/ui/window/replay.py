@@ -115,8 +115,12 @@ class ReplayController(QObject):
         self._passphrase = passphrase
         name = Path(path).name
         self.entered.emit(str(path), reader.meta)
-        self.player = ReplayPlayer(reader, self._feed, self._reset_views, self)
+        self.player = ReplayPlayer(reader, self._feed, self._reset_views, self,
+                                   open_reader=lambda: SessionReader(path, writable=False, passphrase=passphrase))
+        self.player.failed.connect(lambda line: self.status.emit(line, 15000))
         self.player.positionChanged.connect(lambda pos, p=self.player: self.headMoved.emit(p.t0 + pos))
+        # and again once the events up to it are fed (on the feeder's thread): the views then hold them
+        self.player.caughtUp.connect(lambda p=self.player: self.headMoved.emit(p.t0 + p.position))
         self.replay_bar.attach(self.player, name)
         self.replay_bar.show()
         self.notes_dock.set_store(NoteStore(reader.path, passphrase))
@@ -132,10 +136,15 @@ class ReplayController(QObject):
         """The player's position as a timestamp, or None."""
         return self.player.t0 + self.player.position if self.player is not None else None
 
-    def seek_to(self, ts: float) -> None:
-        """Move the play head to timestamp ``ts`` (a note's moment)."""
+    def seek_to(self, ts: float, then: Callable[[], None] | None = None) -> None:
+        """Move the play head to timestamp ``ts`` (a note's moment); ``then`` runs once its events are fed
+        (at once when nothing is replayed)."""
         if self.player is not None:
             self.player.seek(ts - self.player.t0)
+            if then is not None:
+                self.player.when_fed(then)
+        elif then is not None:
+            then()
 
     def close_file(self) -> None:
         """Stop the player and close the file (the replay bar stays as it is)."""
