@@ -13,9 +13,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from tdescope.app.engines.api import WorkloadControl, wanted_sides
+from tdescope.app.engines.api import WorkloadControl, repeat_sql, wanted_sides
 from tdescope.app.errors import UserError
-from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.events import PhaseTiming, WorkloadResult
 from tdescope.app.system.procstat import thread_cpu_seconds
 from tdescope.app.system.statement_text import mask_error
 
@@ -60,10 +60,6 @@ def create_lab_tables(conn, db: str) -> None:
     _exec(conn, f"CREATE TABLE IF NOT EXISTS test_tab_non {_SCHEMA} ENCRYPTED=NO")
 
 
-def _progress(control: WorkloadControl, workload: str, side: str, done: int, total: int, msg: str) -> None:
-    control.emit(WorkloadProgress(time.time(), workload, side, done, total, msg))
-
-
 def ab_dml(conn, db: str, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
     """Seed 000's procedure on ``test_tab_tde``, then on ``test_tab_non``, with the same parameters."""
     groups, ids = int(params["groups"]), int(params["ids_per_group"])
@@ -106,7 +102,7 @@ def ab_dml(conn, db: str, params: Mapping[str, Any], control: WorkloadControl) -
             t = time.perf_counter()
             _exec(conn, "COMMIT")
             phase["commit"] += time.perf_counter() - t
-            _progress(control, "ab_dml", side, g, groups, f"{side}: group {g}/{groups}")
+            control.progress("ab_dml", side, g, groups, f"{side}: group {g}/{groups}")
         phase["total"] = time.perf_counter() - start
         timings.extend(PhaseTiming(side, p, s) for p, s in phase.items())
         counts[side] = n
@@ -167,18 +163,18 @@ def io_path(conn, db: str, params: Mapping[str, Any], control: WorkloadControl) 
     rows, evict_rows = int(params["rows"]), int(params["evict_rows"])
     if rows < 1 or evict_rows < 1:
         raise UserError("rows and evict_rows must be positive")
-    _progress(control, "io_path", "setup", 0, 3, "creating scan_tde and evict_pad…")
+    control.progress("io_path", "setup", 0, 3, "creating scan_tde and evict_pad…")
     prepare_io_path(conn, db, rows, evict_rows)
     evict(conn, db)
     timings, counts = [], {}
     for step, side in enumerate(("cold", "warm"), start=1):
         if control.cancelled:
             break
-        _progress(control, "io_path", side, step - 1, 2, f"{side} scan…")  # the scan's start, for per-scan counts
+        control.progress("io_path", side, step - 1, 2, f"{side} scan…")  # the scan's start, for per-scan counts
         elapsed, reads = scan(conn, db)
         timings.append(PhaseTiming(side, "scan", elapsed))
         counts[side] = {"Pages read from disk": reads}
-        _progress(control, "io_path", side, step, 2, f"{side} scan: {reads} pages read from disk")
+        control.progress("io_path", side, step, 2, f"{side} scan: {reads} pages read from disk")
     return WorkloadResult(time.time(), "io_path", dict(params), tuple(timings), counts, control.cancelled)
 
 
@@ -194,7 +190,7 @@ def cold_warm(conn, db: str, pid: int, params: Mapping[str, Any], control: Workl
     if rows < 1 or rounds < 1:
         raise UserError("rows and rounds must be positive")
     create_lab_tables(conn, db)
-    _progress(control, "cold_warm", "setup", 0, 1, f"creating cw_tde and cw_non ({rows} rows each)…")
+    control.progress("cold_warm", "setup", 0, 1, f"creating cw_tde and cw_non ({rows} rows each)…")
     for name, enc in (("cw_tde", "YES"), ("cw_non", "NO")):
         _exec(conn, f"DROP TABLE IF EXISTS {db}.{name}")
         _exec(conn, f"CREATE TABLE {db}.{name} (id INT PRIMARY KEY, note VARCHAR(200)) ENCRYPTED={enc}")
@@ -218,7 +214,7 @@ def cold_warm(conn, db: str, pid: int, params: Mapping[str, Any], control: Workl
                 cpu.setdefault((side, phase), []).append(_server_cpu_s(pid) - c0)
                 reads.setdefault((side, phase), []).append(_status(conn, "Innodb_buffer_pool_reads") - r0)
                 step += 1
-                _progress(control, "cold_warm", side, step, total, f"{side} {phase} scan {step}/{total}")
+                control.progress("cold_warm", side, step, total, f"{side} {phase} scan {step}/{total}")
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     timings = [PhaseTiming(side, phase, med(v)) for (side, phase), v in elapsed.items()]
     counts = {f"{side} {phase}": {"server CPU ms (median)": round(med(cpu[(side, phase)]) * 1000, 1),
@@ -237,16 +233,10 @@ def run_sql(conn, params: Mapping[str, Any], control: WorkloadControl) -> Worklo
     """The user's SQL, ``repeat`` times (``tdescope capture --sql``)."""
     import pymysql
 
-    sql, repeat = str(params["sql"]), int(params.get("repeat", 1))
-    t = time.perf_counter()
-    done = 0
-    for _ in range(repeat):
-        if control.cancelled:
-            break
+    def execute(sql: str) -> None:
         try:
             _exec(conn, sql).fetchall()
         except pymysql.err.MySQLError as exc:
             raise UserError(failed_sql_message(str(exc.args[-1] if exc.args else exc))) from None
-        done += 1
-    return WorkloadResult(time.time(), "sql", {"repeat": repeat}, (PhaseTiming("sql", "total", time.perf_counter() - t),),
-                          {"sql": {"Executions": done}}, control.cancelled)
+
+    return repeat_sql(execute, str(params["sql"]), int(params.get("repeat", 1)), control)

@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tdescope.app.engines.api import WorkloadControl, wanted_sides
+from tdescope.app.engines.api import WorkloadControl, repeat_sql, wanted_sides
 from tdescope.app.errors import UserError
-from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.events import PhaseTiming, WorkloadResult
 from tdescope.app.system.child_env import child_env
 from tdescope.app.system.private_files import open_new_private
 from tdescope.app.system.statement_text import mask_error
@@ -69,10 +69,6 @@ MATRIX_CELLS = (
       for name, algo in (("AES-128", "aes128"), ("AES-192", "aes192"), ("AES-256", "aes256"), ("3DES", "3des"))
       for nomdc in (False, True)),
 )
-
-
-def _progress(control: WorkloadControl, workload: str, side: str, done: int, total: int, msg: str) -> None:
-    control.emit(WorkloadProgress(time.time(), workload, side, done, total, msg))
 
 
 def _need_pgcrypto(conn) -> None:
@@ -141,7 +137,7 @@ def ab_dml(conn, params: Mapping[str, Any], control: WorkloadControl,
                     phase["select"] += time.perf_counter() - t
                 t = time.perf_counter()
             phase["commit"] += time.perf_counter() - t
-            _progress(control, "ab_dml", side, g, groups, f"{side}: group {g}/{groups}")
+            control.progress("ab_dml", side, g, groups, f"{side}: group {g}/{groups}")
         phase["total"] = time.perf_counter() - start
         timings.extend(PhaseTiming(side, p, s) for p, s in phase.items())
         counts[side] = n
@@ -173,7 +169,7 @@ def column_crypto_matrix(conn, params: Mapping[str, Any], control: WorkloadContr
         conn.execute(f"ALTER TABLE tdescope_matrix ADD COLUMN {col} bytea")
         conn.execute(f"UPDATE tdescope_matrix SET {col} = pgp_sym_encrypt(plain, %s, %s)",
                      (LAB_KEY, f"{options}, s2k-mode={s2k}"))
-        _progress(control, "matrix", "setup", i, total - 1, f"encrypted column {label}")
+        control.progress("matrix", "setup", i, total - 1, f"encrypted column {label}")
     conn.execute("VACUUM ANALYZE tdescope_matrix")
     timings: list[PhaseTiming] = []
     for i, (label, _) in enumerate(MATRIX_CELLS):
@@ -185,7 +181,7 @@ def column_crypto_matrix(conn, params: Mapping[str, Any], control: WorkloadContr
         conn.execute(f"SELECT avg(length({expr})) FROM tdescope_matrix", args).fetchone()
         elapsed = time.perf_counter() - t
         timings.append(PhaseTiming(label, "total", elapsed))
-        _progress(control, "matrix", label, i + 1, total, f"{label}: {elapsed:.3f} s")
+        control.progress("matrix", label, i + 1, total, f"{label}: {elapsed:.3f} s")
     plain = timings[0].elapsed_s if timings else 0.0
     table = [("cell", "seconds", "µs per row", "ratio to plain")]
     for t in timings:
@@ -272,7 +268,7 @@ def _pgbench_runs(pgbench: str, env: dict, params: Mapping[str, Any], control: W
             raise UserError(f"pgbench {what} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
         return proc.stdout + proc.stderr
 
-    _progress(control, "pgbench", "init", 0, 3, f"pgbench -i -s {scale}")
+    control.progress("pgbench", "init", 0, 3, f"pgbench -i -s {scale}")
     t = time.perf_counter()
     bench(["-i", "-q", "-s", str(scale)], "init")
     timings = [PhaseTiming("init", "total", time.perf_counter() - t)]
@@ -285,7 +281,7 @@ def _pgbench_runs(pgbench: str, env: dict, params: Mapping[str, Any], control: W
         tps = float(m.group(1)) if m else float("nan")
         timings.append(PhaseTiming(mode, "tps", tps))
         table.append((mode, str(scale), str(clients), str(secs), f"{tps:.0f}"))
-        _progress(control, "pgbench", mode, step + 1, 3, f"{mode}: {tps:.0f} TPS")
+        control.progress("pgbench", mode, step + 1, 3, f"{mode}: {tps:.0f} TPS")
     return WorkloadResult(time.time(), "pgbench", dict(params), tuple(timings), {}, control.cancelled, tuple(table))
 
 
@@ -311,7 +307,7 @@ def io_path(conn, params: Mapping[str, Any], control: WorkloadControl,
     if rows < 1:
         raise UserError("rows must be positive")
     table = "tdescope_io_path"
-    _progress(control, "io_path", "setup", 0, 3, f"creating {table} ({rows} rows)…")
+    control.progress("io_path", "setup", 0, 3, f"creating {table} ({rows} rows)…")
     conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.execute(f"CREATE TABLE {table} (id int, note text)" + (f" USING {access_method}" if access_method else ""))
     conn.execute(f"INSERT INTO {table} SELECT g, 'tdescope-pg-marker ' || g || ' ' || md5(g::text) "
@@ -327,30 +323,24 @@ def io_path(conn, params: Mapping[str, Any], control: WorkloadControl,
     for step, side in enumerate(("cold", "warm"), start=1):
         if control.cancelled:
             break
-        _progress(control, "io_path", side, step - 1, 2, f"{side} scan…")  # the scan's start, for per-scan counts
+        control.progress("io_path", side, step - 1, 2, f"{side} scan…")  # the scan's start, for per-scan counts
         t = time.perf_counter()
         read, hit = _scan_blocks(conn, table)
         timings.append(PhaseTiming(side, "scan", time.perf_counter() - t))
         counts[side] = {"blocks read (EXPLAIN BUFFERS)": read, "blocks hit in shared buffers": hit,
                         "table pages": pages}
-        _progress(control, "io_path", side, step, 2, f"{side} scan: {read} blocks read, {hit} hit")
+        control.progress("io_path", side, step, 2, f"{side} scan: {read} blocks read, {hit} hit")
     return WorkloadResult(time.time(), "io_path", dict(params), tuple(timings), counts, control.cancelled)
 
 
 def run_sql(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
     """The user's SQL, ``repeat`` times, on the probed backend (``tdescope capture --sql``)."""
-    sql, repeat = str(params["sql"]), int(params.get("repeat", 1))
-    t = time.perf_counter()
-    done = 0
-    for _ in range(repeat):
-        if control.cancelled:
-            break
+    def execute(sql: str) -> None:
         try:
             cur = conn.execute(sql)
             if cur.description is not None:
                 cur.fetchall()
         except Exception as exc:  # noqa: BLE001 - the user's SQL failing is a one-line user error
             raise UserError(f"SQL failed: {mask_error(str(exc).strip().splitlines()[0])}") from None
-        done += 1
-    return WorkloadResult(time.time(), "sql", {"repeat": repeat}, (PhaseTiming("sql", "total", time.perf_counter() - t),),
-                          {"sql": {"Executions": done}}, control.cancelled)
+
+    return repeat_sql(execute, str(params["sql"]), int(params.get("repeat", 1)), control)
