@@ -53,6 +53,19 @@ def test_wide_layout_shows_both_hex_panes_whole(qtbot, qsettings):
     for pane in (win.page_view.before_view, win.page_view.after_view):
         assert pane.content_width() <= pane.width() + 1, (pane.content_width(), pane.width())
     assert not win.observation.hotspots_dock.visibleRegion().isEmpty()
+    assert win.page_view.panes.orientation() == Qt.Orientation.Horizontal  # side by side: there is room
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1366, 768)])
+def test_a_narrow_page_view_stacks_the_hex_panes_so_each_row_shows_its_ascii(qtbot, qsettings, size):
+    """Side by side, a 1280-pixel screen cut both panes before their ASCII column: stacked, they are whole."""
+    win = _window(qtbot, qsettings, size)
+    assert win.page_view.width() < win.page_view.side_by_side_width()
+    qtbot.waitUntil(lambda: win.page_view.panes.orientation() == Qt.Orientation.Vertical, timeout=3000)
+    for view in (win.page_view.before_view, win.page_view.after_view):
+        qtbot.waitUntil(lambda v=view: v.content_width() <= v.width() + 1, timeout=3000)
+        assert view.ascii_rect(15).right() <= view.viewport().width(), "the ASCII column is cut"
+        assert view.visible_rows() >= 5
 
 
 def test_a_live_window_after_a_replay_shows_no_replay_toolbar(qtbot, qsettings, tmp_path):

@@ -1,5 +1,9 @@
 """The Page view: one capture, ciphertext and plaintext side by side, with its decoded structure.
 
+Side by side when both panes fit whole (16 hex columns and their ASCII), one above the other when
+they do not (a 1280-pixel screen with the docks beside it): a row cut before its ASCII hides the
+text a class is looking for.
+
 The view is dumb on purpose: the caller decodes the pages and computes entropy
 (off the GUI thread when it matters); this widget only lays them out and keeps
 the hex panes and the structure tree in step.
@@ -115,6 +119,10 @@ def fill_structure_model(
     return after_items, before_items
 
 
+#: Side by side, each pane may shrink its hex font down to this share of the full size; below it the
+#: panes go one above the other (at 1280×720 the side-by-side font fell to 8 px and still cut the ASCII).
+SIDE_BY_SIDE_SCALE = 0.85
+
 class PageView(QWidget):
     """Header line, "Before" and "After" hex panes with entropy strips, and the structure tree."""
 
@@ -126,6 +134,7 @@ class PageView(QWidget):
         self._after_page: DecodedPage | None = None
         self._before_page: DecodedPage | None = None
         self._roles = _ROLES
+        self._presenting = False
         self.placeholder = "live"  # which of PLACEHOLDERS the empty view says
         self._fields: dict[int, DecodedField] = {}
         self._after_items: dict[int, QStandardItem] = {}
@@ -199,12 +208,30 @@ class PageView(QWidget):
     def set_presentation(self, on: bool, scale: float = 1.0, min_px: int = 0) -> None:
         """Presentation mode: the hex panes one above the other (each gets the whole width, so 16
         columns and the ASCII show at the big font), the hex font ``scale`` times bigger and at least
-        ``min_px`` pixels high; off puts the panes side by side at the normal size."""
-        self.panes.setOrientation(Qt.Orientation.Vertical if on else Qt.Orientation.Horizontal)
+        ``min_px`` pixels high; off puts the panes back at the normal size, side by side if they fit."""
+        self._presenting = on
         for view in (self.before_view, self.after_view):
             view.set_font_scale(scale if on else 1.0, min_px if on else 0)
             view.setMaximumWidth(view.full_width())
         self.splitter.setStretchFactor(0, 4 if on else 3)
+        self._fit_panes()
+
+    def side_by_side_width(self) -> int:
+        """The width both panes need side by side, whole (hex columns, ASCII and entropy strips) with the
+        font at no less than :data:`SIDE_BY_SIDE_SCALE` of its size (a hex view shrinks its font to fit)."""
+        pane = int(SIDE_BY_SIDE_SCALE * self.before_view.full_width()) + self.before_strip.sizeHint().width() + 6
+        margins = self.layout().contentsMargins()
+        return 2 * pane + self.panes.handleWidth() + margins.left() + margins.right()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self._fit_panes()
+
+    def _fit_panes(self) -> None:
+        fits = not self._presenting and self.width() >= self.side_by_side_width()
+        orientation = Qt.Orientation.Horizontal if fits else Qt.Orientation.Vertical
+        if self.panes.orientation() != orientation:
+            self.panes.setOrientation(orientation)
 
     def show_capture(
         self,
