@@ -112,3 +112,86 @@ def test_a_function_is_read_from_an_elf_file_on_the_host(agent):
     with open(libc, "rb") as fh:
         fh.seek(index.file_offset(address))
         assert fh.read(size) == code
+
+
+# -- real eBPF capture through the pipe ----------------------------------------------------------
+
+def _ours_in_kernel() -> list:
+    from test_ebpf_capture import our_uprobe_links
+    import json
+    progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+                                      check=True).stdout or "[]")
+    return [p for p in progs if p.get("name") in ("on_entry", "on_return")] + our_uprobe_links()
+
+
+def _capture(run_window, app_pid, limits):
+    import threading
+    got, states, summary = [], [], []
+    window = run_window(got.append, states.append)
+    thread = threading.Thread(target=lambda: summary.append(window.run()))
+    thread.start()
+    assert window.armed.wait(10), states
+    return window, thread, got, states, summary
+
+
+def test_an_ebpf_capture_through_the_agent_equals_a_local_one(agent, sqlcipher_app):
+    from tdescope.app.probe.ebpf.backend import EbpfBackend
+    from tdescope.app.probe.window import CaptureLimits, CaptureWindow
+    from tdescope.plugins.sqlcipher.engine import DECRYPT
+    from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
+
+    app = sqlcipher_app()
+    limits = CaptureLimits(max_captures=300, max_seconds=30)
+    local = _capture(lambda c, s: CaptureWindow(app.pid, DECRYPT, limits, "sqlcipher", c, s, backend=EbpfBackend()),
+                     app.pid, limits)
+    app.go()
+    local[1].join(30)
+    with AgentClient(local_argv(agent)) as client:
+        assert client.hello()["euid"] == 0
+        window, thread, got, states, summary = _capture(
+            lambda c, s: client.window(app.pid, DECRYPT, limits, "sqlcipher", c, s), app.pid, limits)
+        thread.join(30)
+    assert app.proc.poll() is None  # the target runs on
+    s, ls = summary[0], local[4][0]
+    assert s.reason == ls.reason and s.captures == ls.captures == len(got) == len(local[2]) == 300
+    assert s.backend == "ebpf" and s.error is None and not _ours_in_kernel()
+    assert states[0].state.value == local[3][0].state.value == "armed"
+    assert states[-1].state.value == local[3][-1].state.value == "disarmed" and states[-1].backend == "ebpf"
+    assert type(got[0]) is type(local[2][0])
+    for mine, theirs in ((got[0], local[2][0]),):
+        assert (mine.symbol, mine.direction, mine.engine, mine.plaintext_side) == \
+            (theirs.symbol, theirs.direction, theirs.engine, theirs.plaintext_side)
+    assert [c.seq for c in got] == list(range(1, 301))
+    decoder = SqlitePageDecoder()
+    kinds = lambda caps: {decoder.decode(c.after, c.pgno).page_type for c in caps}  # noqa: E731
+    assert "table leaf" in kinds(got) <= kinds(local[2])  # the same workload, a later stretch of it
+    assert all(len(c.before) == len(c.after) == 4096 for c in got)
+    assert any(b"tdescope-marker-row" in c.after and b"tdescope-marker-row" not in c.before for c in got)
+
+
+def test_stdin_closed_mid_capture_the_agent_disarms_and_exits_within_2_s(agent, sqlcipher_app):
+    import time
+    from tdescope.plugins.sqlcipher.engine import DECRYPT
+    from tdescope.app.probe.window import CaptureLimits
+
+    app = sqlcipher_app()
+    app.go()
+    client = AgentClient(local_argv(agent))
+    client.hello()
+    window, thread, got, states, summary = _capture(
+        lambda c, s: client.window(app.pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60),
+                                   "sqlcipher", c, s), app.pid, None)
+    wait_for(lambda: len(got) > 10, what="captures through the pipe")
+    assert _ours_in_kernel()
+    t0 = time.monotonic()
+    client._proc.stdin.close()  # the connection dropped
+    client._proc.wait(2)
+    assert time.monotonic() - t0 < 2.0
+    thread.join(5)
+    # the agent disarmed and said so on its way out (stdout outlives stdin); a cut link says "connection lost"
+    assert summary[0].reason == "the workbench went away" or "connection lost" in (summary[0].error or "")
+    assert not _ours_in_kernel()
+    assert app.proc.poll() is None  # the target survives
+    app.stop()
+    code, out, _ = app.finish()
+    assert code == 0 and out.startswith("ok")
