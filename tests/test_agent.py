@@ -151,6 +151,8 @@ def test_an_ebpf_capture_through_the_agent_equals_a_local_one(agent, sqlcipher_a
         window, thread, got, states, summary = _capture(
             lambda c, s: client.window(app.pid, DECRYPT, limits, "sqlcipher", c, s), app.pid, limits)
         thread.join(30)
+        again = []  # the next window, armed as soon as the last one's summary is in
+        assert client.window(app.pid, DECRYPT, CaptureLimits(max_captures=5), "sqlcipher", again.append).run().captures == 5
     assert app.proc.poll() is None  # the target runs on
     s, ls = summary[0], local[4][0]
     assert s.reason == ls.reason and s.captures == ls.captures == len(got) == len(local[2]) == 300

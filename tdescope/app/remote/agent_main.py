@@ -145,7 +145,7 @@ class Agent:
         return True
 
     def _arm(self, header: dict) -> None:
-        if self._thread is not None and self._thread.is_alive():
+        if self._window is not None:
             raise UserError("a capture window is already armed: disarm it first")
         backend = header.get("backend", "ebpf")
         if backend != "ebpf":
@@ -173,6 +173,7 @@ class Agent:
             summary = window.run()
         except Exception as exc:  # noqa: BLE001 - told to the workbench as the window's error
             summary = CaptureSummary(0, "error", None, (), 0.0, 0.0, f"capture failed: {type(exc).__name__}: {exc}")
+        self._window = None  # before the summary: the workbench may arm the next window as soon as it has it
         self._out.send(Kind.SUMMARY, wire.to_fields(summary))
 
     def shutdown(self, reason: str) -> None:
