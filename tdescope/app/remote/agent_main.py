@@ -34,8 +34,10 @@ from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, Proto
 
 __all__ = ["Agent", "main"]
 
-#: How long captures may wait in the output buffer before they are flushed.
+#: How long captures may wait in the agent before they are sent and flushed.
 FLUSH_S = 0.02
+#: A batch of captures leaves at this many captures, or this many page bytes.
+BATCH_MAX, BATCH_BYTES = 128, 1 << 20
 #: How long the agent gives its window to disarm once stdin closed, before it exits anyway.
 EXIT_GRACE_S = 1.5
 
@@ -46,31 +48,56 @@ def _tools() -> dict:
 
 
 class _Out:
-    """stdout, shared by the request loop and the window's thread; captures flushed every :data:`FLUSH_S`."""
+    """stdout, shared by the request loop and the window's thread.
+
+    Captures go out in batches (one ``CAPTURES`` frame per :data:`BATCH_MAX` captures or
+    :data:`FLUSH_S`, whichever comes first); any other frame first sends the batch, so order holds."""
 
     def __init__(self, stream) -> None:
         self._stream = stream
         self._lock = threading.Lock()
         self._dirty = False
+        self._batch: list = []
+        self._batch_bytes = 0
         self.closed = False
         threading.Thread(target=self._flusher, name="flush", daemon=True).start()
 
-    def send(self, kind: Kind, header: dict | None = None, payload: bytes = b"", flush: bool = True) -> None:
+    def capture(self, capture) -> None:
         with self._lock:
-            if self.closed:
-                return
-            try:
-                self._stream.write(encode(kind, header, payload))
-                if flush:
-                    self._stream.flush()
-                self._dirty = not flush
-            except (BrokenPipeError, OSError, ValueError):
-                self.closed = True  # the workbench is gone; stdin's end says so too
+            if self._batch and wire.batch_key(self._batch[0]) != wire.batch_key(capture):
+                self._send_batch()
+            self._batch.append(capture)
+            self._batch_bytes += len(capture.before) + len(capture.after)
+            if len(self._batch) >= BATCH_MAX or self._batch_bytes >= BATCH_BYTES:
+                self._send_batch()
+
+    def send(self, kind: Kind, header: dict | None = None, payload: bytes = b"") -> None:
+        with self._lock:
+            self._send_batch()
+            self._write(kind, header, payload, flush=True)
+
+    def _send_batch(self) -> None:  # the lock held
+        if self._batch:
+            head, payload = wire.captures_frame(self._batch)
+            self._batch, self._batch_bytes = [], 0
+            self._write(Kind.CAPTURES, head, payload, flush=False)
+
+    def _write(self, kind: Kind, header, payload: bytes, flush: bool) -> None:  # the lock held
+        if self.closed:
+            return
+        try:
+            self._stream.write(encode(kind, header, payload))
+            if flush:
+                self._stream.flush()
+            self._dirty = not flush
+        except (BrokenPipeError, OSError, ValueError):
+            self.closed = True  # the workbench is gone; stdin's end says so too
 
     def _flusher(self) -> None:
         while not self.closed:
             time.sleep(FLUSH_S)
             with self._lock:
+                self._send_batch()
                 if self._dirty and not self.closed:
                     try:
                         self._stream.flush()
@@ -162,8 +189,7 @@ class Agent:
         self._thread.start()
 
     def _capture(self, capture) -> None:
-        head, payload = wire.capture_fields(capture)
-        self._out.send(Kind.CAPTURE, head, payload, flush=False)
+        self._out.capture(capture)
 
     def _state(self, state) -> None:
         self._out.send(Kind.STATE, wire.to_fields(state))

@@ -34,7 +34,7 @@ __all__ = ["AgentClient", "AgentWindow", "local_argv"]
 #: How long a reply may take before the agent counts as lost.
 REPLY_S = 15.0
 #: Frames that belong to the running window, not to a request's reply.
-_WINDOW_KINDS = (Kind.CAPTURE, Kind.STATE, Kind.SUMMARY)
+_WINDOW_KINDS = (Kind.CAPTURES, Kind.STATE, Kind.SUMMARY)
 
 
 def local_argv(agent: str | Path) -> list[str]:
@@ -222,8 +222,9 @@ class AgentWindow:
                 if frame is None:
                     return self._failed(t0, self._client.lost or "connection lost")
                 kind, header, payload = frame
-                if kind is Kind.CAPTURE:
-                    self._on_capture(wire.capture_of(header, payload))
+                if kind is Kind.CAPTURES:
+                    for capture in wire.captures_of(header, payload):
+                        self._on_capture(capture)
                 elif kind is Kind.STATE:
                     state = wire.state_of(header)
                     if state.state is WindowState.ARMED:

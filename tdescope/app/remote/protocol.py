@@ -6,7 +6,7 @@ the layout and the kinds exist once.
 
 A frame is a 9-byte ``<2sBHI`` prefix (magic ``b"td"``, :class:`Kind`, JSON
 header length, payload length), a UTF-8 JSON object (the header) and the
-payload bytes (page bytes stay binary: a capture's ``before`` then ``after``).
+payload bytes (page bytes stay binary: each capture's ``before`` then ``after``).
 Unpickling what a remote root process sends would be code execution on the
 laptop; a JSON object and raw bytes are only data. Sizes are bounded, and a
 frame with a wrong magic, an unknown kind or a header that is not a JSON object
@@ -45,7 +45,7 @@ class Kind(enum.IntEnum):
     WELCOME = 64  #: ``version``, ``python``, ``tools`` (what the host has), ``euid``, ``pid``
     TARGETS = 65  #: ``processes``: list of ``{pid, comm, cmdline, critical, maps}``
     STATE = 66  #: one :class:`~tdescope.app.events.CaptureWindowState`'s fields
-    CAPTURE = 67  #: a page capture's fields; payload = before + after (``nb`` = len(before))
+    CAPTURES = 67  #: a batch of page captures: ``caps`` rows of fields; payload = each one's before + after
     SUMMARY = 68  #: the window's :class:`~tdescope.app.probe.window.CaptureSummary` fields
     FUNCTION = 69  #: ``symbol``, ``address``, ``size``; payload = the function's bytes
     REFUSED = 70  #: ``message``: one line; ``request``: the kind refused (None: unreadable)
