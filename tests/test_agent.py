@@ -116,12 +116,29 @@ def test_a_function_is_read_from_an_elf_file_on_the_host(agent):
 
 # -- real eBPF capture through the pipe ----------------------------------------------------------
 
-def _ours_in_kernel() -> list:
-    from test_ebpf_capture import our_uprobe_links
+def _bpf_ids_of(pid: int) -> set:
+    """The BPF programs and links process ``pid`` holds (its fds' ``prog_id``/``link_id``), as ``("prog", id)``."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            text = open(f"/proc/{pid}/fdinfo/{fd}").read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key in ("prog_id", "link_id"):
+                ids.add((key[:4], int(value)))
+    return ids
+
+
+def _in_kernel(ids: set) -> set:
+    """Which of ``ids`` the kernel still lists (bpftool): the machine's other probes are not ours."""
     import json
-    progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
-                                      check=True).stdout or "[]")
-    return [p for p in progs if p.get("name") in ("on_entry", "on_return")] + our_uprobe_links()
+    now = set()
+    for what in ("prog", "link"):
+        out = subprocess.run(["bpftool", "-j", what, "show"], capture_output=True, text=True, check=True).stdout
+        now |= {(what, item["id"]) for item in json.loads(out or "[]")}
+    return ids & now
 
 
 def _capture(run_window, app_pid, limits):
@@ -150,13 +167,15 @@ def test_an_ebpf_capture_through_the_agent_equals_a_local_one(agent, sqlcipher_a
         assert client.hello()["euid"] == 0
         window, thread, got, states, summary = _capture(
             lambda c, s: client.window(app.pid, DECRYPT, limits, "sqlcipher", c, s), app.pid, limits)
+        held = _bpf_ids_of(client.pid)
         thread.join(30)
         again = []  # the next window, armed as soon as the last one's summary is in
         assert client.window(app.pid, DECRYPT, CaptureLimits(max_captures=5), "sqlcipher", again.append).run().captures == 5
     assert app.proc.poll() is None  # the target runs on
     s, ls = summary[0], local[4][0]
     assert s.reason == ls.reason and s.captures == ls.captures == len(got) == len(local[2]) == 300
-    assert s.backend == "ebpf" and s.error is None and not _ours_in_kernel()
+    assert s.backend == "ebpf" and s.error is None
+    assert not _in_kernel(held)  # (what it held when armed, if it was still armed then: the next test is strict)
     assert states[0].state.value == local[3][0].state.value == "armed"
     assert states[-1].state.value == local[3][-1].state.value == "disarmed" and states[-1].backend == "ebpf"
     assert type(got[0]) is type(local[2][0])
@@ -184,7 +203,8 @@ def test_stdin_closed_mid_capture_the_agent_disarms_and_exits_within_2_s(agent, 
         lambda c, s: client.window(app.pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60),
                                    "sqlcipher", c, s), app.pid, None)
     wait_for(lambda: len(got) > 10, what="captures through the pipe")
-    assert _ours_in_kernel()
+    held = _bpf_ids_of(client.pid)
+    assert {w for w, _ in held} == {"prog", "link"} and _in_kernel(held) == held
     t0 = time.monotonic()
     client._proc.stdin.close()  # the connection dropped
     client._proc.wait(2)
@@ -192,7 +212,7 @@ def test_stdin_closed_mid_capture_the_agent_disarms_and_exits_within_2_s(agent, 
     thread.join(5)
     # the agent disarmed and said so on its way out (stdout outlives stdin); a cut link says "connection lost"
     assert summary[0].reason == "the workbench went away" or "connection lost" in (summary[0].error or "")
-    assert not _ours_in_kernel()
+    assert not _in_kernel(held)  # bpftool lists none of its programs or links
     assert app.proc.poll() is None  # the target survives
     app.stop()
     code, out, _ = app.finish()
