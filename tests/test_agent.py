@@ -217,3 +217,25 @@ def test_stdin_closed_mid_capture_the_agent_disarms_and_exits_within_2_s(agent, 
     app.stop()
     code, out, _ = app.finish()
     assert code == 0 and out.startswith("ok")
+
+
+def test_os_waits_sampled_on_the_host_arrive_as_wait_samples(agent, sqlcipher_app):
+    app = sqlcipher_app()
+    app.go()
+    samples, errors = [], []
+    with AgentClient(local_argv(agent)) as client:
+        client.hello()
+        with pytest.raises(UserError, match="no process 999999999"):
+            client.start_waits(999999999)
+        client.start_waits(app.pid, hz=50, on_sample=samples.append, on_error=errors.append)
+        with pytest.raises(UserError, match="already being sampled"):
+            client.start_waits(app.pid)
+        wait_for(lambda: len({s.ts for s in samples}) >= 5, what="five ticks of OS waits")
+        client.stop_waits()
+        stopped_at = len(samples)
+        with pytest.raises(UserError, match="no OS wait sampling is running"):
+            client.stop_waits()
+    assert len(samples) == stopped_at and not errors
+    from tdescope.app.events import WaitSample
+    assert all(type(s) is WaitSample and s.pid == app.pid and s.source == "os" for s in samples)
+    assert {s.wait_class for s in samples} and app.pid in {s.tid for s in samples}

@@ -30,6 +30,7 @@ from tdescope.app.probe.ebpf.backend import EbpfBackend
 from tdescope.app.probe.window import CaptureSummary, CaptureWindow
 from tdescope.app.remote import wire
 from tdescope.app.remote.host_reads import list_processes, read_function
+from tdescope.app.waits.os_sampler import OsWaitSampler
 from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, encode, read_frame
 
 __all__ = ["Agent", "main"]
@@ -115,6 +116,7 @@ class Agent:
         self._hello = False
         self._window: CaptureWindow | None = None
         self._thread: threading.Thread | None = None
+        self._waits: _Waits | None = None
 
     # -- requests ----------------------------------------------------------------
     def handle(self, kind: Kind, header: dict, payload: bytes) -> bool:
@@ -141,6 +143,15 @@ class Agent:
                 if window is None:
                     return self._refuse(kind, "no capture window is armed")
                 window.cancel(str(header.get("reason") or "cancelled"))
+            elif kind is Kind.WAITS_START:
+                if self._waits is not None:
+                    raise UserError("OS waits are already being sampled: stop them first")
+                self._waits = _Waits(self._out, int(header["pid"]), float(header.get("hz", 20)))
+            elif kind is Kind.WAITS_STOP:
+                if self._waits is None:
+                    return self._refuse(kind, "no OS wait sampling is running")
+                self._waits.stop()
+                self._waits = None
             elif kind is Kind.READ_FUNCTION:
                 head, code = read_function(str(header.get("path", "")), str(header.get("symbol", "")))
                 self._out.send(Kind.FUNCTION, head, code)
@@ -203,12 +214,50 @@ class Agent:
         self._out.send(Kind.SUMMARY, wire.to_fields(summary))
 
     def shutdown(self, reason: str) -> None:
-        """Cancel the window, if any, and wait (bounded) for its probe to come out."""
+        """Stop the wait sampler, cancel the window, if any, and wait (bounded) for its probe to come out."""
+        if self._waits is not None:
+            self._waits.stop()
         window, thread = self._window, self._thread
         if window is not None:
             window.cancel(reason)
         if thread is not None:
             thread.join(EXIT_GRACE_S)
+
+
+class _Waits:
+    """OS waits sampled from /proc (:class:`OsWaitSampler`), one ``WAITS`` frame per tick."""
+
+    def __init__(self, out: _Out, pid: int, hz: float) -> None:
+        if not 0.1 <= hz <= 200:
+            raise UserError(f"wait sampling rate must be between 0.1 and 200 Hz, not {hz}")
+        if not os.path.exists(f"/proc/{pid}"):
+            raise UserError(f"no process {pid}")
+        self._out = out
+        self._tick: list = []
+        self._lock = threading.Lock()
+        self._sampler = OsWaitSampler(pid, hz, self._sample, self._error)
+        self._sampler.start()
+
+    def _sample(self, sample) -> None:
+        with self._lock:
+            if self._tick and self._tick[0].ts != sample.ts:
+                self._send()
+            self._tick.append(sample)
+
+    def _send(self) -> None:  # the lock held
+        if self._tick:
+            self._out.send(Kind.WAITS, wire.waits_rows(self._tick))
+            self._tick = []
+
+    def _error(self, message: str) -> None:
+        with self._lock:
+            self._send()
+        self._out.send(Kind.NOTICE, {"source": "waits", "message": message})
+
+    def stop(self) -> None:
+        self._sampler.stop()
+        with self._lock:
+            self._send()
 
 
 def _carry_objects(spool: str) -> None:

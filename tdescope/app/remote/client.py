@@ -24,7 +24,7 @@ from pathlib import Path
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.engines.registry import critical_rules, discover_engines
 from tdescope.app.errors import UserError
-from tdescope.app.events import CaptureWindowState, PageCapture, WindowState
+from tdescope.app.events import CaptureWindowState, PageCapture, WaitSample, WindowState
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary
 from tdescope.app.remote import wire
 from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame
@@ -65,6 +65,8 @@ class AgentClient:
         self._window_q: queue.Queue | None = None
         self.lost: str | None = None  #: why the agent went away, once it has
         self.welcome: dict = {}
+        #: What the running wait sampler's frames are handed to (on the reader thread), if one runs.
+        self._on_waits: tuple[Callable, Callable] | None = None
         threading.Thread(target=self._read, name="agent-reader", daemon=True).start()
 
     # -- the stream --------------------------------------------------------------
@@ -75,6 +77,9 @@ class AgentClient:
                 if frame is None:
                     break
                 kind, header, _payload = frame
+                if kind in (Kind.WAITS, Kind.NOTICE):
+                    self._stream_event(kind, header)
+                    continue
                 window_q, request = self._window_q, header.get("request")
                 if kind in _WINDOW_KINDS or (kind is Kind.REFUSED and request in ("ARM", "DISARM")):
                     if window_q is not None:
@@ -95,6 +100,16 @@ class AgentClient:
         for q in (self._replies, self._window_q):
             if q is not None:
                 q.put(None)
+
+    def _stream_event(self, kind: Kind, header: dict) -> None:
+        hooks = self._on_waits
+        if hooks is None:
+            return
+        if kind is Kind.WAITS:
+            for sample in wire.waits_of(header):
+                hooks[0](sample)
+        elif header.get("source") == "waits":
+            hooks[1](str(header.get("message", "")).splitlines()[0] if header.get("message") else "")
 
     def send(self, kind: Kind, header: dict | None = None) -> None:
         """Send one request; UserError when the agent is gone."""
@@ -143,6 +158,34 @@ class AgentClient:
         """``symbol``'s bytes in the ELF file ``path`` on the host, for disassembly here."""
         self.send(Kind.READ_FUNCTION, {"path": path, "symbol": symbol})
         return self._reply(Kind.FUNCTION)
+
+    def start_waits(self, pid: int, hz: float = 20, on_sample: Callable[[WaitSample], None] | None = None,
+                    on_error: Callable[[str], None] | None = None) -> None:
+        """Sample ``pid``'s OS waits from /proc on the host; ``on_sample`` gets each
+        :class:`~tdescope.app.events.WaitSample`, ``on_error`` a one-line message (both on the reader thread)."""
+        before = self._on_waits
+        self._on_waits = (on_sample or (lambda _s: None), on_error or (lambda _m: None))
+        try:
+            self.send(Kind.WAITS_START, {"pid": int(pid), "hz": float(hz)})
+            self._check_accepted(Kind.WAITS_START)
+        except UserError:
+            self._on_waits = before  # refused: a sampler already running keeps its hooks
+            raise
+
+    def stop_waits(self) -> None:
+        """Stop the wait sampler (its last tick is delivered first)."""
+        self.send(Kind.WAITS_STOP)
+        self._check_accepted(Kind.WAITS_STOP)
+        self._on_waits = None
+
+    def _check_accepted(self, kind: Kind) -> None:
+        """Requests without a reply of their own: a refusal comes back, or nothing; a HELLO round trip tells."""
+        self.send(Kind.HELLO, {"version": PROTOCOL_VERSION})
+        try:
+            self._reply(Kind.WELCOME)
+        except UserError:
+            self._reply(Kind.WELCOME)  # the refusal came first: the ping's answer follows it
+            raise
 
     def window(self, pid: int, recipe: ProbeRecipe, limits: CaptureLimits, engine: str,
                on_capture: Callable[[PageCapture], None],

@@ -37,7 +37,7 @@ class Kind(enum.IntEnum):
     DISARM = 4  #: ``reason``
     HOTSPOTS_START = 5
     HOTSPOTS_STOP = 6
-    WAITS_START = 7
+    WAITS_START = 7  #: ``pid``, ``hz``: OS waits sampled from /proc on the host
     WAITS_STOP = 8
     READ_FUNCTION = 9  #: ``path`` (an ELF file on the host), ``symbol``
     BYE = 10
@@ -50,6 +50,8 @@ class Kind(enum.IntEnum):
     FUNCTION = 69  #: ``symbol``, ``address``, ``size``; payload = the function's bytes
     REFUSED = 70  #: ``message``: one line; ``request``: the kind refused (None: unreadable)
     GOODBYE = 71
+    WAITS = 72  #: one tick of OS wait samples: ``rows`` of ``[ts, pid, tid, source, wait_class, event, detail]``
+    NOTICE = 73  #: ``source`` (``"waits"``), ``message``: one line from a running sampler
 
 
 #: The kinds the agent accepts; anything else it refuses.

@@ -10,14 +10,14 @@ from __future__ import annotations
 import dataclasses
 
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
-from tdescope.app.events import CaptureWindowState, PageCapture
+from tdescope.app.events import CaptureWindowState, PageCapture, WaitSample
 from tdescope.app.probe.limits import CaptureLimits
 from tdescope.app.probe.window import CaptureSummary
 from tdescope.app.remote.protocol import ProtocolError
 from tdescope.app.system.critical import CriticalProcess
 
 __all__ = ["batch_key", "captures_frame", "captures_of", "limits_of", "recipe_fields", "recipe_of", "rules_of", "state_of",
-           "summary_of", "to_fields"]
+           "summary_of", "to_fields", "waits_of", "waits_rows"]
 
 
 def to_fields(obj) -> dict:
@@ -98,6 +98,21 @@ def captures_of(head: dict, payload: bytes) -> list[PageCapture]:
     if pos != len(payload):
         raise ProtocolError("captures frame: payload longer than its pages")
     return out
+
+
+def waits_rows(samples: list[WaitSample]) -> dict:
+    """One tick of wait samples as a ``WAITS`` header."""
+    return {"rows": [[w.ts, w.pid, w.tid, w.source, w.wait_class, w.event, w.detail] for w in samples]}
+
+
+def waits_of(head: dict) -> list[WaitSample]:
+    """The :class:`WaitSample` events of one ``WAITS`` frame."""
+    try:
+        return [WaitSample(ts=float(ts), pid=int(pid), tid=int(tid), source=str(src), wait_class=str(cls),
+                           event=str(ev), detail=str(detail))
+                for ts, pid, tid, src, cls, ev, detail in head["rows"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"waits frame: bad field {exc}") from None
 
 
 def state_of(fields: dict) -> CaptureWindowState:
