@@ -76,7 +76,7 @@ def test_requests_before_hello_and_replies_sent_as_requests_are_refused_and_the_
             client._reply(Kind.TARGETS)
         with pytest.raises(UserError, match="not an ELF file"):
             client.read_function("/etc/passwd", "main")
-        with pytest.raises(UserError, match="is not carried by this agent yet"):
+        with pytest.raises(UserError, match="KeyError"):  # a start request without its pid
             client.send(Kind.HOTSPOTS_START, {})
             client._reply(Kind.WELCOME)
         mine = [p for p in client.targets(critical=()) if p["pid"] == os.getpid()]
@@ -239,3 +239,22 @@ def test_os_waits_sampled_on_the_host_arrive_as_wait_samples(agent, sqlcipher_ap
     from tdescope.app.events import WaitSample
     assert all(type(s) is WaitSample and s.pid == app.pid and s.source == "os" for s in samples)
     assert {s.wait_class for s in samples} and app.pid in {s.tid for s in samples}
+
+
+def test_perf_hotspots_on_the_host_arrive_as_hotspot_windows(agent, sqlcipher_app):
+    app = sqlcipher_app()
+    app.go()
+    windows, errors = [], []
+    with AgentClient(local_argv(agent)) as client:
+        client.hello()
+        client.start_hotspots(app.pid, frequency=199, window_s=0.5, callgraph="fp", on_window=windows.append,
+                              on_error=errors.append)
+        wait_for(lambda: windows, timeout=15, what="a perf window through the agent")
+        perf = [p for p in client.targets(critical=()) if p["comm"] == "perf" and f"-p {app.pid} " in p["cmdline"]]
+        assert perf  # perf runs on the host, under the agent
+        client.stop_hotspots()
+    from tdescope.app.events import HotspotWindow
+    w = windows[0]
+    assert type(w) is HotspotWindow and w.pid == app.pid and sum(w.stacks.values()) > 0 and w.dsos
+    assert not errors
+    wait_for(lambda: not any(os.path.exists(f"/proc/{p['pid']}") for p in perf), what="perf gone once stopped")

@@ -30,6 +30,7 @@ from tdescope.app.probe.ebpf.backend import EbpfBackend
 from tdescope.app.probe.window import CaptureSummary, CaptureWindow
 from tdescope.app.remote import wire
 from tdescope.app.remote.host_reads import list_processes, read_function
+from tdescope.app.hotspots.perf_record import HotspotSampler
 from tdescope.app.waits.os_sampler import OsWaitSampler
 from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, encode, read_frame
 
@@ -117,6 +118,7 @@ class Agent:
         self._window: CaptureWindow | None = None
         self._thread: threading.Thread | None = None
         self._waits: _Waits | None = None
+        self._hotspots: HotspotSampler | None = None
 
     # -- requests ----------------------------------------------------------------
     def handle(self, kind: Kind, header: dict, payload: bytes) -> bool:
@@ -152,11 +154,18 @@ class Agent:
                     return self._refuse(kind, "no OS wait sampling is running")
                 self._waits.stop()
                 self._waits = None
+            elif kind is Kind.HOTSPOTS_START:
+                self._start_hotspots(header)
+            elif kind is Kind.HOTSPOTS_STOP:
+                if self._hotspots is None:
+                    return self._refuse(kind, "no hotspot sampling is running")
+                self._hotspots.stop()
+                self._hotspots = None
             elif kind is Kind.READ_FUNCTION:
                 head, code = read_function(str(header.get("path", "")), str(header.get("symbol", "")))
                 self._out.send(Kind.FUNCTION, head, code)
             else:
-                return self._refuse(kind, f"{kind.name.lower().replace('_', ' ')} is not carried by this agent yet")
+                return self._refuse(kind, f"{kind.name} is not handled")
         except (UserError, ProtocolError) as exc:
             return self._refuse(kind, str(exc))
         except Exception as exc:  # noqa: BLE001 - one line to the workbench, the agent goes on
@@ -199,6 +208,17 @@ class Agent:
         self._thread = threading.Thread(target=self._run, args=(window,), name="window", daemon=True)
         self._thread.start()
 
+    def _start_hotspots(self, header: dict) -> None:
+        if self._hotspots is not None:
+            raise UserError("hotspots are already being sampled: stop them first")
+        pid = int(header["pid"])
+        sampler = HotspotSampler(pid, int(header.get("frequency", 99)), float(header.get("window_s", 1.0)),
+                                 str(header.get("callgraph", "dwarf")),
+                                 on_window=lambda w: self._out.send(Kind.HOTSPOTS, wire.to_fields(w)),
+                                 on_error=lambda m: self._out.send(Kind.NOTICE, {"source": "hotspots", "message": m}))
+        sampler.start()
+        self._hotspots = sampler
+
     def _capture(self, capture) -> None:
         self._out.capture(capture)
 
@@ -217,6 +237,8 @@ class Agent:
         """Stop the wait sampler, cancel the window, if any, and wait (bounded) for its probe to come out."""
         if self._waits is not None:
             self._waits.stop()
+        if self._hotspots is not None:
+            self._hotspots.stop()
         window, thread = self._window, self._thread
         if window is not None:
             window.cancel(reason)
@@ -275,6 +297,9 @@ def main() -> int:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # stdout is the protocol's alone: a stray print must not corrupt it
     spool = tempfile.mkdtemp(prefix="tdescope-agent-")  # 0700, removed below
+    tempfile.tempdir = spool  # perf's windows and any other temporary file: inside the spool
+    if os.path.isfile(sys.path[0]):  # a zipapp: helpers it starts (the reaper) find tdescope in it
+        os.environ["PYTHONPATH"] = sys.path[0]
     out = _Out(stdout)
     agent = Agent(out, spool)
     code = 0

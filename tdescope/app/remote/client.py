@@ -24,7 +24,7 @@ from pathlib import Path
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.engines.registry import critical_rules, discover_engines
 from tdescope.app.errors import UserError
-from tdescope.app.events import CaptureWindowState, PageCapture, WaitSample, WindowState
+from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, WaitSample, WindowState
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary
 from tdescope.app.remote import wire
 from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame
@@ -65,8 +65,8 @@ class AgentClient:
         self._window_q: queue.Queue | None = None
         self.lost: str | None = None  #: why the agent went away, once it has
         self.welcome: dict = {}
-        #: What the running wait sampler's frames are handed to (on the reader thread), if one runs.
-        self._on_waits: tuple[Callable, Callable] | None = None
+        #: Where a running sampler's frames go (on the reader thread): source -> (on_event, on_error).
+        self._hooks: dict[str, tuple[Callable, Callable]] = {}
         threading.Thread(target=self._read, name="agent-reader", daemon=True).start()
 
     # -- the stream --------------------------------------------------------------
@@ -77,7 +77,7 @@ class AgentClient:
                 if frame is None:
                     break
                 kind, header, _payload = frame
-                if kind in (Kind.WAITS, Kind.NOTICE):
+                if kind in (Kind.WAITS, Kind.HOTSPOTS, Kind.NOTICE):
                     self._stream_event(kind, header)
                     continue
                 window_q, request = self._window_q, header.get("request")
@@ -102,14 +102,15 @@ class AgentClient:
                 q.put(None)
 
     def _stream_event(self, kind: Kind, header: dict) -> None:
-        hooks = self._on_waits
-        if hooks is None:
-            return
-        if kind is Kind.WAITS:
+        if kind is Kind.NOTICE:
+            hooks = self._hooks.get(str(header.get("source")))
+            if hooks is not None:
+                hooks[1]((str(header.get("message") or "").splitlines() or [""])[0])
+        elif kind is Kind.WAITS and "waits" in self._hooks:
             for sample in wire.waits_of(header):
-                hooks[0](sample)
-        elif header.get("source") == "waits":
-            hooks[1](str(header.get("message", "")).splitlines()[0] if header.get("message") else "")
+                self._hooks["waits"][0](sample)
+        elif kind is Kind.HOTSPOTS and "hotspots" in self._hooks:
+            self._hooks["hotspots"][0](wire.hotspots_of(header))
 
     def send(self, kind: Kind, header: dict | None = None) -> None:
         """Send one request; UserError when the agent is gone."""
@@ -163,20 +164,41 @@ class AgentClient:
                     on_error: Callable[[str], None] | None = None) -> None:
         """Sample ``pid``'s OS waits from /proc on the host; ``on_sample`` gets each
         :class:`~tdescope.app.events.WaitSample`, ``on_error`` a one-line message (both on the reader thread)."""
-        before = self._on_waits
-        self._on_waits = (on_sample or (lambda _s: None), on_error or (lambda _m: None))
-        try:
-            self.send(Kind.WAITS_START, {"pid": int(pid), "hz": float(hz)})
-            self._check_accepted(Kind.WAITS_START)
-        except UserError:
-            self._on_waits = before  # refused: a sampler already running keeps its hooks
-            raise
+        self._start("waits", Kind.WAITS_START, {"pid": int(pid), "hz": float(hz)}, on_sample, on_error)
 
     def stop_waits(self) -> None:
         """Stop the wait sampler (its last tick is delivered first)."""
-        self.send(Kind.WAITS_STOP)
-        self._check_accepted(Kind.WAITS_STOP)
-        self._on_waits = None
+        self._stop("waits", Kind.WAITS_STOP)
+
+    def start_hotspots(self, pid: int, frequency: int = 99, window_s: float = 1.0, callgraph: str = "dwarf",
+                       on_window: Callable[[HotspotWindow], None] | None = None,
+                       on_error: Callable[[str], None] | None = None) -> None:
+        """Sample ``pid`` with perf on the host; ``on_window`` gets each :class:`~tdescope.app.events.HotspotWindow`."""
+        self._start("hotspots", Kind.HOTSPOTS_START, {"pid": int(pid), "frequency": int(frequency),
+                                                      "window_s": float(window_s), "callgraph": callgraph},
+                    on_window, on_error)
+
+    def stop_hotspots(self) -> None:
+        """Stop perf on the host."""
+        self._stop("hotspots", Kind.HOTSPOTS_STOP)
+
+    def _start(self, source: str, kind: Kind, header: dict, on_event, on_error) -> None:
+        before = self._hooks.get(source)
+        self._hooks[source] = (on_event or (lambda _e: None), on_error or (lambda _m: None))
+        try:
+            self.send(kind, header)
+            self._check_accepted(kind)
+        except UserError:
+            if before is None:  # refused: a sampler already running keeps its hooks
+                self._hooks.pop(source, None)
+            else:
+                self._hooks[source] = before
+            raise
+
+    def _stop(self, source: str, kind: Kind) -> None:
+        self.send(kind)
+        self._check_accepted(kind)
+        self._hooks.pop(source, None)
 
     def _check_accepted(self, kind: Kind) -> None:
         """Requests without a reply of their own: a refusal comes back, or nothing; a HELLO round trip tells."""

@@ -35,7 +35,7 @@ class Kind(enum.IntEnum):
     LIST_TARGETS = 2  #: ``critical`` rules; optional ``symbols``/``library``: which processes map the function
     ARM = 3  #: ``pid``, ``recipe``, ``limits``, ``engine``, ``critical``, ``allow_critical``, ``backend``
     DISARM = 4  #: ``reason``
-    HOTSPOTS_START = 5
+    HOTSPOTS_START = 5  #: ``pid``, ``frequency``, ``window_s``, ``callgraph``: perf on the host
     HOTSPOTS_STOP = 6
     WAITS_START = 7  #: ``pid``, ``hz``: OS waits sampled from /proc on the host
     WAITS_STOP = 8
@@ -51,7 +51,8 @@ class Kind(enum.IntEnum):
     REFUSED = 70  #: ``message``: one line; ``request``: the kind refused (None: unreadable)
     GOODBYE = 71
     WAITS = 72  #: one tick of OS wait samples: ``rows`` of ``[ts, pid, tid, source, wait_class, event, detail]``
-    NOTICE = 73  #: ``source`` (``"waits"``), ``message``: one line from a running sampler
+    NOTICE = 73  #: ``source`` (``"waits"``, ``"hotspots"``), ``message``: one line from a running sampler
+    HOTSPOTS = 74  #: one perf window: a :class:`~tdescope.app.events.HotspotWindow`'s fields
 
 
 #: The kinds the agent accepts; anything else it refuses.

@@ -10,14 +10,14 @@ from __future__ import annotations
 import dataclasses
 
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
-from tdescope.app.events import CaptureWindowState, PageCapture, WaitSample
+from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, WaitSample
 from tdescope.app.probe.limits import CaptureLimits
 from tdescope.app.probe.window import CaptureSummary
 from tdescope.app.remote.protocol import ProtocolError
 from tdescope.app.system.critical import CriticalProcess
 
 __all__ = ["batch_key", "captures_frame", "captures_of", "limits_of", "recipe_fields", "recipe_of", "rules_of", "state_of",
-           "summary_of", "to_fields", "waits_of", "waits_rows"]
+           "hotspots_of", "summary_of", "to_fields", "waits_of", "waits_rows"]
 
 
 def to_fields(obj) -> dict:
@@ -113,6 +113,17 @@ def waits_of(head: dict) -> list[WaitSample]:
                 for ts, pid, tid, src, cls, ev, detail in head["rows"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ProtocolError(f"waits frame: bad field {exc}") from None
+
+
+def hotspots_of(head: dict) -> HotspotWindow:
+    """The :class:`HotspotWindow` of one ``HOTSPOTS`` frame (folded stacks -> counts, symbol -> DSO)."""
+    try:
+        stacks = {str(k): int(v) for k, v in head["stacks"].items()}
+        dsos = {str(k): str(v) for k, v in head["dsos"].items()}
+        return HotspotWindow(ts=float(head["ts"]), start=float(head["start"]), pid=int(head["pid"]), stacks=stacks,
+                             dsos=dsos, event=str(head["event"]), frequency=int(head["frequency"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ProtocolError(f"hotspots frame: bad field {exc}") from None
 
 
 def state_of(fields: dict) -> CaptureWindowState:
