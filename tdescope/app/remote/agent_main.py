@@ -26,7 +26,9 @@ from importlib import resources
 from tdescope import __version__
 from tdescope.app.errors import UserError
 from tdescope.app.probe.ebpf import program as ebpf_program
-from tdescope.app.probe.ebpf.backend import EbpfBackend
+from tdescope.app.gdb.allowlist import HELPER_PATH
+from tdescope.app.probe.ebpf.backend import DEFAULT_RING_MB, EbpfBackend
+from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.window import CaptureSummary, CaptureWindow
 from tdescope.app.remote import wire
 from tdescope.app.remote.host_reads import list_processes, read_function
@@ -194,14 +196,10 @@ class Agent:
     def _arm(self, header: dict) -> None:
         if self._window is not None:
             raise UserError("a capture window is already armed: disarm it first")
-        backend = header.get("backend", "ebpf")
-        if backend != "ebpf":
-            raise UserError(f"the agent probes with eBPF only, not {backend!r}")
-        opts = header.get("ebpf") or {}
-        ebpf = EbpfBackend(**{k: v for k, v in opts.items() if k in ("ring_mb", "sample_every", "max_bytes_per_s")})
+        backend = _backend(str(header.get("backend", "ebpf")), header.get("options") or {})
         window = CaptureWindow(int(header["pid"]), wire.recipe_of(header.get("recipe")),
                                wire.limits_of(header.get("limits", {})), str(header.get("engine", "")),
-                               self._capture, self._state, backend=ebpf,
+                               self._capture, self._state, backend=backend,
                                allow_critical=bool(header.get("allow_critical")),
                                critical=wire.rules_of(header.get("critical", [])))
         self._window = window
@@ -244,6 +242,21 @@ class Agent:
             window.cancel(reason)
         if thread is not None:
             thread.join(EXIT_GRACE_S)
+
+
+def _backend(name: str, options: dict):
+    """The probe backend a request names, from a closed set, with its numeric options only: eBPF
+    (ring size, sampling, byte cap), or gdb (the watchdog) where gdb's helper is a file it can load
+    (the agent run from the installed package, as the workbench's local worker). A gdb path is never
+    taken from a request: the agent runs the host's ``gdb``."""
+    if name == "ebpf":
+        return EbpfBackend(float(options.get("ring_mb", DEFAULT_RING_MB)), int(options.get("sample_every", 1)),
+                           float(options.get("max_bytes_per_s", 0.0)))
+    if name == "gdb":
+        if not os.path.isfile(HELPER_PATH):
+            raise UserError("this agent is a zipapp: it probes with eBPF only (gdb's helper is no file here)")
+        return GdbBackend(None, float(options.get("watchdog_s", 0.25)))
+    raise UserError(f"no probe backend {name!r} (ebpf or gdb)")
 
 
 class _Waits:

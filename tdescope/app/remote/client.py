@@ -29,7 +29,7 @@ from tdescope.app.probe.window import CaptureLimits, CaptureSummary
 from tdescope.app.remote import wire
 from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame
 
-__all__ = ["AgentClient", "AgentWindow", "local_argv"]
+__all__ = ["AgentClient", "AgentWindow", "backend_request", "local_argv"]
 
 #: How long a reply may take before the agent counts as lost.
 REPLY_S = 15.0
@@ -40,6 +40,16 @@ _WINDOW_KINDS = (Kind.CAPTURES, Kind.STATE, Kind.SUMMARY)
 def local_argv(agent: str | Path) -> list[str]:
     """The argv of the agent on this machine: the system python3, isolated (no venv, no site packages)."""
     return ["/usr/bin/python3", "-I", str(agent)]
+
+
+def backend_request(backend) -> tuple[str, dict]:
+    """What an ``ARM`` request says of a probe backend object: its name and numeric options (never a path)."""
+    if backend is None or getattr(backend, "name", "") == "gdb":
+        return "gdb", {"watchdog_s": float(getattr(backend, "_watchdog_s", 0.25))}
+    if backend.name == "ebpf":
+        return "ebpf", {"ring_mb": backend.ring_size / (1 << 20), "sample_every": backend.sample_every,
+                        "max_bytes_per_s": backend.max_bytes_per_s}
+    raise UserError(f"the agent cannot run a {backend.name} probe")
 
 
 def _engines_rules() -> tuple:
@@ -56,10 +66,10 @@ class AgentClient:
         How to start it; the caller's choice (a local pipe or an ssh command line).
     """
 
-    def __init__(self, argv: Sequence[str]) -> None:
+    def __init__(self, argv: Sequence[str], env: dict | None = None) -> None:
         self.argv = list(argv)
         self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, start_new_session=True)
+                                      stderr=subprocess.PIPE, start_new_session=True, env=env)
         self._wlock = threading.Lock()
         self._replies: queue.Queue = queue.Queue()
         self._window_q: queue.Queue | None = None
@@ -212,10 +222,13 @@ class AgentClient:
     def window(self, pid: int, recipe: ProbeRecipe, limits: CaptureLimits, engine: str,
                on_capture: Callable[[PageCapture], None],
                on_state: Callable[[CaptureWindowState], None] | None = None,
-               allow_critical: bool = False, critical: tuple | None = None, ebpf: dict | None = None) -> "AgentWindow":
-        """A capture window run by the agent (eBPF); call its :meth:`AgentWindow.run`."""
+               allow_critical: bool = False, critical: tuple | None = None, ebpf: dict | None = None,
+               backend: tuple[str, dict] | None = None) -> "AgentWindow":
+        """A capture window run by the agent; call its :meth:`AgentWindow.run`.
+
+        ``backend``: ``(name, options)`` from :func:`backend_request` (default eBPF with ``ebpf`` options)."""
         return AgentWindow(self, pid, recipe, limits, engine, on_capture, on_state, allow_critical,
-                           _engines_rules() if critical is None else critical, ebpf or {})
+                           _engines_rules() if critical is None else critical, backend or ("ebpf", ebpf or {}))
 
     def close(self, timeout: float = 3.0) -> int | None:
         """Say bye, close the pipe and reap the agent (killed when it does not go); its exit code."""
@@ -251,11 +264,13 @@ class AgentWindow:
     ``on_capture`` and ``on_state`` are called on the thread that calls :meth:`run`."""
 
     def __init__(self, client: AgentClient, pid, recipe, limits, engine, on_capture, on_state, allow_critical,
-                 critical, ebpf) -> None:
+                 critical, backend) -> None:
         self._client = client
         self._request = {"pid": int(pid), "recipe": wire.recipe_fields(recipe), "limits": wire.to_fields(limits),
                          "engine": engine, "allow_critical": bool(allow_critical),
-                         "critical": [wire.to_fields(r) for r in critical], "backend": "ebpf", "ebpf": ebpf}
+                         "critical": [wire.to_fields(r) for r in critical], "backend": backend[0],
+                         "options": backend[1]}
+        self._backend = backend[0]
         self._on_capture = on_capture
         self._on_state = on_state or (lambda _s: None)
         self.armed = threading.Event()
@@ -310,5 +325,5 @@ class AgentWindow:
             self._client._window_q = None
 
     def _failed(self, t0: float, message: str) -> CaptureSummary:
-        self._on_state(CaptureWindowState(time.time(), WindowState.FAILED, message=message, backend="ebpf"))
-        return CaptureSummary(0, "error", None, (), 0.0, time.monotonic() - t0, message, backend="ebpf")
+        self._on_state(CaptureWindowState(time.time(), WindowState.FAILED, message=message, backend=self._backend))
+        return CaptureSummary(0, "error", None, (), 0.0, time.monotonic() - t0, message, backend=self._backend)
