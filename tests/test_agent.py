@@ -50,7 +50,9 @@ def test_hello_and_bye_on_the_isolated_system_python(agent):
         assert welcome["version"] == PROTOCOL_VERSION and welcome["euid"] == os.geteuid()
         assert set(welcome["tools"]) == {"libbpf", "gdb", "perf"} and welcome["tools"]["libbpf"]
         assert welcome["pid"] != os.getpid()
-    assert client._proc.returncode == 0
+        import stat
+        assert stat.S_IMODE(os.stat(welcome["spool"]).st_mode) == 0o700  # the one place it writes
+    assert client._proc.returncode == 0 and not os.path.exists(welcome["spool"])  # removed on its way out
 
 
 def test_a_version_mismatch_is_one_clear_line(agent):
@@ -198,7 +200,7 @@ def test_stdin_closed_mid_capture_the_agent_disarms_and_exits_within_2_s(agent, 
     app = sqlcipher_app()
     app.go()
     client = AgentClient(local_argv(agent))
-    client.hello()
+    spool = client.hello()["spool"]
     window, thread, got, states, summary = _capture(
         lambda c, s: client.window(app.pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60),
                                    "sqlcipher", c, s), app.pid, None)
@@ -213,6 +215,7 @@ def test_stdin_closed_mid_capture_the_agent_disarms_and_exits_within_2_s(agent, 
     # the agent disarmed and said so on its way out (stdout outlives stdin); a cut link says "connection lost"
     assert summary[0].reason == "the workbench went away" or "connection lost" in (summary[0].error or "")
     assert not _in_kernel(held)  # bpftool lists none of its programs or links
+    assert not os.path.exists(spool)
     assert app.proc.poll() is None  # the target survives
     app.stop()
     code, out, _ = app.finish()

@@ -185,7 +185,7 @@ class Agent:
         self._hello = True
         self._out.send(Kind.WELCOME, {"version": PROTOCOL_VERSION, "tdescope": __version__,
                                       "python": sys.version.split()[0], "tools": _tools(), "euid": os.geteuid(),
-                                      "pid": os.getpid()})
+                                      "pid": os.getpid(), "spool": self._spool})
         return True
 
     def _refuse(self, kind: Kind | None, message: str) -> bool:

@@ -42,7 +42,7 @@ class Kind(enum.IntEnum):
     READ_FUNCTION = 9  #: ``path`` (an ELF file on the host), ``symbol``
     BYE = 10
 
-    WELCOME = 64  #: ``version``, ``python``, ``tools`` (what the host has), ``euid``, ``pid``
+    WELCOME = 64  #: ``version``, ``python``, ``tools`` (what the host has), ``euid``, ``pid``, ``spool``
     TARGETS = 65  #: ``processes``: list of ``{pid, comm, cmdline, critical, maps}``
     STATE = 66  #: one :class:`~tdescope.app.events.CaptureWindowState`'s fields
     CAPTURES = 67  #: a batch of page captures: ``caps`` rows of fields; payload = each one's before + after
