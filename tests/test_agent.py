@@ -114,6 +114,11 @@ def test_a_function_is_read_from_an_elf_file_on_the_host(agent):
     with open(libc, "rb") as fh:
         fh.seek(index.file_offset(address))
         assert fh.read(size) == code
+    # the laptop disassembles what the host read: the same instructions as from the file here
+    from tdescope.app.hotspots.disasm import disassemble, disassemble_code
+    here = disassemble(libc, "memcpy")
+    there = disassemble_code(code, head["address"])
+    assert [(i.address, i.mnemonic, i.op_str) for i in there] == [(i.address, i.mnemonic, i.op_str) for i in here]
 
 
 # -- real eBPF capture through the pipe ----------------------------------------------------------
