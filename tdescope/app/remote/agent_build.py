@@ -11,14 +11,12 @@ content hash names it on the host.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import modulefinder
 import os
 import zipfile
 from pathlib import Path
 
-import importlib
-
-import tdescope
 from tdescope.app.errors import UserError
 
 __all__ = ["AGENT_NAME", "agent_hash", "agent_modules", "build_agent"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import queue
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
