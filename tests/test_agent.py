@@ -296,3 +296,13 @@ def test_kill_9_of_the_workbench_mid_capture_the_agent_exits_within_2_s(agent, s
              timeout=2.0, what="the agent gone within 2 s of kill -9 of its workbench")
     assert time.monotonic() - t0 < 2.0 and not _in_kernel(held)
     assert app.proc.poll() is None
+
+
+def test_an_agent_that_never_starts_is_one_line_with_its_last_stderr_line():
+    """What ssh or sudo say when they refuse (``sudo: a password is required``) is the line the user sees."""
+    argv = ["/usr/bin/python3", "-I", "-c", "import sys; sys.stderr.write('noise\\nsudo: a password is required\\n')"]
+    client = AgentClient(argv)
+    with pytest.raises(UserError) as err:
+        client.hello()
+    assert str(err.value) == "connection lost: sudo: a password is required"
+    assert client.close() == 0
