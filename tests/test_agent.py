@@ -306,3 +306,20 @@ def test_an_agent_that_never_starts_is_one_line_with_its_last_stderr_line():
         client.hello()
     assert str(err.value) == "connection lost: sudo: a password is required"
     assert client.close() == 0
+
+
+def test_exact_waits_traced_with_ebpf_on_the_host_arrive_as_wait_totals(agent, sqlcipher_app):
+    app = sqlcipher_app()
+    app.go()
+    totals, errors = [], []
+    with AgentClient(local_argv(agent)) as client:
+        client.hello()
+        client.start_exact_waits(app.pid, interval_s=0.2, on_totals=totals.append, on_error=errors.append)
+        held = _bpf_ids_of(client.pid)
+        wait_for(lambda: len(totals) >= 2 and totals[-1].calls > 0, what="exact waits through the agent")
+        client.stop_waits()
+    from tdescope.app.waits.exact import WaitTotals
+    assert all(type(t) is WaitTotals for t in totals) and totals[-1].calls >= totals[0].calls
+    assert totals[-1].aggs and not errors
+    assert {w for w, _ in held} == {"prog", "link"}
+    wait_for(lambda: not _in_kernel(held), timeout=2.0, what="the tracer's programs freed (the kernel defers it)")

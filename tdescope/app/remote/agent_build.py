@@ -28,7 +28,7 @@ CARRIED = ("tdescope", "elftools", "pygdbmi")
 FORBIDDEN = ("PySide6", "shiboken6", "numpy", "pyqtgraph", "psycopg", "pymysql", "capstone", "tdescope.plugins",
              "tdescope.ui")
 #: Package data the agent needs at run time (copied to its spool, where libbpf can open them).
-DATA = ("tdescope/app/probe/ebpf/capture.bpf.o",)
+DATA = ("tdescope/app/probe/ebpf/capture.bpf.o", "tdescope/app/waits/ebpf/waits.bpf.o")
 #: The zipapp's entry: an old python3 is one line (the carried app/ modules use 3.10's dataclass slots).
 MAIN = """import os, sys
 if sys.version_info < (3, 10):

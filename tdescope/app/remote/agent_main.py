@@ -33,6 +33,8 @@ from tdescope.app.probe.window import CaptureSummary, CaptureWindow
 from tdescope.app.remote import wire
 from tdescope.app.remote.host_reads import list_processes, read_function
 from tdescope.app.hotspots.perf_record import HotspotSampler
+from tdescope.app.waits.ebpf import tracer as waits_tracer
+from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
 from tdescope.app.waits.os_sampler import OsWaitSampler
 from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, encode, read_frame
 
@@ -150,7 +152,10 @@ class Agent:
             elif kind is Kind.WAITS_START:
                 if self._waits is not None:
                     raise UserError("OS waits are already being sampled: stop them first")
-                self._waits = _Waits(self._out, int(header["pid"]), float(header.get("hz", 20)))
+                if header.get("source", "proc") == "ebpf":
+                    self._waits = _ExactWaits(self._out, int(header["pid"]), float(header.get("interval_s", 1.0)))
+                else:
+                    self._waits = _Waits(self._out, int(header["pid"]), float(header.get("hz", 20)))
             elif kind is Kind.WAITS_STOP:
                 if self._waits is None:
                     return self._refuse(kind, "no OS wait sampling is running")
@@ -295,6 +300,22 @@ class _Waits:
             self._send()
 
 
+class _ExactWaits:
+    """Exact waits from the eBPF wait tracer: ``WAIT_TOTALS`` each interval, ``WAIT_SPANS`` as they come."""
+
+    def __init__(self, out: _Out, pid: int, interval_s: float) -> None:
+        if not 0.1 <= interval_s <= 60:
+            raise UserError(f"wait interval must be between 0.1 and 60 s, not {interval_s}")
+        self._tracer = EbpfWaitTracer(pid, interval_s,
+                                      on_totals=lambda t: out.send(Kind.WAIT_TOTALS, wire.totals_rows(t)),
+                                      on_error=lambda m: out.send(Kind.NOTICE, {"source": "waits", "message": m}),
+                                      on_spans=lambda s: out.send(Kind.WAIT_SPANS, wire.spans_rows(s)))
+        self._tracer.start()
+
+    def stop(self) -> None:
+        self._tracer.stop()
+
+
 def _carry_objects(spool: str) -> None:
     """Copy the BPF objects this zipapp carries into the spool, where libbpf can open them."""
     src = resources.files("tdescope.app.probe.ebpf") / "capture.bpf.o"
@@ -303,6 +324,12 @@ def _carry_objects(spool: str) -> None:
         with open(dest, "wb") as fh:
             fh.write(src.read_bytes())
         ebpf_program.OBJECT_OVERRIDE = dest
+    src = resources.files("tdescope.app.waits.ebpf") / "waits.bpf.o"
+    if not os.path.exists(str(src)):
+        dest = os.path.join(spool, "waits.bpf.o")
+        with open(dest, "wb") as fh:
+            fh.write(src.read_bytes())
+        waits_tracer.OBJECT_OVERRIDE = dest
 
 
 def main() -> int:

@@ -102,7 +102,7 @@ class AgentClient:
                 if frame is None:
                     break
                 kind, header, _payload = frame
-                if kind in (Kind.WAITS, Kind.HOTSPOTS, Kind.NOTICE):
+                if kind in (Kind.WAITS, Kind.HOTSPOTS, Kind.NOTICE, Kind.WAIT_TOTALS, Kind.WAIT_SPANS):
                     self._stream_event(kind, header)
                     continue
                 window_q, request = self._window_q, header.get("request")
@@ -131,6 +131,10 @@ class AgentClient:
         elif kind is Kind.WAITS and "waits" in self._hooks:
             for sample in wire.waits_of(header):
                 self._hooks["waits"][0](sample)
+        elif kind is Kind.WAIT_TOTALS and "exact" in self._hooks:
+            self._hooks["exact"][0](wire.totals_of(header))
+        elif kind is Kind.WAIT_SPANS and "spans" in self._hooks:
+            self._hooks["spans"][0](wire.spans_of(header))
         elif kind is Kind.HOTSPOTS and "hotspots" in self._hooks:
             self._hooks["hotspots"][0](wire.hotspots_of(header))
 
@@ -189,9 +193,25 @@ class AgentClient:
         :class:`~tdescope.app.events.WaitSample`, ``on_error`` a one-line message (both on the reader thread)."""
         self._start("waits", Kind.WAITS_START, {"pid": int(pid), "hz": float(hz)}, on_sample, on_error)
 
+    def start_exact_waits(self, pid: int, interval_s: float = 1.0, on_totals: Callable | None = None,
+                          on_spans: Callable | None = None, on_error: Callable[[str], None] | None = None) -> None:
+        """Trace ``pid``'s waits exactly with eBPF on the host: ``on_totals`` gets each cumulative
+        :class:`~tdescope.app.waits.exact.WaitTotals`, ``on_spans`` each list of long-call
+        :class:`~tdescope.app.waits.exact.Span` (on the reader thread). Stop with :meth:`stop_waits`."""
+        self._hooks["spans"] = (on_spans or (lambda _s: None), lambda _m: None)
+        try:
+            self._start("exact", Kind.WAITS_START, {"pid": int(pid), "source": "ebpf", "interval_s": float(interval_s)},
+                        on_totals, on_error)
+        except UserError:
+            self._hooks.pop("spans", None)
+            raise
+        self._hooks["waits"] = self._hooks["exact"]  # its one-line errors are the waits' notices
+
     def stop_waits(self) -> None:
         """Stop the wait sampler (its last tick is delivered first)."""
         self._stop("waits", Kind.WAITS_STOP)
+        for source in ("exact", "spans"):
+            self._hooks.pop(source, None)
 
     def start_hotspots(self, pid: int, frequency: int = 99, window_s: float = 1.0, callgraph: str = "dwarf",
                        on_window: Callable[[HotspotWindow], None] | None = None,

@@ -37,7 +37,7 @@ class Kind(enum.IntEnum):
     DISARM = 4  #: ``reason``
     HOTSPOTS_START = 5  #: ``pid``, ``frequency``, ``window_s``, ``callgraph``: perf on the host
     HOTSPOTS_STOP = 6
-    WAITS_START = 7  #: ``pid``, ``hz``: OS waits sampled from /proc on the host
+    WAITS_START = 7  #: ``pid``, ``source`` (``proc``: ``hz``; ``ebpf``: ``interval_s``): OS waits on the host
     WAITS_STOP = 8
     READ_FUNCTION = 9  #: ``path`` (an ELF file on the host), ``symbol``
     BYE = 10
@@ -53,6 +53,8 @@ class Kind(enum.IntEnum):
     WAITS = 72  #: one tick of OS wait samples: ``rows`` of ``[ts, pid, tid, source, wait_class, event, detail]``
     NOTICE = 73  #: ``source`` (``"waits"``, ``"hotspots"``), ``message``: one line from a running sampler
     HOTSPOTS = 74  #: one perf window: a :class:`~tdescope.app.events.HotspotWindow`'s fields
+    WAIT_TOTALS = 75  #: exact waits (eBPF), cumulative: ``rows`` of ``[nr, flags, size, count, total_ns, max_ns, lat]``
+    WAIT_SPANS = 76  #: sampled long calls (eBPF): ``rows`` of ``[start, duration_s, tid, nr, flags, size]``
 
 
 #: The kinds the agent accepts; anything else it refuses.

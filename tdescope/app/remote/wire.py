@@ -126,6 +126,37 @@ def hotspots_of(head: dict) -> HotspotWindow:
         raise ProtocolError(f"hotspots frame: bad field {exc}") from None
 
 
+def totals_rows(totals) -> dict:
+    """A :class:`~tdescope.app.waits.exact.WaitTotals` as a ``WAIT_TOTALS`` header."""
+    return {"rows": [[k.nr, k.flags, k.size, a.count, a.total_ns, a.max_ns, list(a.lat)] for k, a in totals.aggs.items()],
+            "calls": totals.calls, "no_room": totals.no_room, "unmatched": totals.unmatched, "ts": totals.ts}
+
+
+def totals_of(head: dict):
+    """The :class:`~tdescope.app.waits.exact.WaitTotals` of one ``WAIT_TOTALS`` frame."""
+    from tdescope.app.waits.exact import SizedKey, SyscallAgg, WaitTotals
+    try:
+        aggs = {SizedKey(int(nr), int(fl), int(sz)): SyscallAgg(int(c), int(t), int(m), tuple(int(x) for x in lat))
+                for nr, fl, sz, c, t, m, lat in head["rows"]}
+        return WaitTotals(aggs, int(head["calls"]), int(head["no_room"]), int(head["unmatched"]), float(head["ts"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"wait totals frame: bad field {exc}") from None
+
+
+def spans_rows(spans) -> dict:
+    return {"rows": [[s.start, s.duration_s, s.tid, s.key.nr, s.key.flags, s.key.size] for s in spans]}
+
+
+def spans_of(head: dict) -> list:
+    """The :class:`~tdescope.app.waits.exact.Span` list of one ``WAIT_SPANS`` frame."""
+    from tdescope.app.waits.exact import SizedKey, Span
+    try:
+        return [Span(float(st), float(d), int(tid), SizedKey(int(nr), int(fl), int(sz)))
+                for st, d, tid, nr, fl, sz in head["rows"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"wait spans frame: bad field {exc}") from None
+
+
 def state_of(fields: dict) -> CaptureWindowState:
     try:
         return _build(CaptureWindowState, fields, "window state")
