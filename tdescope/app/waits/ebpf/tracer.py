@@ -36,8 +36,14 @@ class _Key(ctypes.Structure):
     _fields_ = [("nr", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("size", ctypes.c_uint64)]
 
 
+#: Where the agent put the object it carries (a zipapp's data is no file libbpf can open); None: package data.
+OBJECT_OVERRIDE: str | None = None
+
+
 def object_path() -> str:
     """Where the compiled tracer lives (built by ``make setup``, shipped as package data)."""
+    if OBJECT_OVERRIDE is not None:
+        return OBJECT_OVERRIDE
     return str(resources.files("tdescope.app.waits.ebpf") / "waits.bpf.o")
 
 
