@@ -17,8 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tdescope.app.events import (Event, PhaseTiming, PlaintextSide, WorkloadProgress, WorkloadResult,
-                                 default_plaintext_side)
+from tdescope.app.events import Event, PlaintextSide, WorkloadProgress, default_plaintext_side
 
 __all__ = [
     "ArgRef",
@@ -34,7 +33,6 @@ __all__ = [
     "WaitSource",
     "Workload",
     "WorkloadControl",
-    "repeat_sql",
     "wanted_sides",
 ]
 
@@ -260,18 +258,6 @@ class WorkloadControl:
         """Emit a :class:`~tdescope.app.events.WorkloadProgress` stamped now."""
         self.emit(WorkloadProgress(time.time(), workload, side, done, total, message))
 
-
-def repeat_sql(execute: Callable[[str], None], sql: str, repeat: int, control: WorkloadControl) -> WorkloadResult:
-    """The user's SQL ``repeat`` times through ``execute`` (which fetches any rows and raises UserError in one
-    line when the statement fails), stopping early on cancel: the ``sql`` workload of every SQL engine."""
-    start, done = time.perf_counter(), 0
-    for _ in range(repeat):
-        if control.cancelled:
-            break
-        execute(sql)
-        done += 1
-    return WorkloadResult(time.time(), "sql", {"repeat": repeat}, (PhaseTiming("sql", "total", time.perf_counter() - start),),
-                          {"sql": {"Executions": done}}, control.cancelled)
 
 
 @dataclass(frozen=True, slots=True)

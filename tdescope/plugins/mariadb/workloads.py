@@ -13,7 +13,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from tdescope.app.engines.api import WorkloadControl, repeat_sql, wanted_sides
+from tdescope.app.engines.api import WorkloadControl, wanted_sides
+from tdescope.app.engines.sql_workload import repeat_sql
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, WorkloadResult
 from tdescope.app.system.procstat import thread_cpu_seconds
