@@ -1,0 +1,1 @@
+"""The workbench on a laptop, the probe on the database host: ssh and the agent protocol."""
