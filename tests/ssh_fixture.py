@@ -7,7 +7,9 @@ password field even for key logins), each with the generated client key in ``aut
 
 - ``ops`` may run the system ``python3`` as root without a password (a sudoers drop-in);
 - ``nosudo`` has no sudo rights at all ("sudo needs a password");
-- ``nopython`` logs in with a PATH that holds the usual tools but no ``python3`` (sshd's ``SetEnv``).
+- ``nopython`` logs in with a PATH that holds the usual tools but no ``python3`` (sshd's ``SetEnv``);
+- ``oldpython`` logs in with a PATH whose ``python3`` answers the version probe as Python 3.8 does. A
+  stand-in (a two-line script): no Python older than 3.9 exists on this machine.
 
 Client options go in a generated ``ssh_config`` passed with ``-F`` (OpenSSH reads ``~/.ssh/config``
 from the account's passwd home, not from ``$HOME``), with one alias per account plus ``refused``
@@ -99,9 +101,9 @@ def _useradd(server: SshServer, role: str, pubkey: str) -> str:
     return name
 
 
-def _no_python_path(server: SshServer) -> Path:
+def _no_python_path(server: SshServer, name: str = "nopython-bin") -> Path:
     """A bin folder with links to the basic tools only: the PATH of a host without python3."""
-    bin_dir = server.folder / "nopython-bin"
+    bin_dir = server.folder / name
     bin_dir.mkdir()
     for tool in _BASIC_TOOLS:
         found = shutil.which(tool)
@@ -132,6 +134,7 @@ def _setup(server: SshServer) -> None:
     ops = _useradd(server, "ops", pubkey)
     nosudo = _useradd(server, "nosudo", pubkey)
     nopython = _useradd(server, "nopy", pubkey)
+    oldpython = _useradd(server, "oldpy", pubkey)
     python3 = os.path.realpath(shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3")
     sudoers = Path(f"/etc/sudoers.d/tdescope-test-{server.suffix}")
     text = f"{ops} ALL=(root) NOPASSWD: /usr/bin/python3, {python3}\n"
@@ -141,13 +144,17 @@ def _setup(server: SshServer) -> None:
     check = subprocess.run(["visudo", "-c", "-f", str(sudoers)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     no_python = _no_python_path(server)
+    old_python = _no_python_path(server, "oldpython-bin")
+    (old_python / "python3").write_text("#!/bin/sh\necho '(3, 8)'\n")
+    (old_python / "python3").chmod(0o755)
     (f / "sshd_config").write_text(
         f"Port {server.port}\nListenAddress 127.0.0.1\nHostKey {f / 'host_key'}\nPidFile {f / 'sshd.pid'}\n"
         "UsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
         "PermitRootLogin no\nAuthorizedKeysFile .ssh/authorized_keys\nStrictModes yes\nLogLevel VERBOSE\n"
         "AllowTcpForwarding yes\nAllowStreamLocalForwarding yes\nMaxSessions 20\nMaxStartups 50\n"
-        f"AllowUsers {ops} {nosudo} {nopython}\n"
-        f"Match User {nopython}\n  SetEnv PATH={no_python}\n")
+        f"AllowUsers {ops} {nosudo} {nopython} {oldpython}\n"
+        f"Match User {nopython}\n  SetEnv PATH={no_python}\n"
+        f"Match User {oldpython}\n  SetEnv PATH={old_python}\n")
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     host_pub = (f / "host_key.pub").read_text().split()
     (f / "known_hosts").write_text(f"[127.0.0.1]:{server.port} {host_pub[0]} {host_pub[1]}\n")
@@ -155,6 +162,7 @@ def _setup(server: SshServer) -> None:
     common = (f"  HostName 127.0.0.1\n  UserKnownHostsFile {f / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
               "  IdentitiesOnly yes\n  ConnectTimeout 5\n")
     aliases = {"ops": (ops, "client_key"), "nosudo": (nosudo, "client_key"), "nopython": (nopython, "client_key"),
+               "oldpython": (oldpython, "client_key"),
                "refused": (ops, "stranger_key")}
     blocks = [f"Host {alias}\n  Port {server.port}\n  User {user}\n  IdentityFile {f / key}\n{common}"
               for alias, (user, key) in aliases.items()]

@@ -218,3 +218,30 @@ def test_ssh_auth_sock_reaches_ssh_and_nothing_else_does(sshd, tmp_path, monkeyp
     finally:
         agent.terminate()
         agent.wait()
+
+
+def test_a_dropped_connection_ends_the_remote_side_and_says_so(sshd):
+    """The ssh client (the master: the one TCP connection) is killed: the remote process sees EOF and exits,
+    the local end of its pipe sees EOF, and the host says it is gone."""
+    marker = f"tdescope-ssh-drop-{os.getpid()}"
+    with SshHost("ops", sshd.options) as host:
+        proc = host.start_agent("-c", ["import sys; sys.stdin.buffer.read()  # " + marker])
+        try:
+            wait_for(lambda: _remote_pids(marker), 10, what="the remote python3 starting")
+            os.kill(host.master_pid, 9)
+            wait_for(lambda: not _remote_pids(marker), 2, what="the remote process exiting after the drop")
+            assert proc.stdout.read() == b""  # EOF, not a hang
+            assert proc.wait(5) == 255
+            wait_for(lambda: not host.alive(), 2, what="the host noticing")
+        finally:
+            kill_quietly(proc.pid)
+            for pid in _remote_pids(marker):
+                kill_quietly(pid)
+
+
+def test_a_python3_older_than_3_9_is_one_line(sshd, tmp_path):
+    pyz = tmp_path / "agent.pyz"
+    pyz.write_bytes(b"x")
+    with SshHost("oldpython", sshd.options) as host, pytest.raises(UserError) as err:
+        host.prepare_agent(pyz)
+    assert _one_line(err.value) == "oldpython has Python 3.8; the agent needs 3.9 or newer"
