@@ -238,3 +238,17 @@ def sshd():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def sshd_cut(sshd):
+    """A second sshd (same accounts) in a network namespace whose link a test can cut: alias ``cut``."""
+    from ssh_fixture import start_netns_sshd
+
+    if shutil.which("ip") is None:
+        pytest.skip("iproute2 (ip) missing")
+    net = start_netns_sshd(sshd)
+    try:
+        yield net
+    finally:
+        net.stop()

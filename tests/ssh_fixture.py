@@ -192,3 +192,77 @@ def kill_quietly(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+@dataclass
+class NetnsSshd:
+    """A second sshd for the same accounts, inside a network namespace reached over a veth pair: the
+    network between the workbench and it can be cut (:meth:`cut`) as a firewall or a dead link would.
+
+    sshd there checks its clients every second (``ClientAliveInterval 1``, ``ClientAliveCountMax 2``):
+    the test must not wait the default hours for the host side to notice."""
+
+    server: SshServer
+    name: str
+    host_if: str
+    address: str
+    proc: subprocess.Popen | None = None
+
+    def cut(self) -> None:
+        """Take the link down: packets stop, no side sees a FIN or a RST."""
+        subprocess.run(["ip", "link", "set", self.host_if, "down"], check=True)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        subprocess.run(["ip", "link", "del", self.host_if], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+
+def start_netns_sshd(server: SshServer) -> NetnsSshd:
+    """Start :class:`NetnsSshd` beside ``server``; adds the alias ``cut`` (the ops account) to its config."""
+    s = server.suffix
+    octet = int(s[:2], 16) % 250 + 1
+    net = NetnsSshd(server, name=f"tds{s}", host_if=f"tdsh{s}", address=f"10.231.{octet}.2")
+    peer = f"tdsn{s}"
+    try:
+        for cmd in (["ip", "netns", "add", net.name],
+                    ["ip", "link", "add", net.host_if, "type", "veth", "peer", "name", peer],
+                    ["ip", "link", "set", peer, "netns", net.name],
+                    ["ip", "addr", "add", f"10.231.{octet}.1/30", "dev", net.host_if],
+                    ["ip", "link", "set", net.host_if, "up"],
+                    ["ip", "-n", net.name, "addr", "add", f"{net.address}/30", "dev", peer],
+                    ["ip", "-n", net.name, "link", "set", peer, "up"],
+                    ["ip", "-n", net.name, "link", "set", "lo", "up"]):
+            subprocess.run(cmd, check=True, capture_output=True)
+        f = server.folder
+        config = (f / "sshd_config").read_text()
+        config = config.replace("ListenAddress 127.0.0.1", f"ListenAddress {net.address}")
+        config = config.replace(f"PidFile {f / 'sshd.pid'}", f"PidFile {f / 'sshd-netns.pid'}")
+        config = config.replace("LogLevel VERBOSE\n", "LogLevel VERBOSE\nClientAliveInterval 1\nClientAliveCountMax 2\n")
+        (f / "sshd_netns_config").write_text(config)
+        host_pub = (f / "host_key.pub").read_text().split()
+        with open(f / "known_hosts", "a") as fh:
+            fh.write(f"[{net.address}]:{server.port} {host_pub[0]} {host_pub[1]}\n")
+        with open(server.config, "a") as fh:
+            fh.write(f"\nHost cut\n  HostName {net.address}\n  Port {server.port}\n  User {server.accounts['ops']}\n"
+                     f"  IdentityFile {f / 'client_key'}\n  UserKnownHostsFile {f / 'known_hosts'}\n"
+                     "  StrictHostKeyChecking yes\n  IdentitiesOnly yes\n  ConnectTimeout 5\n")
+        net.proc = subprocess.Popen(["ip", "netns", "exec", net.name, SSHD, "-D", "-f", str(f / "sshd_netns_config"),
+                                     "-E", str(f / "sshd-netns.log")], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection((net.address, server.port), timeout=0.5) as sock:
+                    if sock.recv(64).startswith(b"SSH-"):
+                        return net
+            except OSError:
+                pass
+            if net.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the netns sshd did not start: " + (f / "sshd-netns.log").read_text())
+            time.sleep(0.02)
+    except BaseException:
+        net.stop()
+        raise

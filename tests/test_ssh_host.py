@@ -245,3 +245,24 @@ def test_a_python3_older_than_3_9_is_one_line(sshd, tmp_path):
     with SshHost("oldpython", sshd.options) as host, pytest.raises(UserError) as err:
         host.prepare_agent(pyz)
     assert _one_line(err.value) == "oldpython has Python 3.8; the agent needs 3.9 or newer"
+
+
+def test_a_cut_network_ends_the_remote_side_and_the_local_one(sshd, sshd_cut):
+    """The link goes down (no FIN, no RST): ssh's keepalives notice on both ends, the remote process sees
+    EOF and exits, the local pipe sees EOF. Keepalives are 1 s here (ServerAliveInterval from the user's
+    options wins over tdescope's 5 s; the host's sshd ClientAliveInterval 1)."""
+    marker = f"tdescope-ssh-cut-{os.getpid()}"
+    options = (*sshd.options, "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2")
+    with SshHost("cut", options) as host:
+        proc = host.start_agent("-c", ["import sys; sys.stdin.buffer.read()  # " + marker])
+        try:
+            wait_for(lambda: _remote_pids(marker), 10, what="the remote python3 starting")
+            sshd_cut.cut()
+            wait_for(lambda: not _remote_pids(marker), 8, what="the remote process exiting after the cut")
+            assert proc.stdout.read() == b""
+            assert proc.wait(8) == 255
+            wait_for(lambda: not host.alive(), 8, what="the master ssh giving up")
+        finally:
+            kill_quietly(proc.pid)
+            for pid in _remote_pids(marker):
+                kill_quietly(pid)

@@ -1,1 +1,1 @@
-"""The workbench on a laptop, the probe on the database host: ssh and the agent protocol."""
+"""The privileged half over a pipe: the agent's protocol, its zipapp, and the workbench's client."""
