@@ -9,7 +9,9 @@ BPF_OBJ := tdescope/app/probe/ebpf/capture.bpf.o
 WAITS_SRC := tdescope/app/waits/ebpf/waits.bpf.c
 WAITS_OBJ := tdescope/app/waits/ebpf/waits.bpf.o
 
-.PHONY: setup system-tools run test lint bench bench-quick mutate mutate-full clean
+AGENT := dist/tdescope-agent.pyz
+
+.PHONY: agent setup system-tools run test lint bench bench-quick mutate mutate-full clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +31,11 @@ $(WAITS_OBJ): $(WAITS_SRC)
 
 setup: $(STAMP) system-tools
 	@$(MAKE) --no-print-directory $(BPF_OBJ) $(WAITS_OBJ)
+	@$(MAKE) --no-print-directory agent
+
+# The privileged half as one zipapp for a host's own python3 (issue 28): tdescope/app/remote/agent_build.py.
+agent: $(STAMP) $(BPF_OBJ)
+	@$(PY) -m tdescope.app.remote.agent_build $(AGENT) >/dev/null
 
 run: setup
 	$(VENV)/bin/tdescope gui --lab sqlcipher

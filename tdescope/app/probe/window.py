@@ -33,6 +33,7 @@ from tdescope.app.probe.limits import BUSY_FRACTION, KEEP_PER_S, LAB_STOP_BUDGET
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.stop_cost import refuse_many_threads
+from tdescope.app.system.critical import refuse_critical
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
 
 __all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
@@ -122,6 +123,9 @@ class CaptureWindow:
         What puts the probe in the process; gdb when omitted.
     allow_critical : bool
         Probe a process on an engine's deny-list anyway (``--allow-critical``).
+    critical : tuple of CriticalProcess, optional
+        The deny-list rules to apply; None: the loaded engines' (the agent loads no plugins, so
+        the workbench sends its engines' rules).
 
     Notes
     -----
@@ -140,6 +144,7 @@ class CaptureWindow:
         gdb_path: str | None = None,
         backend: ProbeBackend | None = None,
         allow_critical: bool = False,
+        critical: tuple | None = None,
     ) -> None:
         self.pid = int(pid)
         self.recipe = recipe
@@ -149,6 +154,7 @@ class CaptureWindow:
         self._on_state = on_state or (lambda _s: None)
         self._backend = backend or GdbBackend(gdb_path, limits.watchdog_s)
         self._allow_critical = allow_critical
+        self._critical = critical
         self._cancel = threading.Event()
         self._cancel_reason = "cancelled"
         #: Set while the probe sits in the target (armed or paused).
@@ -232,7 +238,10 @@ class CaptureWindow:
             raise UserError(f"pid {self.pid} is gone (no such process)")
         # before anything can stop it
         stops = getattr(self._backend, "stops_target", True)
-        refuse_critical_target(self.pid, self._allow_critical, stops)
+        if self._critical is None:
+            refuse_critical_target(self.pid, self._allow_critical, stops)
+        else:
+            refuse_critical(self.pid, self._critical, self._allow_critical, stops)
         if stops and not self.limits.accept_stop:
             refuse_many_threads(self.pid, getattr(self._backend, "gdb_path", None), self.limits.max_burst_s)
         # find the address before attaching: the backend then loads no library symbols while

@@ -80,8 +80,14 @@ TRAP_COST_US = 1.0
 _READ_ERROR = 1
 
 
+#: Where the agent put the object it carries (a zipapp's data is no file libbpf can open); None: package data.
+OBJECT_OVERRIDE: str | None = None
+
+
 def object_path() -> str:
     """Where the compiled program lives (built by ``make setup``, shipped as package data)."""
+    if OBJECT_OVERRIDE is not None:
+        return OBJECT_OVERRIDE
     return str(resources.files("tdescope.app.probe.ebpf") / "capture.bpf.o")
 
 

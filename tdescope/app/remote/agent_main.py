@@ -1,0 +1,236 @@
+"""``tdescope agent``: the privileged half, run on the database host from one zipapp.
+
+It reads :mod:`~tdescope.app.remote.protocol` requests on stdin and answers on
+stdout, nothing else: it never runs a command it was sent (a request names a
+closed set of things to do), writes only to a 0700 spool directory it removes,
+and exits when stdin closes (a dropped connection): its window is cancelled,
+and the kernel takes out what is left of the eBPF probe as the process's file
+descriptors close. Stderr carries one-line diagnostics.
+
+A garbled stream (wrong magic, unknown kind, oversized frame) is refused in one
+line and ends the agent: after garbage the stream has no frame boundary to trust.
+A bad field in a known request is refused in one line and the agent goes on.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from importlib import resources
+
+from tdescope import __version__
+from tdescope.app.errors import UserError
+from tdescope.app.probe.ebpf import program as ebpf_program
+from tdescope.app.probe.ebpf.backend import EbpfBackend
+from tdescope.app.probe.window import CaptureSummary, CaptureWindow
+from tdescope.app.remote import wire
+from tdescope.app.remote.host_reads import list_processes, read_function
+from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, encode, read_frame
+
+__all__ = ["Agent", "main"]
+
+#: How long captures may wait in the output buffer before they are flushed.
+FLUSH_S = 0.02
+#: How long the agent gives its window to disarm once stdin closed, before it exits anyway.
+EXIT_GRACE_S = 1.5
+
+
+def _tools() -> dict:
+    """What the host has: libbpf (eBPF probes), gdb, perf."""
+    return {"libbpf": ctypes.util.find_library("bpf"), "gdb": shutil.which("gdb"), "perf": shutil.which("perf")}
+
+
+class _Out:
+    """stdout, shared by the request loop and the window's thread; captures flushed every :data:`FLUSH_S`."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self._dirty = False
+        self.closed = False
+        threading.Thread(target=self._flusher, name="flush", daemon=True).start()
+
+    def send(self, kind: Kind, header: dict | None = None, payload: bytes = b"", flush: bool = True) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                self._stream.write(encode(kind, header, payload))
+                if flush:
+                    self._stream.flush()
+                self._dirty = not flush
+            except (BrokenPipeError, OSError, ValueError):
+                self.closed = True  # the workbench is gone; stdin's end says so too
+
+    def _flusher(self) -> None:
+        while not self.closed:
+            time.sleep(FLUSH_S)
+            with self._lock:
+                if self._dirty and not self.closed:
+                    try:
+                        self._stream.flush()
+                    except (BrokenPipeError, OSError, ValueError):
+                        self.closed = True
+                    self._dirty = False
+
+
+class Agent:
+    """One agent session: the request loop's state (the spool, the window running, if any)."""
+
+    def __init__(self, out: _Out, spool: str) -> None:
+        self._out = out
+        self._spool = spool
+        self._hello = False
+        self._window: CaptureWindow | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- requests ----------------------------------------------------------------
+    def handle(self, kind: Kind, header: dict, payload: bytes) -> bool:
+        """Answer one request; False when the session ends (bye, a version mismatch)."""
+        if kind not in REQUESTS:
+            return self._refuse(kind, f"{kind.name} is not a request")
+        if kind is Kind.HELLO:
+            return self._hello_(header)
+        if not self._hello:
+            return self._refuse(kind, "say hello first")
+        if kind is Kind.BYE:
+            self.shutdown("bye")
+            self._out.send(Kind.GOODBYE)
+            return False
+        try:
+            if kind is Kind.LIST_TARGETS:
+                rules = wire.rules_of(header.get("critical", []))
+                procs = list_processes(rules, tuple(header.get("symbols") or ()), header.get("library"))
+                self._out.send(Kind.TARGETS, {"processes": procs})
+            elif kind is Kind.ARM:
+                self._arm(header)
+            elif kind is Kind.DISARM:
+                window = self._window
+                if window is None:
+                    return self._refuse(kind, "no capture window is armed")
+                window.cancel(str(header.get("reason") or "cancelled"))
+            elif kind is Kind.READ_FUNCTION:
+                head, code = read_function(str(header.get("path", "")), str(header.get("symbol", "")))
+                self._out.send(Kind.FUNCTION, head, code)
+            else:
+                return self._refuse(kind, f"{kind.name.lower().replace('_', ' ')} is not carried by this agent yet")
+        except (UserError, ProtocolError) as exc:
+            return self._refuse(kind, str(exc))
+        except Exception as exc:  # noqa: BLE001 - one line to the workbench, the agent goes on
+            return self._refuse(kind, f"{kind.name.lower()} failed: {type(exc).__name__}: {exc}")
+        return True
+
+    def _hello_(self, header: dict) -> bool:
+        theirs = header.get("version")
+        if theirs != PROTOCOL_VERSION:
+            message = (f"agent protocol mismatch: the workbench speaks version {theirs}, this agent "
+                       f"{PROTOCOL_VERSION} (tdescope {__version__}); copy the workbench's agent to the host")
+            self._refuse(Kind.HELLO, message)
+            print(message, file=sys.stderr)
+            return False
+        self._hello = True
+        self._out.send(Kind.WELCOME, {"version": PROTOCOL_VERSION, "tdescope": __version__,
+                                      "python": sys.version.split()[0], "tools": _tools(), "euid": os.geteuid(),
+                                      "pid": os.getpid()})
+        return True
+
+    def _refuse(self, kind: Kind | None, message: str) -> bool:
+        self._out.send(Kind.REFUSED, {"request": None if kind is None else kind.name,
+                                      "message": message.splitlines()[0] if message else "refused"})
+        return True
+
+    def _arm(self, header: dict) -> None:
+        if self._window is not None:
+            raise UserError("a capture window is already armed: disarm it first")
+        backend = header.get("backend", "ebpf")
+        if backend != "ebpf":
+            raise UserError(f"the agent probes with eBPF only, not {backend!r}")
+        opts = header.get("ebpf") or {}
+        ebpf = EbpfBackend(**{k: v for k, v in opts.items() if k in ("ring_mb", "sample_every", "max_bytes_per_s")})
+        window = CaptureWindow(int(header["pid"]), wire.recipe_of(header.get("recipe")),
+                               wire.limits_of(header.get("limits", {})), str(header.get("engine", "")),
+                               self._capture, self._state, backend=ebpf,
+                               allow_critical=bool(header.get("allow_critical")),
+                               critical=wire.rules_of(header.get("critical", [])))
+        self._window = window
+        self._thread = threading.Thread(target=self._run, args=(window,), name="window", daemon=True)
+        self._thread.start()
+
+    def _capture(self, capture) -> None:
+        head, payload = wire.capture_fields(capture)
+        self._out.send(Kind.CAPTURE, head, payload, flush=False)
+
+    def _state(self, state) -> None:
+        self._out.send(Kind.STATE, wire.to_fields(state))
+
+    def _run(self, window: CaptureWindow) -> None:
+        try:
+            summary = window.run()
+        except Exception as exc:  # noqa: BLE001 - told to the workbench as the window's error
+            summary = CaptureSummary(0, "error", None, (), 0.0, 0.0, f"capture failed: {type(exc).__name__}: {exc}")
+        self._window = None  # before the summary: the workbench may arm the next window as soon as it has it
+        self._out.send(Kind.SUMMARY, wire.to_fields(summary))
+
+    def shutdown(self, reason: str) -> None:
+        """Cancel the window, if any, and wait (bounded) for its probe to come out."""
+        window, thread = self._window, self._thread
+        if window is not None:
+            window.cancel(reason)
+        if thread is not None:
+            thread.join(EXIT_GRACE_S)
+
+
+def _carry_objects(spool: str) -> None:
+    """Copy the BPF objects this zipapp carries into the spool, where libbpf can open them."""
+    src = resources.files("tdescope.app.probe.ebpf") / "capture.bpf.o"
+    if not os.path.exists(str(src)):  # inside a zipapp: data, not a file
+        dest = os.path.join(spool, "capture.bpf.o")
+        with open(dest, "wb") as fh:
+            fh.write(src.read_bytes())
+        ebpf_program.OBJECT_OVERRIDE = dest
+
+
+def main() -> int:
+    """The agent's process: frames in on stdin, frames out on stdout, until stdin closes or ``bye``."""
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # stdout is the protocol's alone: a stray print must not corrupt it
+    spool = tempfile.mkdtemp(prefix="tdescope-agent-")  # 0700, removed below
+    out = _Out(stdout)
+    agent = Agent(out, spool)
+    code = 0
+    try:
+        _carry_objects(spool)
+        while True:
+            try:
+                frame = read_frame(stdin)
+            except ProtocolError as exc:
+                agent._refuse(None, str(exc))
+                print(f"tdescope agent: {exc}", file=sys.stderr)
+                code = 2
+                break
+            if frame is None:  # the workbench closed the pipe (or the connection dropped)
+                break
+            if not agent.handle(*frame):
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        agent.shutdown("the workbench went away")
+        shutil.rmtree(spool, ignore_errors=True)
+        with out._lock:
+            out.closed = True
+            try:
+                stdout.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+    return code
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    os._exit(main())

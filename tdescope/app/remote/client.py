@@ -1,0 +1,248 @@
+"""The workbench's side of the agent: frames back into the app's events.
+
+:class:`AgentClient` starts the agent with the argv its caller gives (locally
+``python3 -I tdescope-agent.pyz``; over ssh ``ssh ... sudo -n python3 /path/agent.pyz``),
+says hello, and turns what comes back into the existing events:
+:class:`~tdescope.app.events.PageCapture`, :class:`~tdescope.app.events.CaptureWindowState`
+and a :class:`~tdescope.app.probe.window.CaptureSummary`, so remote captures enter the
+same ``LiveSession`` as local ones. :class:`AgentWindow` has the same ``run``/``cancel``/
+``armed`` as :class:`~tdescope.app.probe.window.CaptureWindow` and ``RemoteWindow``.
+Nothing from the agent is unpickled: every frame is JSON plus bytes, read by
+:mod:`~tdescope.app.remote.wire` field by field.
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tdescope.app.engines.api import ProbeRecipe
+from tdescope.app.engines.registry import critical_rules, discover_engines
+from tdescope.app.errors import UserError
+from tdescope.app.events import CaptureWindowState, PageCapture, WindowState
+from tdescope.app.probe.window import CaptureLimits, CaptureSummary
+from tdescope.app.remote import wire
+from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame
+
+__all__ = ["AgentClient", "AgentWindow", "local_argv"]
+
+#: How long a reply may take before the agent counts as lost.
+REPLY_S = 15.0
+#: Frames that belong to the running window, not to a request's reply.
+_WINDOW_KINDS = (Kind.CAPTURE, Kind.STATE, Kind.SUMMARY)
+
+
+def local_argv(agent: str | Path) -> list[str]:
+    """The argv of the agent on this machine: the system python3, isolated (no venv, no site packages)."""
+    return ["/usr/bin/python3", "-I", str(agent)]
+
+
+def _engines_rules() -> tuple:
+    engines, _ = discover_engines()
+    return critical_rules(engines.values())
+
+
+class AgentClient:
+    """One running agent, spoken to over its stdin and stdout.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        How to start it; the caller's choice (a local pipe or an ssh command line).
+    """
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self.argv = list(argv)
+        self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, start_new_session=True)
+        self._wlock = threading.Lock()
+        self._replies: queue.Queue = queue.Queue()
+        self._window_q: queue.Queue | None = None
+        self.lost: str | None = None  #: why the agent went away, once it has
+        self.welcome: dict = {}
+        threading.Thread(target=self._read, name="agent-reader", daemon=True).start()
+
+    # -- the stream --------------------------------------------------------------
+    def _read(self) -> None:
+        try:
+            while True:
+                frame = read_frame(self._proc.stdout)
+                if frame is None:
+                    break
+                kind, header, _payload = frame
+                window_q, request = self._window_q, header.get("request")
+                if kind in _WINDOW_KINDS or (kind is Kind.REFUSED and request in ("ARM", "DISARM")):
+                    if window_q is not None:
+                        window_q.put(frame)
+                    continue
+                if kind is Kind.REFUSED and request is None and window_q is not None:
+                    window_q.put(frame)  # the agent could not read the stream: it is ending
+                self._replies.put(frame)
+        except (ProtocolError, OSError, ValueError) as exc:
+            self.lost = f"the agent's stream broke: {exc}"
+        err = b""
+        try:
+            err = self._proc.stderr.read() or b""
+        except (OSError, ValueError):
+            pass
+        line = err.decode(errors="replace").strip().splitlines()
+        self.lost = self.lost or ("connection lost: " + line[-1] if line else "connection lost: the agent exited")
+        for q in (self._replies, self._window_q):
+            if q is not None:
+                q.put(None)
+
+    def send(self, kind: Kind, header: dict | None = None) -> None:
+        """Send one request; UserError when the agent is gone."""
+        try:
+            with self._wlock:
+                self._proc.stdin.write(encode(kind, header))
+                self._proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise UserError(self.lost or "connection lost: the agent's stdin is closed") from None
+
+    def _reply(self, want: Kind, timeout: float = REPLY_S) -> tuple[dict, bytes]:
+        try:
+            frame = self._replies.get(timeout=timeout)
+        except queue.Empty:
+            raise UserError(f"the agent did not answer within {timeout:.0f} s") from None
+        if frame is None:
+            raise UserError(self.lost or "connection lost")
+        kind, header, payload = frame
+        if kind is Kind.REFUSED:
+            raise UserError(str(header.get("message") or "the agent refused"))
+        if kind is not want:
+            raise UserError(f"the agent answered {kind.name} where {want.name} was due")
+        return header, payload
+
+    # -- requests ------------------------------------------------------------------
+    def hello(self) -> dict:
+        """Say hello; the agent's welcome (``version``, ``python``, ``tools``, ``euid``).
+        UserError with one line on a version mismatch or an agent that would not start."""
+        self.send(Kind.HELLO, {"version": PROTOCOL_VERSION})
+        self.welcome, _ = self._reply(Kind.WELCOME)
+        if self.welcome.get("version") != PROTOCOL_VERSION:
+            raise UserError(f"agent protocol mismatch: the agent speaks version {self.welcome.get('version')}, "
+                            f"the workbench {PROTOCOL_VERSION}")
+        return self.welcome
+
+    def targets(self, critical: tuple | None = None, symbols: Sequence[str] = (),
+                library: str | None = None) -> list[dict]:
+        """The host's processes: ``pid``, ``comm``, ``cmdline``, ``critical`` (deny-list role or None),
+        ``maps`` (whether it maps one of ``symbols``; None when none were given)."""
+        rules = _engines_rules() if critical is None else critical
+        self.send(Kind.LIST_TARGETS, {"critical": [wire.to_fields(r) for r in rules], "symbols": list(symbols),
+                                      "library": library})
+        return list(self._reply(Kind.TARGETS)[0]["processes"])
+
+    def read_function(self, path: str, symbol: str) -> tuple[dict, bytes]:
+        """``symbol``'s bytes in the ELF file ``path`` on the host, for disassembly here."""
+        self.send(Kind.READ_FUNCTION, {"path": path, "symbol": symbol})
+        return self._reply(Kind.FUNCTION)
+
+    def window(self, pid: int, recipe: ProbeRecipe, limits: CaptureLimits, engine: str,
+               on_capture: Callable[[PageCapture], None],
+               on_state: Callable[[CaptureWindowState], None] | None = None,
+               allow_critical: bool = False, critical: tuple | None = None, ebpf: dict | None = None) -> "AgentWindow":
+        """A capture window run by the agent (eBPF); call its :meth:`AgentWindow.run`."""
+        return AgentWindow(self, pid, recipe, limits, engine, on_capture, on_state, allow_critical,
+                           _engines_rules() if critical is None else critical, ebpf or {})
+
+    def close(self, timeout: float = 3.0) -> int | None:
+        """Say bye, close the pipe and reap the agent (killed when it does not go); its exit code."""
+        try:
+            self.send(Kind.BYE)
+        except UserError:
+            pass
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            return self._proc.wait(5)
+
+    @property
+    def pid(self) -> int:
+        """The local process started from ``argv`` (the agent itself, or the ssh client)."""
+        return self._proc.pid
+
+    def __enter__(self) -> "AgentClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class AgentWindow:
+    """A capture window in the agent; same ``run``/``cancel``/``armed``/``skipped`` as ``RemoteWindow``.
+
+    ``on_capture`` and ``on_state`` are called on the thread that calls :meth:`run`."""
+
+    def __init__(self, client: AgentClient, pid, recipe, limits, engine, on_capture, on_state, allow_critical,
+                 critical, ebpf) -> None:
+        self._client = client
+        self._request = {"pid": int(pid), "recipe": wire.recipe_fields(recipe), "limits": wire.to_fields(limits),
+                         "engine": engine, "allow_critical": bool(allow_critical),
+                         "critical": [wire.to_fields(r) for r in critical], "backend": "ebpf", "ebpf": ebpf}
+        self._on_capture = on_capture
+        self._on_state = on_state or (lambda _s: None)
+        self.armed = threading.Event()
+        self.skipped = 0
+        self._started = False
+        self._cancel: str | None = None
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Ask the agent to disarm now (returns at once)."""
+        self._cancel = reason
+        if self._started:
+            try:
+                self._client.send(Kind.DISARM, {"reason": reason})
+            except UserError:
+                pass
+
+    def run(self) -> CaptureSummary:
+        """Arm in the agent and relay what it sends until the window's summary."""
+        t0 = time.monotonic()
+        q: queue.Queue = queue.Queue()
+        self._client._window_q = q
+        try:
+            self._client.send(Kind.ARM, self._request)
+            self._started = True
+            if self._cancel is not None:
+                self.cancel(self._cancel)
+            while True:
+                frame = q.get()
+                if frame is None:
+                    return self._failed(t0, self._client.lost or "connection lost")
+                kind, header, payload = frame
+                if kind is Kind.CAPTURE:
+                    self._on_capture(wire.capture_of(header, payload))
+                elif kind is Kind.STATE:
+                    state = wire.state_of(header)
+                    if state.state is WindowState.ARMED:
+                        self.armed.set()
+                    elif state.state.ended:
+                        self.armed.clear()
+                    self._on_state(state)
+                elif kind is Kind.SUMMARY:
+                    summary = wire.summary_of(header)
+                    self.skipped = summary.thinned
+                    return summary
+                elif kind is Kind.REFUSED and header.get("request") == "ARM":
+                    return self._failed(t0, str(header.get("message")))
+        except (UserError, ProtocolError) as exc:
+            return self._failed(t0, str(exc))
+        finally:
+            self.armed.clear()
+            self._client._window_q = None
+
+    def _failed(self, t0: float, message: str) -> CaptureSummary:
+        self._on_state(CaptureWindowState(time.time(), WindowState.FAILED, message=message, backend="ebpf"))
+        return CaptureSummary(0, "error", None, (), 0.0, time.monotonic() - t0, message, backend="ebpf")

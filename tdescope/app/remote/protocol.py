@@ -1,0 +1,117 @@
+"""The agent's wire format: typed frames over a byte stream, never pickle.
+
+Stdlib only and Python 3.9-clean: the agent (``agent_main``) runs this file on
+the database host's own ``python3``; the workbench's client imports it too, so
+the layout and the kinds exist once.
+
+A frame is a 9-byte ``<2sBHI`` prefix (magic ``b"td"``, :class:`Kind`, JSON
+header length, payload length), a UTF-8 JSON object (the header) and the
+payload bytes (page bytes stay binary: a capture's ``before`` then ``after``).
+Unpickling what a remote root process sends would be code execution on the
+laptop; a JSON object and raw bytes are only data. Sizes are bounded, and a
+frame with a wrong magic, an unknown kind or a header that is not a JSON object
+is a :class:`ProtocolError` (one line) at once.
+"""
+
+import enum
+import json
+import struct
+
+__all__ = ["MAX_HEADER", "MAX_PAYLOAD", "PREFIX", "PROTOCOL_VERSION", "REQUESTS", "Kind", "ProtocolError",
+           "encode", "read_frame", "write_frame"]
+
+#: Bumped whenever a kind or a field changes meaning; both ends must speak the same one.
+PROTOCOL_VERSION = 1
+PREFIX = struct.Struct("<2sBHI")
+MAGIC = b"td"
+MAX_HEADER = 60000
+MAX_PAYLOAD = 16 << 20
+
+
+class Kind(enum.IntEnum):
+    """What a frame is: a closed set. Requests go to the agent; the rest come back."""
+
+    HELLO = 1  #: ``version``: the workbench's protocol version
+    LIST_TARGETS = 2  #: ``critical`` rules; optional ``symbols``/``library``: which processes map the function
+    ARM = 3  #: ``pid``, ``recipe``, ``limits``, ``engine``, ``critical``, ``allow_critical``, ``backend``
+    DISARM = 4  #: ``reason``
+    HOTSPOTS_START = 5
+    HOTSPOTS_STOP = 6
+    WAITS_START = 7
+    WAITS_STOP = 8
+    READ_FUNCTION = 9  #: ``path`` (an ELF file on the host), ``symbol``
+    BYE = 10
+
+    WELCOME = 64  #: ``version``, ``python``, ``tools`` (what the host has), ``euid``, ``pid``
+    TARGETS = 65  #: ``processes``: list of ``{pid, comm, cmdline, critical, maps}``
+    STATE = 66  #: one :class:`~tdescope.app.events.CaptureWindowState`'s fields
+    CAPTURE = 67  #: a page capture's fields; payload = before + after (``nb`` = len(before))
+    SUMMARY = 68  #: the window's :class:`~tdescope.app.probe.window.CaptureSummary` fields
+    FUNCTION = 69  #: ``symbol``, ``address``, ``size``; payload = the function's bytes
+    REFUSED = 70  #: ``message``: one line; ``request``: the kind refused (None: unreadable)
+    GOODBYE = 71
+
+
+#: The kinds the agent accepts; anything else it refuses.
+REQUESTS = frozenset(k for k in Kind if k < 64)
+
+
+class ProtocolError(Exception):
+    """The stream is not this protocol (garbage, a wrong kind, an oversized frame): one line."""
+
+
+def encode(kind, header=None, payload=b""):
+    """The bytes of one frame."""
+    head = json.dumps(header or {}, separators=(",", ":")).encode()
+    if len(head) > MAX_HEADER or len(payload) > MAX_PAYLOAD:
+        raise ProtocolError(f"{Kind(kind).name} frame too large")
+    return PREFIX.pack(MAGIC, int(kind), len(head), len(payload)) + head + payload
+
+
+def write_frame(stream, kind, header=None, payload=b""):
+    """Write one frame to a binary stream and flush it."""
+    stream.write(encode(kind, header, payload))
+    stream.flush()
+
+
+def _read_exact(stream, n):
+    chunks, left = [], n
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(stream):
+    """The next ``(Kind, header dict, payload bytes)`` from a binary stream; None at a clean end.
+
+    Raises
+    ------
+    ProtocolError
+        The bytes are not a frame of this protocol, or the stream ends inside one.
+    """
+    prefix = _read_exact(stream, PREFIX.size)
+    if prefix is None:
+        return None
+    magic, kind, hlen, plen = PREFIX.unpack(prefix)
+    if magic != MAGIC:
+        raise ProtocolError(f"not a tdescope agent frame (starts {prefix[:2]!r})")
+    try:
+        kind = Kind(kind)
+    except ValueError:
+        raise ProtocolError(f"unknown frame kind {kind}") from None
+    if hlen > MAX_HEADER or plen > MAX_PAYLOAD:
+        raise ProtocolError(f"{kind.name} frame too large ({hlen} + {plen} bytes)")
+    body = _read_exact(stream, hlen + plen)
+    if body is None:
+        raise ProtocolError(f"the stream ended inside a {kind.name} frame")
+    try:
+        header = json.loads(body[:hlen].decode()) if hlen else {}
+    except (UnicodeDecodeError, ValueError):
+        raise ProtocolError(f"{kind.name} frame header is not JSON") from None
+    if not isinstance(header, dict):
+        raise ProtocolError(f"{kind.name} frame header is not a JSON object")
+    return kind, header, body[hlen:]

@@ -1,0 +1,199 @@
+"""``tdescope agent`` on the system python3 with no virtualenv: the zipapp, its protocol, its refusals.
+
+The agent runs as ``/usr/bin/python3 -I tdescope-agent.pyz`` (isolated: no venv, no site packages),
+so these prove the zipapp carries what it needs. The eBPF tests capture from a real sqlcipher3 app.
+"""
+
+import os
+import random
+import subprocess
+import zipfile
+
+import pytest
+
+from conftest import wait_for
+from tdescope.app.errors import UserError
+from tdescope.app.remote.agent_build import FORBIDDEN, agent_hash, build_agent
+from tdescope.app.remote.client import AgentClient, local_argv
+from tdescope.app.remote.protocol import PREFIX, PROTOCOL_VERSION, Kind, encode, read_frame
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory):
+    return build_agent(tmp_path_factory.mktemp("agent") / "tdescope-agent.pyz")
+
+
+def start(agent_path):
+    return subprocess.Popen(local_argv(agent_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def one_line(text: bytes) -> str:
+    lines = text.decode().strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in text.decode(), text
+    return lines[0]
+
+
+def test_the_zipapp_is_small_reproducible_and_carries_no_heavy_imports(agent, tmp_path):
+    names = zipfile.ZipFile(agent).namelist()
+    assert "__main__.py" in names and "tdescope/app/probe/ebpf/capture.bpf.o" in names
+    assert "elftools/elf/elffile.py" in names and "tdescope/app/remote/agent_main.py" in names
+    assert not [n for n in names if n.startswith(tuple(p.replace(".", "/") for p in FORBIDDEN))]
+    assert not [n for n in names if n.startswith(("tdescope/plugins", "tdescope/ui", "tdescope/app/report"))]
+    assert os.path.getsize(agent) < 1_000_000
+    assert agent_hash(build_agent(tmp_path / "again.pyz")) == agent_hash(agent)  # its hash names it on a host
+
+
+def test_hello_and_bye_on_the_isolated_system_python(agent):
+    with AgentClient(local_argv(agent)) as client:
+        welcome = client.hello()
+        assert welcome["version"] == PROTOCOL_VERSION and welcome["euid"] == os.geteuid()
+        assert set(welcome["tools"]) == {"libbpf", "gdb", "perf"} and welcome["tools"]["libbpf"]
+        assert welcome["pid"] != os.getpid()
+    assert client._proc.returncode == 0
+
+
+def test_a_version_mismatch_is_one_clear_line(agent):
+    proc = start(agent)
+    out, err = proc.communicate(encode(Kind.HELLO, {"version": PROTOCOL_VERSION + 1}), timeout=10)
+    import io
+    kind, header, _ = read_frame(io.BytesIO(out))
+    assert kind is Kind.REFUSED and "agent protocol mismatch" in header["message"]
+    assert "protocol mismatch" in one_line(err) and proc.returncode == 0
+
+
+def test_requests_before_hello_and_replies_sent_as_requests_are_refused_and_the_agent_goes_on(agent):
+    with AgentClient(local_argv(agent)) as client:
+        client.send(Kind.LIST_TARGETS, {"critical": []})
+        with pytest.raises(UserError, match="say hello first"):
+            client._reply(Kind.TARGETS)
+        client.hello()
+        client.send(Kind.WELCOME, {"version": 1})
+        with pytest.raises(UserError, match="WELCOME is not a request"):
+            client._reply(Kind.WELCOME)
+        client.send(Kind.LIST_TARGETS, {"critical": [{"engine": "x", "nonsense": 1}]})
+        with pytest.raises(UserError, match="critical rule"):
+            client._reply(Kind.TARGETS)
+        with pytest.raises(UserError, match="not an ELF file"):
+            client.read_function("/etc/passwd", "main")
+        with pytest.raises(UserError, match="is not carried by this agent yet"):
+            client.send(Kind.HOTSPOTS_START, {})
+            client._reply(Kind.WELCOME)
+        mine = [p for p in client.targets(critical=()) if p["pid"] == os.getpid()]
+        assert mine and "python" in mine[0]["cmdline"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_garbage_on_stdin_is_refused_in_one_line_and_ends_the_agent(agent, seed):
+    rng = random.Random(seed)
+    garbage = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))),
+               PREFIX.pack(b"td", 200, 0, 0),  # an unknown kind
+               PREFIX.pack(b"td", int(Kind.HELLO), 5, 0) + b"[1,2]",  # a header that is no object
+               PREFIX.pack(b"td", int(Kind.HELLO), 60001, 0)][seed]  # oversized
+    proc = start(agent)
+    out, err = proc.communicate(encode(Kind.HELLO, {"version": PROTOCOL_VERSION}) + garbage, timeout=10)
+    import io
+    stream = io.BytesIO(out)
+    assert read_frame(stream)[0] is Kind.WELCOME
+    kind, header, _ = read_frame(stream)
+    assert kind is Kind.REFUSED and header["request"] is None
+    assert one_line(err).startswith("tdescope agent: ") and proc.returncode == 2
+
+
+def test_a_function_is_read_from_an_elf_file_on_the_host(agent):
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    with AgentClient(local_argv(agent)) as client:
+        client.hello()
+        head, code = client.read_function(libc, "memcpy")
+    assert head["size"] == len(code) > 0 and head["symbol"] == "memcpy"
+    from tdescope.app.system.elf import elf_index
+    index = elf_index(libc)
+    address, size = index.funcs["memcpy"]
+    with open(libc, "rb") as fh:
+        fh.seek(index.file_offset(address))
+        assert fh.read(size) == code
+
+
+# -- real eBPF capture through the pipe ----------------------------------------------------------
+
+def _ours_in_kernel() -> list:
+    from test_ebpf_capture import our_uprobe_links
+    import json
+    progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+                                      check=True).stdout or "[]")
+    return [p for p in progs if p.get("name") in ("on_entry", "on_return")] + our_uprobe_links()
+
+
+def _capture(run_window, app_pid, limits):
+    import threading
+    got, states, summary = [], [], []
+    window = run_window(got.append, states.append)
+    thread = threading.Thread(target=lambda: summary.append(window.run()))
+    thread.start()
+    assert window.armed.wait(10), states
+    return window, thread, got, states, summary
+
+
+def test_an_ebpf_capture_through_the_agent_equals_a_local_one(agent, sqlcipher_app):
+    from tdescope.app.probe.ebpf.backend import EbpfBackend
+    from tdescope.app.probe.window import CaptureLimits, CaptureWindow
+    from tdescope.plugins.sqlcipher.engine import DECRYPT
+    from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
+
+    app = sqlcipher_app()
+    limits = CaptureLimits(max_captures=300, max_seconds=30)
+    local = _capture(lambda c, s: CaptureWindow(app.pid, DECRYPT, limits, "sqlcipher", c, s, backend=EbpfBackend()),
+                     app.pid, limits)
+    app.go()
+    local[1].join(30)
+    with AgentClient(local_argv(agent)) as client:
+        assert client.hello()["euid"] == 0
+        window, thread, got, states, summary = _capture(
+            lambda c, s: client.window(app.pid, DECRYPT, limits, "sqlcipher", c, s), app.pid, limits)
+        thread.join(30)
+        again = []  # the next window, armed as soon as the last one's summary is in
+        assert client.window(app.pid, DECRYPT, CaptureLimits(max_captures=5), "sqlcipher", again.append).run().captures == 5
+    assert app.proc.poll() is None  # the target runs on
+    s, ls = summary[0], local[4][0]
+    assert s.reason == ls.reason and s.captures == ls.captures == len(got) == len(local[2]) == 300
+    assert s.backend == "ebpf" and s.error is None and not _ours_in_kernel()
+    assert states[0].state.value == local[3][0].state.value == "armed"
+    assert states[-1].state.value == local[3][-1].state.value == "disarmed" and states[-1].backend == "ebpf"
+    assert type(got[0]) is type(local[2][0])
+    for mine, theirs in ((got[0], local[2][0]),):
+        assert (mine.symbol, mine.direction, mine.engine, mine.plaintext_side) == \
+            (theirs.symbol, theirs.direction, theirs.engine, theirs.plaintext_side)
+    assert [c.seq for c in got] == list(range(1, 301))
+    decoder = SqlitePageDecoder()
+    kinds = lambda caps: {decoder.decode(c.after, c.pgno).page_type for c in caps}  # noqa: E731
+    assert "table leaf" in kinds(got) <= kinds(local[2])  # the same workload, a later stretch of it
+    assert all(len(c.before) == len(c.after) == 4096 for c in got)
+    assert any(b"tdescope-marker-row" in c.after and b"tdescope-marker-row" not in c.before for c in got)
+
+
+def test_stdin_closed_mid_capture_the_agent_disarms_and_exits_within_2_s(agent, sqlcipher_app):
+    import time
+    from tdescope.plugins.sqlcipher.engine import DECRYPT
+    from tdescope.app.probe.window import CaptureLimits
+
+    app = sqlcipher_app()
+    app.go()
+    client = AgentClient(local_argv(agent))
+    client.hello()
+    window, thread, got, states, summary = _capture(
+        lambda c, s: client.window(app.pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60),
+                                   "sqlcipher", c, s), app.pid, None)
+    wait_for(lambda: len(got) > 10, what="captures through the pipe")
+    assert _ours_in_kernel()
+    t0 = time.monotonic()
+    client._proc.stdin.close()  # the connection dropped
+    client._proc.wait(2)
+    assert time.monotonic() - t0 < 2.0
+    thread.join(5)
+    # the agent disarmed and said so on its way out (stdout outlives stdin); a cut link says "connection lost"
+    assert summary[0].reason == "the workbench went away" or "connection lost" in (summary[0].error or "")
+    assert not _ours_in_kernel()
+    assert app.proc.poll() is None  # the target survives
+    app.stop()
+    code, out, _ = app.finish()
+    assert code == 0 and out.startswith("ok")
