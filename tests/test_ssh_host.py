@@ -169,7 +169,7 @@ def _remote_pids(marker: str) -> list[int]:
                 cmd = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if marker.encode() in cmd and cmd.startswith(b"python3\x00-c"):
+            if marker.encode() in cmd and cmd.startswith(b"python3\x00-I\x00-c"):
                 found.append(int(entry.name))
     return found
 

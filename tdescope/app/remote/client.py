@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tdescope.app.engines.api import ProbeRecipe
@@ -54,12 +54,15 @@ class AgentClient:
     ----------
     argv : sequence of str
         How to start it; the caller's choice (a local pipe or an ssh command line).
+    env : mapping, optional
+        The started process's environment (over ssh: ``child_env(SSH)``); default: inherited.
     """
 
-    def __init__(self, argv: Sequence[str]) -> None:
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
         self.argv = list(argv)
         self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, start_new_session=True)
+                                      stderr=subprocess.PIPE, start_new_session=True,
+                                      env=None if env is None else dict(env))
         self._wlock = threading.Lock()
         self._replies: queue.Queue = queue.Queue()
         self._window_q: queue.Queue | None = None

@@ -237,12 +237,13 @@ class SshHost:
     def agent_argv(self, remote_pyz: str, args: Sequence[str] = ()) -> list[str]:
         """The local argv that starts the agent on the host: ``sudo -n python3 PYZ`` unless we are root there.
 
-        Its stdin and stdout are the agent's; when that ssh dies (or our end of its stdin closes) the
+        ``python3 -I``: the host's own interpreter, isolated (no user site packages, no PYTHONPATH). Its stdin
+        and stdout are the agent's; when that ssh dies (or our end of its stdin closes) the
         agent sees EOF and exits."""
         if self._uid is None:
             self.python()
         prefix = [] if self._uid == 0 else ["sudo", "-n"]
-        return self.command([*prefix, "python3", remote_pyz, *args])
+        return self.command([*prefix, "python3", "-I", remote_pyz, *args])
 
     def prepare_agent(self, local_pyz: Path) -> str:
         """Check the host (python3 new enough, ``sudo -n`` allowed unless root) and copy the agent once.

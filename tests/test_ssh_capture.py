@@ -1,0 +1,152 @@
+"""``tdescope capture --ssh DEST --pid PID`` through a real sshd: the agent runs on the "host" (this machine,
+through the test sshd) under ``sudo -n`` with the system python3 and no virtualenv, probes a SQLCipher app
+with eBPF and sends the pages back (issue 28, part B).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import TDESCOPE, assert_one_line_error, run_tdescope, wait_for
+from ssh_fixture import kill_quietly
+from tdescope.app.remote.over_ssh import tools_problem
+
+
+def _ssh(sshd, dest: str = "ops") -> list[str]:
+    return ["--ssh", dest, "--ssh-config", str(sshd.config)]
+
+
+def _agents() -> list[int]:
+    """Agents running from a host's cache (``python3 -I …/.cache/tdescope/agent-*.pyz``), as root."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmd[:2] == [b"python3", b"-I"] and len(cmd) > 2 and b"/.cache/tdescope/agent-" in cmd[2]:
+                found.append(int(entry.name))
+    return found
+
+
+def _bpf_prog_ids_of(pid: int) -> set[int]:
+    """The ids of the eBPF programs process ``pid`` holds open (its fds' ``prog_id``; this bpftool
+    cannot list a program's holders)."""
+    ids = set()
+    for info in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            text = info.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("prog_id:"):
+                ids.add(int(line.split()[1]))
+    return ids
+
+
+def _loaded(ids: set[int]) -> set[int]:
+    """Which of the program ids ``bpftool prog show`` still lists."""
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
+    return ids & {p["id"] for p in json.loads(out or "[]")}
+
+
+def test_capture_over_ssh_on_the_sqlcipher_app(sshd, sqlcipher_app):
+    app = sqlcipher_app()
+    app.go()
+    result = run_tdescope("capture", *_ssh(sshd), "--pid", str(app.pid), "--count", "5", "--json", timeout=90)
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    pages, summary = lines[:-1], lines[-1]
+    assert len(pages) == 5 and summary["summary"] and summary["backend"] == "ebpf" and summary["captures"] == 5
+    assert "capturing on ops via ssh" in result.stderr
+    assert app.proc.poll() is None  # the target runs on
+    assert not _agents()  # the agent said goodbye and went
+
+
+def test_kill_9_of_the_local_tdescope_mid_capture(sshd, sqlcipher_app):
+    """The agent exits on the host within 2 s (its stdin closed), nothing stays attached, the target survives."""
+    app = sqlcipher_app()
+    app.go()
+    proc = subprocess.Popen([*TDESCOPE, "capture", *_ssh(sshd), "--pid", str(app.pid), "--count", "100000",
+                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline()  # a page arrived through ssh: the probe is armed
+        agent = wait_for(_agents, 10, what="the agent on the host")[0]
+        progs = wait_for(lambda: _bpf_prog_ids_of(agent), 5, what="the agent's programs")
+        assert _loaded(progs) == progs  # the check below can fail: the agent's probe is in the kernel now
+        proc.kill()
+        proc.wait()
+        wait_for(lambda: not Path(f"/proc/{agent}").exists(), 2, what="the agent exiting after kill -9")
+        wait_for(lambda: not _loaded(progs), 2, what="the kernel dropping the agent's programs")
+        assert app.proc.poll() is None
+        app.stop()
+        code, out, _ = app.finish()
+        assert code == 0 and out.startswith("ok")  # every row verified: the target ran on unharmed
+    finally:
+        kill_quietly(proc.pid)
+
+
+def test_a_dropped_connection_mid_capture_is_one_line_and_the_agent_goes(sshd, sqlcipher_app):
+    """The ssh client carrying the connection (the master) is killed mid-capture."""
+    app = sqlcipher_app()
+    app.go()
+    proc = subprocess.Popen([*TDESCOPE, "capture", *_ssh(sshd), "--pid", str(app.pid), "--count", "100000",
+                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline()
+        agent = wait_for(_agents, 10, what="the agent on the host")[0]
+        progs = wait_for(lambda: _bpf_prog_ids_of(agent), 5, what="the agent's programs")
+        masters = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_master(p, proc.pid)]
+        assert len(masters) == 1
+        os.kill(masters[0], signal.SIGKILL)
+        wait_for(lambda: not Path(f"/proc/{agent}").exists(), 2, what="the agent exiting after the drop")
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 2
+        lines = [ln for ln in err.strip().splitlines() if not ln.startswith("capturing on")]
+        assert len(lines) == 1 and "Traceback" not in err, err
+        assert lines[0] == "tdescope: connection to ops lost (the ssh connection ended)", lines[0]
+        wait_for(lambda: not _loaded(progs), 2, what="the kernel dropping the agent's programs")
+        assert app.proc.poll() is None
+    finally:
+        kill_quietly(proc.pid)
+
+
+def _is_master(entry: Path, parent: int) -> bool:
+    try:
+        cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return ppid == parent and cmd[0] == b"ssh" and b"-M" in cmd
+
+
+@pytest.mark.parametrize("dest, fragment", [("unreachable", "cannot reach unreachable: connect to host"),
+                                            ("refused", "refused refused the login"),
+                                            ("nosudo", "sudo on nosudo needs a password"),
+                                            ("nopython", "nopython has no python3"),
+                                            ("oldpython", "oldpython has Python 3.8")])
+def test_each_bad_host_is_one_line(sshd, dest, fragment):
+    assert_one_line_error(run_tdescope("capture", *_ssh(sshd, dest), "--pid", "1", "--count", "1", timeout=60),
+                          fragment)
+
+
+def test_what_is_not_carried_over_ssh_yet_is_one_line(sshd):
+    assert_one_line_error(run_tdescope("capture", *_ssh(sshd), "--lab", "--count", "1"),
+                          "--ssh works with --pid PID")
+    assert_one_line_error(run_tdescope("capture", "--ssh-option", "Port=22", "--pid", "1"),
+                          "--ssh-option and --ssh-config need --ssh DEST")
+    assert_one_line_error(run_tdescope("capture", "--ssh=-oProxyCommand=x", "--pid", "1"), "not a host")
+
+
+def test_a_host_with_neither_libbpf_nor_gdb_is_one_line():
+    """From the agent's welcome (a host without both cannot be made here: the agent runs on this machine)."""
+    assert tools_problem("db1", {"tools": {"libbpf": None, "gdb": None, "perf": "/usr/bin/perf"}}) == \
+        "db1 has neither libbpf nor gdb: install libbpf1 (eBPF probes) or gdb there"
+    assert tools_problem("db1", {"tools": {"libbpf": "libbpf.so.1", "gdb": None}}) is None
