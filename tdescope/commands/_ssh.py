@@ -53,37 +53,47 @@ def ssh_host(args):
     return SshHost(args.ssh, ssh_options(args), allow_prompts=bool(getattr(args, "ssh_prompt", False)))
 
 
+def refuse_not_carried(args) -> None:
+    """One line for what ``--ssh`` does not carry yet: a lab or ``--dsn`` on the host, gdb."""
+    if getattr(args, "lab", None) or getattr(args, "dsn", None):
+        raise UserError("--ssh works with --pid PID (a process on the host) for now; --lab and --dsn are not "
+                        "carried over ssh yet")
+    if getattr(args, "backend", "auto") == "gdb":
+        raise UserError("over --ssh the agent probes with eBPF only; leave out --backend gdb")
+
+
+def ebpf_options(args) -> dict:
+    """The eBPF window's bounds (``--sample``, ``--max-mb-per-s``, ``--ring-mb``) as the agent takes them."""
+    ebpf = {"sample_every": args.sample, "max_bytes_per_s": args.max_mb_per_s * 1e6}
+    if args.ring_mb:
+        ebpf["ring_mb"] = args.ring_mb
+    return ebpf
+
+
+def connect(args):
+    """The agent on the ``--ssh`` host, connected and greeted (:func:`~tdescope.app.remote.over_ssh.connect_agent`)."""
+    from tdescope.app.remote.over_ssh import connect_agent
+
+    refuse_not_carried(args)
+    return connect_agent(ssh_host(args))
+
+
 class RemoteCapture:
-    """A capture window run by the agent on the ``--ssh`` host, with the Experiment's face that ``capture``
-    uses: ``start``/``wait``/``cancel``, then ``error`` and ``capture_summary``.
+    """A capture window run by the agent on the ``--ssh`` host, with the Experiment's face the commands use:
+    ``start``/``wait``/``cancel``, then ``error`` and ``capture_summary``. Events go to ``sink`` (on the
+    window's thread), states too."""
 
-    Only ``--pid`` (a process on the host) is carried yet: a lab or a ``--dsn`` over ssh is one line."""
-
-    def __init__(self, args, engine, recipe, sink) -> None:
+    def __init__(self, agent, pid: int, recipe, limits, engine: str, sink, allow_critical: bool = False,
+                 ebpf: dict | None = None) -> None:
         import threading
 
-        from tdescope.app.probe.limits import CaptureLimits, stop_budget
-        from tdescope.app.remote.over_ssh import connect_agent
-
-        if getattr(args, "lab", False) or getattr(args, "dsn", None):
-            raise UserError("--ssh works with --pid PID (a process on the host) for now; --lab and --dsn are not "
-                            "carried over ssh yet")
-        if getattr(args, "backend", "auto") == "gdb":
-            raise UserError("over --ssh the agent probes with eBPF only; leave out --backend gdb")
+        self.agent = agent
+        self.label = agent.label
         self.error: str | None = None
         self.capture_summary = None
         self._done = threading.Event()
-        limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
-                               **stop_budget(False, args.stop_budget, args.accept_stop))
-        ebpf = {"sample_every": args.sample, "max_bytes_per_s": args.max_mb_per_s * 1e6}
-        if args.ring_mb:
-            ebpf["ring_mb"] = args.ring_mb
-        self.agent = connect_agent(ssh_host(args))
-        self.label = self.agent.label
-        self._window = self.agent.client.window(args.pid, recipe, limits, engine.name, sink,
-                                                lambda state: sink(state),
-                                                allow_critical=bool(getattr(args, "allow_critical", False)),
-                                                ebpf=ebpf)
+        self._window = agent.client.window(pid, recipe, limits, engine, sink, sink, allow_critical=allow_critical,
+                                           ebpf=ebpf or {})
         self._thread = threading.Thread(target=self._run, name="ssh-capture", daemon=True)
 
     def _run(self) -> None:
@@ -96,15 +106,12 @@ class RemoteCapture:
         finally:
             self._done.set()
 
-    def start(self) -> None:
+    def start(self) -> RemoteCapture:
         self._thread.start()
+        return self
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
 
     def cancel(self, reason: str = "cancelled") -> None:
         self._window.cancel(reason)
-
-    def close(self) -> None:
-        """Bye to the agent, close the connection."""
-        self.agent.close()

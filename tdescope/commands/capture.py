@@ -125,18 +125,23 @@ def run(args) -> int:
 
 def _run_over_ssh(args, engine, recipe, sink, running, written, dump):
     """The capture window in the agent on the ``--ssh`` host (see :class:`~tdescope.commands._ssh.RemoteCapture`)."""
-    from tdescope.commands._ssh import RemoteCapture
+    from tdescope.app.probe.limits import CaptureLimits, stop_budget
+    from tdescope.commands._ssh import RemoteCapture, connect, ebpf_options
 
-    exp = RemoteCapture(args, engine, recipe, sink)
-    print(f"capturing on {exp.label}", file=sys.stderr, flush=True)
-    running.append(exp)
+    limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
+                           **stop_budget(False, args.stop_budget, args.accept_stop))
+    agent = connect(args)
     try:
+        exp = RemoteCapture(agent, args.pid, recipe, limits, engine.name, sink, args.allow_critical,
+                            ebpf_options(args))
+        print(f"capturing on {exp.label}", file=sys.stderr, flush=True)
+        running.append(exp)
         run_to_end(exp, 15)
     except KeyboardInterrupt:
         kept = f", dumped to {dump}" if dump is not None and written[0] else ""
         raise KeyboardInterrupt(f"interrupted: {written[0]} pairs captured{kept}") from None
     finally:
-        exp.close()
+        agent.close()
     return exp
 
 
