@@ -150,3 +150,26 @@ def test_a_host_with_neither_libbpf_nor_gdb_is_one_line():
     assert tools_problem("db1", {"tools": {"libbpf": None, "gdb": None, "perf": "/usr/bin/perf"}}) == \
         "db1 has neither libbpf nor gdb: install libbpf1 (eBPF probes) or gdb there"
     assert tools_problem("db1", {"tools": {"libbpf": "libbpf.so.1", "gdb": None}}) is None
+
+
+def test_record_over_ssh_then_report_here(sshd, sqlcipher_app, tmp_path):
+    """``record --ssh``: the captures come through the agent into a .tds file here, and ``report`` reads it."""
+    from tdescope.app.session.reader import SessionReader
+
+    app = sqlcipher_app()
+    app.go()
+    out = tmp_path / "remote.tds"
+    result = run_tdescope("record", *_ssh(sshd), "--pid", str(app.pid), "--captures", "20", "--seconds", "20",
+                          "-o", str(out), timeout=90)
+    assert result.returncode == 0, result.stderr
+    assert "hotspots and OS waits are not recorded over --ssh yet" in result.stderr
+    assert "(20 captures)" in result.stderr.splitlines()[-1]
+    with SessionReader(out, writable=False) as reader:
+        summary = reader.summary()
+    assert summary.meta.params["host"] == "ops via ssh"
+    assert summary.counts["capture"] == 20
+    html = tmp_path / "remote.html"
+    report = run_tdescope("report", str(out), "-o", str(html))
+    assert report.returncode == 0, report.stderr
+    assert html.stat().st_size > 1000
+    assert app.proc.poll() is None and not _agents()
