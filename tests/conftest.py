@@ -240,9 +240,10 @@ def sshd():
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def sshd_cut(sshd):
-    """A second sshd (same accounts) in a network namespace whose link a test can cut: alias ``cut``."""
+    """A second sshd (same accounts) in a network namespace whose link a test can cut: alias ``cut``.
+    One per test: a cut link stays cut."""
     from ssh_fixture import start_netns_sshd
 
     if shutil.which("ip") is None:

@@ -245,8 +245,9 @@ def start_netns_sshd(server: SshServer) -> NetnsSshd:
         host_pub = (f / "host_key.pub").read_text().split()
         with open(f / "known_hosts", "a") as fh:
             fh.write(f"[{net.address}]:{server.port} {host_pub[0]} {host_pub[1]}\n")
-        with open(server.config, "a") as fh:
-            fh.write(f"\nHost cut\n  HostName {net.address}\n  Port {server.port}\n  User {server.accounts['ops']}\n"
+        text = server.config.read_text().split("\nHost cut\n")[0]  # an earlier test's netns is gone
+        with open(server.config, "w") as fh:
+            fh.write(text + f"\nHost cut\n  HostName {net.address}\n  Port {server.port}\n  User {server.accounts['ops']}\n"
                      f"  IdentityFile {f / 'client_key'}\n  UserKnownHostsFile {f / 'known_hosts'}\n"
                      "  StrictHostKeyChecking yes\n  IdentitiesOnly yes\n  ConnectTimeout 5\n")
         net.proc = subprocess.Popen(["ip", "netns", "exec", net.name, SSHD, "-D", "-f", str(f / "sshd_netns_config"),

@@ -173,3 +173,27 @@ def test_record_over_ssh_then_report_here(sshd, sqlcipher_app, tmp_path):
     assert report.returncode == 0, report.stderr
     assert html.stat().st_size > 1000
     assert app.proc.poll() is None and not _agents()
+
+
+def test_a_cut_network_mid_capture_is_one_line_and_the_agent_goes(sshd, sshd_cut, sqlcipher_app):
+    """The link to the host goes down mid-capture (a netns sshd, its veth taken down): keepalives notice on
+    both sides (1 s here), the agent's session ends so it disarms and exits, tdescope says one line."""
+    app = sqlcipher_app()
+    app.go()
+    proc = subprocess.Popen([*TDESCOPE, "capture", *_ssh(sshd, "cut"), "--ssh-option", "ServerAliveInterval=1",
+                             "--ssh-option", "ServerAliveCountMax=2", "--pid", str(app.pid), "--count", "100000",
+                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline()
+        agent = wait_for(_agents, 10, what="the agent on the host")[0]
+        progs = wait_for(lambda: _bpf_prog_ids_of(agent), 5, what="the agent's programs")
+        sshd_cut.cut()
+        wait_for(lambda: not Path(f"/proc/{agent}").exists(), 10, what="the agent exiting after the cut")
+        wait_for(lambda: not _loaded(progs), 2, what="the kernel dropping the agent's programs")
+        out, err = proc.communicate(timeout=30)
+        lines = [ln for ln in err.strip().splitlines() if not ln.startswith("capturing on")]
+        assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in err, err
+        assert lines[0] == "tdescope: connection to cut lost (the ssh connection ended)", lines[0]
+        assert app.proc.poll() is None
+    finally:
+        kill_quietly(proc.pid)
