@@ -14,7 +14,7 @@ from bench import _report
 SUITES = ["bench.bench_capture", "bench.bench_armed", "bench.bench_observe", "bench.bench_gui",
           "bench.bench_startup", "bench.bench_session", "bench.bench_gdb_kill", "bench.bench_ebpf",
           "bench.bench_mariadb", "bench.bench_mutation", "bench.bench_callgraph", "bench.bench_gdb_threads",
-          "bench.bench_pgtde", "bench.bench_waits", "bench.bench_agent"]
+          "bench.bench_pgtde", "bench.bench_waits", "bench.bench_agent", "bench.bench_ssh"]
 
 
 def main() -> int:
