@@ -50,7 +50,9 @@ def test_hello_and_bye_on_the_isolated_system_python(agent):
         assert welcome["version"] == PROTOCOL_VERSION and welcome["euid"] == os.geteuid()
         assert set(welcome["tools"]) == {"libbpf", "gdb", "perf"} and welcome["tools"]["libbpf"]
         assert welcome["pid"] != os.getpid()
-    assert client._proc.returncode == 0
+        import stat
+        assert stat.S_IMODE(os.stat(welcome["spool"]).st_mode) == 0o700  # the one place it writes
+    assert client._proc.returncode == 0 and not os.path.exists(welcome["spool"])  # removed on its way out
 
 
 def test_a_version_mismatch_is_one_clear_line(agent):
@@ -76,7 +78,7 @@ def test_requests_before_hello_and_replies_sent_as_requests_are_refused_and_the_
             client._reply(Kind.TARGETS)
         with pytest.raises(UserError, match="not an ELF file"):
             client.read_function("/etc/passwd", "main")
-        with pytest.raises(UserError, match="is not carried by this agent yet"):
+        with pytest.raises(UserError, match="KeyError"):  # a start request without its pid
             client.send(Kind.HOTSPOTS_START, {})
             client._reply(Kind.WELCOME)
         mine = [p for p in client.targets(critical=()) if p["pid"] == os.getpid()]
@@ -116,12 +118,29 @@ def test_a_function_is_read_from_an_elf_file_on_the_host(agent):
 
 # -- real eBPF capture through the pipe ----------------------------------------------------------
 
-def _ours_in_kernel() -> list:
-    from test_ebpf_capture import our_uprobe_links
+def _bpf_ids_of(pid: int) -> set:
+    """The BPF programs and links process ``pid`` holds (its fds' ``prog_id``/``link_id``), as ``("prog", id)``."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            text = open(f"/proc/{pid}/fdinfo/{fd}").read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key in ("prog_id", "link_id"):
+                ids.add((key[:4], int(value)))
+    return ids
+
+
+def _in_kernel(ids: set) -> set:
+    """Which of ``ids`` the kernel still lists (bpftool): the machine's other probes are not ours."""
     import json
-    progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
-                                      check=True).stdout or "[]")
-    return [p for p in progs if p.get("name") in ("on_entry", "on_return")] + our_uprobe_links()
+    now = set()
+    for what in ("prog", "link"):
+        out = subprocess.run(["bpftool", "-j", what, "show"], capture_output=True, text=True, check=True).stdout
+        now |= {(what, item["id"]) for item in json.loads(out or "[]")}
+    return ids & now
 
 
 def _capture(run_window, app_pid, limits):
@@ -150,13 +169,15 @@ def test_an_ebpf_capture_through_the_agent_equals_a_local_one(agent, sqlcipher_a
         assert client.hello()["euid"] == 0
         window, thread, got, states, summary = _capture(
             lambda c, s: client.window(app.pid, DECRYPT, limits, "sqlcipher", c, s), app.pid, limits)
+        held = _bpf_ids_of(client.pid)
         thread.join(30)
         again = []  # the next window, armed as soon as the last one's summary is in
         assert client.window(app.pid, DECRYPT, CaptureLimits(max_captures=5), "sqlcipher", again.append).run().captures == 5
     assert app.proc.poll() is None  # the target runs on
     s, ls = summary[0], local[4][0]
     assert s.reason == ls.reason and s.captures == ls.captures == len(got) == len(local[2]) == 300
-    assert s.backend == "ebpf" and s.error is None and not _ours_in_kernel()
+    assert s.backend == "ebpf" and s.error is None
+    assert not _in_kernel(held)  # (what it held when armed, if it was still armed then: the next test is strict)
     assert states[0].state.value == local[3][0].state.value == "armed"
     assert states[-1].state.value == local[3][-1].state.value == "disarmed" and states[-1].backend == "ebpf"
     assert type(got[0]) is type(local[2][0])
@@ -179,12 +200,13 @@ def test_stdin_closed_mid_capture_the_agent_disarms_and_exits_within_2_s(agent, 
     app = sqlcipher_app()
     app.go()
     client = AgentClient(local_argv(agent))
-    client.hello()
+    spool = client.hello()["spool"]
     window, thread, got, states, summary = _capture(
         lambda c, s: client.window(app.pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60),
                                    "sqlcipher", c, s), app.pid, None)
     wait_for(lambda: len(got) > 10, what="captures through the pipe")
-    assert _ours_in_kernel()
+    held = _bpf_ids_of(client.pid)
+    assert {w for w, _ in held} == {"prog", "link"} and _in_kernel(held) == held
     t0 = time.monotonic()
     client._proc.stdin.close()  # the connection dropped
     client._proc.wait(2)
@@ -192,8 +214,50 @@ def test_stdin_closed_mid_capture_the_agent_disarms_and_exits_within_2_s(agent, 
     thread.join(5)
     # the agent disarmed and said so on its way out (stdout outlives stdin); a cut link says "connection lost"
     assert summary[0].reason == "the workbench went away" or "connection lost" in (summary[0].error or "")
-    assert not _ours_in_kernel()
+    assert not _in_kernel(held)  # bpftool lists none of its programs or links
+    assert not os.path.exists(spool)
     assert app.proc.poll() is None  # the target survives
     app.stop()
     code, out, _ = app.finish()
     assert code == 0 and out.startswith("ok")
+
+
+def test_os_waits_sampled_on_the_host_arrive_as_wait_samples(agent, sqlcipher_app):
+    app = sqlcipher_app()
+    app.go()
+    samples, errors = [], []
+    with AgentClient(local_argv(agent)) as client:
+        client.hello()
+        with pytest.raises(UserError, match="no process 999999999"):
+            client.start_waits(999999999)
+        client.start_waits(app.pid, hz=50, on_sample=samples.append, on_error=errors.append)
+        with pytest.raises(UserError, match="already being sampled"):
+            client.start_waits(app.pid)
+        wait_for(lambda: len({s.ts for s in samples}) >= 5, what="five ticks of OS waits")
+        client.stop_waits()
+        stopped_at = len(samples)
+        with pytest.raises(UserError, match="no OS wait sampling is running"):
+            client.stop_waits()
+    assert len(samples) == stopped_at and not errors
+    from tdescope.app.events import WaitSample
+    assert all(type(s) is WaitSample and s.pid == app.pid and s.source == "os" for s in samples)
+    assert {s.wait_class for s in samples} and app.pid in {s.tid for s in samples}
+
+
+def test_perf_hotspots_on_the_host_arrive_as_hotspot_windows(agent, sqlcipher_app):
+    app = sqlcipher_app()
+    app.go()
+    windows, errors = [], []
+    with AgentClient(local_argv(agent)) as client:
+        client.hello()
+        client.start_hotspots(app.pid, frequency=199, window_s=0.5, callgraph="fp", on_window=windows.append,
+                              on_error=errors.append)
+        wait_for(lambda: windows, timeout=15, what="a perf window through the agent")
+        perf = [p for p in client.targets(critical=()) if p["comm"] == "perf" and f"-p {app.pid} " in p["cmdline"]]
+        assert perf  # perf runs on the host, under the agent
+        client.stop_hotspots()
+    from tdescope.app.events import HotspotWindow
+    w = windows[0]
+    assert type(w) is HotspotWindow and w.pid == app.pid and sum(w.stacks.values()) > 0 and w.dsos
+    assert not errors
+    wait_for(lambda: not any(os.path.exists(f"/proc/{p['pid']}") for p in perf), what="perf gone once stopped")

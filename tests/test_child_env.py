@@ -28,7 +28,7 @@ WAYS = ("PGPASSWORD", "MYSQL_PWD", "MY_APP_DB_SECRET_VALUE")
 #: Children told apart by their command line (all are "python3" to ``comm``).
 _PYTHON_ROLES = {b"tdescope.app.gdb.guard": "guard", b"tdescope.app.system.reaper": "reaper",
                  b"tdescope.plugins.sqlcipher.lab_worker": "sqlcipher lab worker",
-                 b"tdescope.app.probe.remote": "capture worker"}
+                 b"tdescope.app.remote.agent_main": "capture worker"}  # the agent on a local pipe (issue 28)
 
 
 def _read(path: str) -> bytes:

@@ -16,6 +16,7 @@ COMMANDS = {
     "record": "tdescope.commands.record",
     "report": "tdescope.commands.report",
     "info": "tdescope.commands.info",
+    "agent": "tdescope.commands.agent",
 }
 
 #: Entry-point group through which an engine plugin adds a subcommand of its own (a module with the

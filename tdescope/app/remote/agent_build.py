@@ -30,7 +30,15 @@ CARRIED = ("tdescope", "elftools", "pygdbmi")
 FORBIDDEN = ("PySide6", "shiboken6", "numpy", "pyqtgraph", "psycopg", "pymysql", "tdescope.plugins", "tdescope.ui")
 #: Package data the agent needs at run time (copied to its spool, where libbpf can open them).
 DATA = ("tdescope/app/probe/ebpf/capture.bpf.o",)
-MAIN = "from tdescope.app.remote.agent_main import main\nimport os, sys\nsys.stdout.flush()\nos._exit(main())\n"
+#: The zipapp's entry: an old python3 is one line (the carried app/ modules use 3.10's dataclass slots).
+MAIN = """import os, sys
+if sys.version_info < (3, 10):
+    sys.stderr.write("tdescope agent: needs python3 3.10 or newer, this host has %d.%d\\n" % sys.version_info[:2])
+    sys.exit(3)
+from tdescope.app.remote.agent_main import main
+sys.stdout.flush()
+os._exit(main())
+"""
 _STAMP = (2020, 1, 1, 0, 0, 0)
 
 

@@ -26,16 +26,22 @@ from importlib import resources
 from tdescope import __version__
 from tdescope.app.errors import UserError
 from tdescope.app.probe.ebpf import program as ebpf_program
-from tdescope.app.probe.ebpf.backend import EbpfBackend
+from tdescope.app.gdb.allowlist import HELPER_PATH
+from tdescope.app.probe.ebpf.backend import DEFAULT_RING_MB, EbpfBackend
+from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.window import CaptureSummary, CaptureWindow
 from tdescope.app.remote import wire
 from tdescope.app.remote.host_reads import list_processes, read_function
+from tdescope.app.hotspots.perf_record import HotspotSampler
+from tdescope.app.waits.os_sampler import OsWaitSampler
 from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, encode, read_frame
 
 __all__ = ["Agent", "main"]
 
-#: How long captures may wait in the output buffer before they are flushed.
+#: How long captures may wait in the agent before they are sent and flushed.
 FLUSH_S = 0.02
+#: A batch of captures leaves at this many captures, or this many page bytes.
+BATCH_MAX, BATCH_BYTES = 128, 1 << 20
 #: How long the agent gives its window to disarm once stdin closed, before it exits anyway.
 EXIT_GRACE_S = 1.5
 
@@ -46,31 +52,56 @@ def _tools() -> dict:
 
 
 class _Out:
-    """stdout, shared by the request loop and the window's thread; captures flushed every :data:`FLUSH_S`."""
+    """stdout, shared by the request loop and the window's thread.
+
+    Captures go out in batches (one ``CAPTURES`` frame per :data:`BATCH_MAX` captures or
+    :data:`FLUSH_S`, whichever comes first); any other frame first sends the batch, so order holds."""
 
     def __init__(self, stream) -> None:
         self._stream = stream
         self._lock = threading.Lock()
         self._dirty = False
+        self._batch: list = []
+        self._batch_bytes = 0
         self.closed = False
         threading.Thread(target=self._flusher, name="flush", daemon=True).start()
 
-    def send(self, kind: Kind, header: dict | None = None, payload: bytes = b"", flush: bool = True) -> None:
+    def capture(self, capture) -> None:
         with self._lock:
-            if self.closed:
-                return
-            try:
-                self._stream.write(encode(kind, header, payload))
-                if flush:
-                    self._stream.flush()
-                self._dirty = not flush
-            except (BrokenPipeError, OSError, ValueError):
-                self.closed = True  # the workbench is gone; stdin's end says so too
+            if self._batch and wire.batch_key(self._batch[0]) != wire.batch_key(capture):
+                self._send_batch()
+            self._batch.append(capture)
+            self._batch_bytes += len(capture.before) + len(capture.after)
+            if len(self._batch) >= BATCH_MAX or self._batch_bytes >= BATCH_BYTES:
+                self._send_batch()
+
+    def send(self, kind: Kind, header: dict | None = None, payload: bytes = b"") -> None:
+        with self._lock:
+            self._send_batch()
+            self._write(kind, header, payload, flush=True)
+
+    def _send_batch(self) -> None:  # the lock held
+        if self._batch:
+            head, payload = wire.captures_frame(self._batch)
+            self._batch, self._batch_bytes = [], 0
+            self._write(Kind.CAPTURES, head, payload, flush=False)
+
+    def _write(self, kind: Kind, header, payload: bytes, flush: bool) -> None:  # the lock held
+        if self.closed:
+            return
+        try:
+            self._stream.write(encode(kind, header, payload))
+            if flush:
+                self._stream.flush()
+            self._dirty = not flush
+        except (BrokenPipeError, OSError, ValueError):
+            self.closed = True  # the workbench is gone; stdin's end says so too
 
     def _flusher(self) -> None:
         while not self.closed:
             time.sleep(FLUSH_S)
             with self._lock:
+                self._send_batch()
                 if self._dirty and not self.closed:
                     try:
                         self._stream.flush()
@@ -88,6 +119,8 @@ class Agent:
         self._hello = False
         self._window: CaptureWindow | None = None
         self._thread: threading.Thread | None = None
+        self._waits: _Waits | None = None
+        self._hotspots: HotspotSampler | None = None
 
     # -- requests ----------------------------------------------------------------
     def handle(self, kind: Kind, header: dict, payload: bytes) -> bool:
@@ -114,11 +147,27 @@ class Agent:
                 if window is None:
                     return self._refuse(kind, "no capture window is armed")
                 window.cancel(str(header.get("reason") or "cancelled"))
+            elif kind is Kind.WAITS_START:
+                if self._waits is not None:
+                    raise UserError("OS waits are already being sampled: stop them first")
+                self._waits = _Waits(self._out, int(header["pid"]), float(header.get("hz", 20)))
+            elif kind is Kind.WAITS_STOP:
+                if self._waits is None:
+                    return self._refuse(kind, "no OS wait sampling is running")
+                self._waits.stop()
+                self._waits = None
+            elif kind is Kind.HOTSPOTS_START:
+                self._start_hotspots(header)
+            elif kind is Kind.HOTSPOTS_STOP:
+                if self._hotspots is None:
+                    return self._refuse(kind, "no hotspot sampling is running")
+                self._hotspots.stop()
+                self._hotspots = None
             elif kind is Kind.READ_FUNCTION:
                 head, code = read_function(str(header.get("path", "")), str(header.get("symbol", "")))
                 self._out.send(Kind.FUNCTION, head, code)
             else:
-                return self._refuse(kind, f"{kind.name.lower().replace('_', ' ')} is not carried by this agent yet")
+                return self._refuse(kind, f"{kind.name} is not handled")
         except (UserError, ProtocolError) as exc:
             return self._refuse(kind, str(exc))
         except Exception as exc:  # noqa: BLE001 - one line to the workbench, the agent goes on
@@ -136,7 +185,7 @@ class Agent:
         self._hello = True
         self._out.send(Kind.WELCOME, {"version": PROTOCOL_VERSION, "tdescope": __version__,
                                       "python": sys.version.split()[0], "tools": _tools(), "euid": os.geteuid(),
-                                      "pid": os.getpid()})
+                                      "pid": os.getpid(), "spool": self._spool})
         return True
 
     def _refuse(self, kind: Kind | None, message: str) -> bool:
@@ -147,23 +196,29 @@ class Agent:
     def _arm(self, header: dict) -> None:
         if self._window is not None:
             raise UserError("a capture window is already armed: disarm it first")
-        backend = header.get("backend", "ebpf")
-        if backend != "ebpf":
-            raise UserError(f"the agent probes with eBPF only, not {backend!r}")
-        opts = header.get("ebpf") or {}
-        ebpf = EbpfBackend(**{k: v for k, v in opts.items() if k in ("ring_mb", "sample_every", "max_bytes_per_s")})
+        backend = _backend(str(header.get("backend", "ebpf")), header.get("options") or {})
         window = CaptureWindow(int(header["pid"]), wire.recipe_of(header.get("recipe")),
                                wire.limits_of(header.get("limits", {})), str(header.get("engine", "")),
-                               self._capture, self._state, backend=ebpf,
+                               self._capture, self._state, backend=backend,
                                allow_critical=bool(header.get("allow_critical")),
                                critical=wire.rules_of(header.get("critical", [])))
         self._window = window
         self._thread = threading.Thread(target=self._run, args=(window,), name="window", daemon=True)
         self._thread.start()
 
+    def _start_hotspots(self, header: dict) -> None:
+        if self._hotspots is not None:
+            raise UserError("hotspots are already being sampled: stop them first")
+        pid = int(header["pid"])
+        sampler = HotspotSampler(pid, int(header.get("frequency", 99)), float(header.get("window_s", 1.0)),
+                                 str(header.get("callgraph", "dwarf")),
+                                 on_window=lambda w: self._out.send(Kind.HOTSPOTS, wire.to_fields(w)),
+                                 on_error=lambda m: self._out.send(Kind.NOTICE, {"source": "hotspots", "message": m}))
+        sampler.start()
+        self._hotspots = sampler
+
     def _capture(self, capture) -> None:
-        head, payload = wire.capture_fields(capture)
-        self._out.send(Kind.CAPTURE, head, payload, flush=False)
+        self._out.capture(capture)
 
     def _state(self, state) -> None:
         self._out.send(Kind.STATE, wire.to_fields(state))
@@ -177,12 +232,67 @@ class Agent:
         self._out.send(Kind.SUMMARY, wire.to_fields(summary))
 
     def shutdown(self, reason: str) -> None:
-        """Cancel the window, if any, and wait (bounded) for its probe to come out."""
+        """Stop the wait sampler, cancel the window, if any, and wait (bounded) for its probe to come out."""
+        if self._waits is not None:
+            self._waits.stop()
+        if self._hotspots is not None:
+            self._hotspots.stop()
         window, thread = self._window, self._thread
         if window is not None:
             window.cancel(reason)
         if thread is not None:
             thread.join(EXIT_GRACE_S)
+
+
+def _backend(name: str, options: dict):
+    """The probe backend a request names, from a closed set, with its numeric options only: eBPF
+    (ring size, sampling, byte cap), or gdb (the watchdog) where gdb's helper is a file it can load
+    (the agent run from the installed package, as the workbench's local worker). A gdb path is never
+    taken from a request: the agent runs the host's ``gdb``."""
+    if name == "ebpf":
+        return EbpfBackend(float(options.get("ring_mb", DEFAULT_RING_MB)), int(options.get("sample_every", 1)),
+                           float(options.get("max_bytes_per_s", 0.0)))
+    if name == "gdb":
+        if not os.path.isfile(HELPER_PATH):
+            raise UserError("this agent is a zipapp: it probes with eBPF only (gdb's helper is no file here)")
+        return GdbBackend(None, float(options.get("watchdog_s", 0.25)))
+    raise UserError(f"no probe backend {name!r} (ebpf or gdb)")
+
+
+class _Waits:
+    """OS waits sampled from /proc (:class:`OsWaitSampler`), one ``WAITS`` frame per tick."""
+
+    def __init__(self, out: _Out, pid: int, hz: float) -> None:
+        if not 0.1 <= hz <= 200:
+            raise UserError(f"wait sampling rate must be between 0.1 and 200 Hz, not {hz}")
+        if not os.path.exists(f"/proc/{pid}"):
+            raise UserError(f"no process {pid}")
+        self._out = out
+        self._tick: list = []
+        self._lock = threading.Lock()
+        self._sampler = OsWaitSampler(pid, hz, self._sample, self._error)
+        self._sampler.start()
+
+    def _sample(self, sample) -> None:
+        with self._lock:
+            if self._tick and self._tick[0].ts != sample.ts:
+                self._send()
+            self._tick.append(sample)
+
+    def _send(self) -> None:  # the lock held
+        if self._tick:
+            self._out.send(Kind.WAITS, wire.waits_rows(self._tick))
+            self._tick = []
+
+    def _error(self, message: str) -> None:
+        with self._lock:
+            self._send()
+        self._out.send(Kind.NOTICE, {"source": "waits", "message": message})
+
+    def stop(self) -> None:
+        self._sampler.stop()
+        with self._lock:
+            self._send()
 
 
 def _carry_objects(spool: str) -> None:
@@ -200,6 +310,9 @@ def main() -> int:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # stdout is the protocol's alone: a stray print must not corrupt it
     spool = tempfile.mkdtemp(prefix="tdescope-agent-")  # 0700, removed below
+    tempfile.tempdir = spool  # perf's windows and any other temporary file: inside the spool
+    if os.path.isfile(sys.path[0]):  # a zipapp: helpers it starts (the reaper) find tdescope in it
+        os.environ["PYTHONPATH"] = sys.path[0]
     out = _Out(stdout)
     agent = Agent(out, spool)
     code = 0

@@ -18,28 +18,38 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.engines.registry import critical_rules, discover_engines
 from tdescope.app.errors import UserError
-from tdescope.app.events import CaptureWindowState, PageCapture, WindowState
+from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, WaitSample, WindowState
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary
 from tdescope.app.remote import wire
 from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame
 
-__all__ = ["AgentClient", "AgentWindow", "local_argv"]
+__all__ = ["AgentClient", "AgentWindow", "backend_request", "local_argv"]
 
 #: How long a reply may take before the agent counts as lost.
 REPLY_S = 15.0
 #: Frames that belong to the running window, not to a request's reply.
-_WINDOW_KINDS = (Kind.CAPTURE, Kind.STATE, Kind.SUMMARY)
+_WINDOW_KINDS = (Kind.CAPTURES, Kind.STATE, Kind.SUMMARY)
 
 
 def local_argv(agent: str | Path) -> list[str]:
     """The argv of the agent on this machine: the system python3, isolated (no venv, no site packages)."""
     return ["/usr/bin/python3", "-I", str(agent)]
+
+
+def backend_request(backend) -> tuple[str, dict]:
+    """What an ``ARM`` request says of a probe backend object: its name and numeric options (never a path)."""
+    if backend is None or getattr(backend, "name", "") == "gdb":
+        return "gdb", {"watchdog_s": float(getattr(backend, "_watchdog_s", 0.25))}
+    if backend.name == "ebpf":
+        return "ebpf", {"ring_mb": backend.ring_size / (1 << 20), "sample_every": backend.sample_every,
+                        "max_bytes_per_s": backend.max_bytes_per_s}
+    raise UserError(f"the agent cannot run a {backend.name} probe")
 
 
 def _engines_rules() -> tuple:
@@ -58,16 +68,17 @@ class AgentClient:
         The started process's environment (over ssh: ``child_env(SSH)``); default: inherited.
     """
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, argv: Sequence[str], env: dict | None = None) -> None:
         self.argv = list(argv)
         self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, start_new_session=True,
-                                      env=None if env is None else dict(env))
+                                      stderr=subprocess.PIPE, start_new_session=True, env=env)
         self._wlock = threading.Lock()
         self._replies: queue.Queue = queue.Queue()
         self._window_q: queue.Queue | None = None
         self.lost: str | None = None  #: why the agent went away, once it has
         self.welcome: dict = {}
+        #: Where a running sampler's frames go (on the reader thread): source -> (on_event, on_error).
+        self._hooks: dict[str, tuple[Callable, Callable]] = {}
         threading.Thread(target=self._read, name="agent-reader", daemon=True).start()
 
     # -- the stream --------------------------------------------------------------
@@ -78,6 +89,9 @@ class AgentClient:
                 if frame is None:
                     break
                 kind, header, _payload = frame
+                if kind in (Kind.WAITS, Kind.HOTSPOTS, Kind.NOTICE):
+                    self._stream_event(kind, header)
+                    continue
                 window_q, request = self._window_q, header.get("request")
                 if kind in _WINDOW_KINDS or (kind is Kind.REFUSED and request in ("ARM", "DISARM")):
                     if window_q is not None:
@@ -98,6 +112,17 @@ class AgentClient:
         for q in (self._replies, self._window_q):
             if q is not None:
                 q.put(None)
+
+    def _stream_event(self, kind: Kind, header: dict) -> None:
+        if kind is Kind.NOTICE:
+            hooks = self._hooks.get(str(header.get("source")))
+            if hooks is not None:
+                hooks[1]((str(header.get("message") or "").splitlines() or [""])[0])
+        elif kind is Kind.WAITS and "waits" in self._hooks:
+            for sample in wire.waits_of(header):
+                self._hooks["waits"][0](sample)
+        elif kind is Kind.HOTSPOTS and "hotspots" in self._hooks:
+            self._hooks["hotspots"][0](wire.hotspots_of(header))
 
     def send(self, kind: Kind, header: dict | None = None) -> None:
         """Send one request; UserError when the agent is gone."""
@@ -147,13 +172,65 @@ class AgentClient:
         self.send(Kind.READ_FUNCTION, {"path": path, "symbol": symbol})
         return self._reply(Kind.FUNCTION)
 
+    def start_waits(self, pid: int, hz: float = 20, on_sample: Callable[[WaitSample], None] | None = None,
+                    on_error: Callable[[str], None] | None = None) -> None:
+        """Sample ``pid``'s OS waits from /proc on the host; ``on_sample`` gets each
+        :class:`~tdescope.app.events.WaitSample`, ``on_error`` a one-line message (both on the reader thread)."""
+        self._start("waits", Kind.WAITS_START, {"pid": int(pid), "hz": float(hz)}, on_sample, on_error)
+
+    def stop_waits(self) -> None:
+        """Stop the wait sampler (its last tick is delivered first)."""
+        self._stop("waits", Kind.WAITS_STOP)
+
+    def start_hotspots(self, pid: int, frequency: int = 99, window_s: float = 1.0, callgraph: str = "dwarf",
+                       on_window: Callable[[HotspotWindow], None] | None = None,
+                       on_error: Callable[[str], None] | None = None) -> None:
+        """Sample ``pid`` with perf on the host; ``on_window`` gets each :class:`~tdescope.app.events.HotspotWindow`."""
+        self._start("hotspots", Kind.HOTSPOTS_START, {"pid": int(pid), "frequency": int(frequency),
+                                                      "window_s": float(window_s), "callgraph": callgraph},
+                    on_window, on_error)
+
+    def stop_hotspots(self) -> None:
+        """Stop perf on the host."""
+        self._stop("hotspots", Kind.HOTSPOTS_STOP)
+
+    def _start(self, source: str, kind: Kind, header: dict, on_event, on_error) -> None:
+        before = self._hooks.get(source)
+        self._hooks[source] = (on_event or (lambda _e: None), on_error or (lambda _m: None))
+        try:
+            self.send(kind, header)
+            self._check_accepted(kind)
+        except UserError:
+            if before is None:  # refused: a sampler already running keeps its hooks
+                self._hooks.pop(source, None)
+            else:
+                self._hooks[source] = before
+            raise
+
+    def _stop(self, source: str, kind: Kind) -> None:
+        self.send(kind)
+        self._check_accepted(kind)
+        self._hooks.pop(source, None)
+
+    def _check_accepted(self, kind: Kind) -> None:
+        """Requests without a reply of their own: a refusal comes back, or nothing; a HELLO round trip tells."""
+        self.send(Kind.HELLO, {"version": PROTOCOL_VERSION})
+        try:
+            self._reply(Kind.WELCOME)
+        except UserError:
+            self._reply(Kind.WELCOME)  # the refusal came first: the ping's answer follows it
+            raise
+
     def window(self, pid: int, recipe: ProbeRecipe, limits: CaptureLimits, engine: str,
                on_capture: Callable[[PageCapture], None],
                on_state: Callable[[CaptureWindowState], None] | None = None,
-               allow_critical: bool = False, critical: tuple | None = None, ebpf: dict | None = None) -> "AgentWindow":
-        """A capture window run by the agent (eBPF); call its :meth:`AgentWindow.run`."""
+               allow_critical: bool = False, critical: tuple | None = None, ebpf: dict | None = None,
+               backend: tuple[str, dict] | None = None) -> "AgentWindow":
+        """A capture window run by the agent; call its :meth:`AgentWindow.run`.
+
+        ``backend``: ``(name, options)`` from :func:`backend_request` (default eBPF with ``ebpf`` options)."""
         return AgentWindow(self, pid, recipe, limits, engine, on_capture, on_state, allow_critical,
-                           _engines_rules() if critical is None else critical, ebpf or {})
+                           _engines_rules() if critical is None else critical, backend or ("ebpf", ebpf or {}))
 
     def close(self, timeout: float = 3.0) -> int | None:
         """Say bye, close the pipe and reap the agent (killed when it does not go); its exit code."""
@@ -189,11 +266,13 @@ class AgentWindow:
     ``on_capture`` and ``on_state`` are called on the thread that calls :meth:`run`."""
 
     def __init__(self, client: AgentClient, pid, recipe, limits, engine, on_capture, on_state, allow_critical,
-                 critical, ebpf) -> None:
+                 critical, backend) -> None:
         self._client = client
         self._request = {"pid": int(pid), "recipe": wire.recipe_fields(recipe), "limits": wire.to_fields(limits),
                          "engine": engine, "allow_critical": bool(allow_critical),
-                         "critical": [wire.to_fields(r) for r in critical], "backend": "ebpf", "ebpf": ebpf}
+                         "critical": [wire.to_fields(r) for r in critical], "backend": backend[0],
+                         "options": backend[1]}
+        self._backend = backend[0]
         self._on_capture = on_capture
         self._on_state = on_state or (lambda _s: None)
         self.armed = threading.Event()
@@ -225,8 +304,9 @@ class AgentWindow:
                 if frame is None:
                     return self._failed(t0, self._client.lost or "connection lost")
                 kind, header, payload = frame
-                if kind is Kind.CAPTURE:
-                    self._on_capture(wire.capture_of(header, payload))
+                if kind is Kind.CAPTURES:
+                    for capture in wire.captures_of(header, payload):
+                        self._on_capture(capture)
                 elif kind is Kind.STATE:
                     state = wire.state_of(header)
                     if state.state is WindowState.ARMED:
@@ -247,5 +327,5 @@ class AgentWindow:
             self._client._window_q = None
 
     def _failed(self, t0: float, message: str) -> CaptureSummary:
-        self._on_state(CaptureWindowState(time.time(), WindowState.FAILED, message=message, backend="ebpf"))
-        return CaptureSummary(0, "error", None, (), 0.0, time.monotonic() - t0, message, backend="ebpf")
+        self._on_state(CaptureWindowState(time.time(), WindowState.FAILED, message=message, backend=self._backend))
+        return CaptureSummary(0, "error", None, (), 0.0, time.monotonic() - t0, message, backend=self._backend)

@@ -6,7 +6,7 @@ the layout and the kinds exist once.
 
 A frame is a 9-byte ``<2sBHI`` prefix (magic ``b"td"``, :class:`Kind`, JSON
 header length, payload length), a UTF-8 JSON object (the header) and the
-payload bytes (page bytes stay binary: a capture's ``before`` then ``after``).
+payload bytes (page bytes stay binary: each capture's ``before`` then ``after``).
 Unpickling what a remote root process sends would be code execution on the
 laptop; a JSON object and raw bytes are only data. Sizes are bounded, and a
 frame with a wrong magic, an unknown kind or a header that is not a JSON object
@@ -35,21 +35,24 @@ class Kind(enum.IntEnum):
     LIST_TARGETS = 2  #: ``critical`` rules; optional ``symbols``/``library``: which processes map the function
     ARM = 3  #: ``pid``, ``recipe``, ``limits``, ``engine``, ``critical``, ``allow_critical``, ``backend``
     DISARM = 4  #: ``reason``
-    HOTSPOTS_START = 5
+    HOTSPOTS_START = 5  #: ``pid``, ``frequency``, ``window_s``, ``callgraph``: perf on the host
     HOTSPOTS_STOP = 6
-    WAITS_START = 7
+    WAITS_START = 7  #: ``pid``, ``hz``: OS waits sampled from /proc on the host
     WAITS_STOP = 8
     READ_FUNCTION = 9  #: ``path`` (an ELF file on the host), ``symbol``
     BYE = 10
 
-    WELCOME = 64  #: ``version``, ``python``, ``tools`` (what the host has), ``euid``, ``pid``
+    WELCOME = 64  #: ``version``, ``python``, ``tools`` (what the host has), ``euid``, ``pid``, ``spool``
     TARGETS = 65  #: ``processes``: list of ``{pid, comm, cmdline, critical, maps}``
     STATE = 66  #: one :class:`~tdescope.app.events.CaptureWindowState`'s fields
-    CAPTURE = 67  #: a page capture's fields; payload = before + after (``nb`` = len(before))
+    CAPTURES = 67  #: a batch of page captures: ``caps`` rows of fields; payload = each one's before + after
     SUMMARY = 68  #: the window's :class:`~tdescope.app.probe.window.CaptureSummary` fields
     FUNCTION = 69  #: ``symbol``, ``address``, ``size``; payload = the function's bytes
     REFUSED = 70  #: ``message``: one line; ``request``: the kind refused (None: unreadable)
     GOODBYE = 71
+    WAITS = 72  #: one tick of OS wait samples: ``rows`` of ``[ts, pid, tid, source, wait_class, event, detail]``
+    NOTICE = 73  #: ``source`` (``"waits"``, ``"hotspots"``), ``message``: one line from a running sampler
+    HOTSPOTS = 74  #: one perf window: a :class:`~tdescope.app.events.HotspotWindow`'s fields
 
 
 #: The kinds the agent accepts; anything else it refuses.

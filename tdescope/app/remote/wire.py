@@ -10,14 +10,14 @@ from __future__ import annotations
 import dataclasses
 
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
-from tdescope.app.events import CaptureWindowState, PageCapture
+from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, WaitSample
 from tdescope.app.probe.limits import CaptureLimits
 from tdescope.app.probe.window import CaptureSummary
 from tdescope.app.remote.protocol import ProtocolError
 from tdescope.app.system.critical import CriticalProcess
 
-__all__ = ["capture_fields", "capture_of", "limits_of", "recipe_fields", "recipe_of", "rules_of", "state_of",
-           "summary_of", "to_fields"]
+__all__ = ["batch_key", "captures_frame", "captures_of", "limits_of", "recipe_fields", "recipe_of", "rules_of", "state_of",
+           "hotspots_of", "summary_of", "to_fields", "waits_of", "waits_rows"]
 
 
 def to_fields(obj) -> dict:
@@ -66,23 +66,64 @@ def rules_of(items: object) -> tuple[CriticalProcess, ...]:
     return tuple(_build(CriticalProcess, item, "critical rule") for item in items)
 
 
-def capture_fields(capture: PageCapture) -> tuple[dict, bytes]:
-    """A capture's header fields and its payload (``before`` then ``after``)."""
-    head = {"ts": capture.ts, "seq": capture.seq, "symbol": capture.symbol, "direction": capture.direction,
-            "pgno": capture.pgno, "stop_us": capture.stop_us, "engine": capture.engine,
-            "side": capture.plaintext_side, "nb": len(capture.before)}
-    return head, capture.before + capture.after
+def batch_key(capture: PageCapture) -> tuple:
+    """What the captures of one ``CAPTURES`` frame share (one window's): sent once per batch."""
+    return capture.symbol, capture.direction, capture.engine, capture.plaintext_side
 
 
-def capture_of(head: dict, payload: bytes) -> PageCapture:
+def captures_frame(captures: list[PageCapture]) -> tuple[dict, bytes]:
+    """A batch's header (shared fields, then one ``[ts, seq, pgno, stop_us, len(before), len(after)]``
+    row per capture) and its payload (each capture's ``before`` then ``after``)."""
+    symbol, direction, engine, side = batch_key(captures[0])
+    rows = [[c.ts, c.seq, c.pgno, c.stop_us, len(c.before), len(c.after)] for c in captures]
+    payload = b"".join(part for c in captures for part in (c.before, c.after))
+    return {"symbol": symbol, "direction": direction, "engine": engine, "side": side, "caps": rows}, payload
+
+
+def captures_of(head: dict, payload: bytes) -> list[PageCapture]:
+    """The :class:`PageCapture` events of one ``CAPTURES`` frame."""
+    out, pos = [], 0
     try:
-        nb = int(head["nb"])
-        return PageCapture(ts=float(head["ts"]), seq=int(head["seq"]), symbol=str(head["symbol"]),
-                           direction=str(head["direction"]), pgno=int(head["pgno"]), before=payload[:nb],
-                           after=payload[nb:], stop_us=float(head["stop_us"]), engine=str(head["engine"]),
-                           plaintext_side=str(head["side"]))
+        symbol, direction, engine, side = (str(head[k]) for k in ("symbol", "direction", "engine", "side"))
+        for ts, seq, pgno, stop_us, nb, na in head["caps"]:
+            nb, na = int(nb), int(na)
+            if nb < 0 or na < 0 or pos + nb + na > len(payload):
+                raise ValueError("page lengths past the payload")
+            out.append(PageCapture(ts=float(ts), seq=int(seq), symbol=symbol, direction=direction, pgno=int(pgno),
+                                   before=payload[pos:pos + nb], after=payload[pos + nb:pos + nb + na],
+                                   stop_us=float(stop_us), engine=engine, plaintext_side=side))
+            pos += nb + na
     except (KeyError, TypeError, ValueError) as exc:
-        raise ProtocolError(f"capture frame: bad field {exc}") from None
+        raise ProtocolError(f"captures frame: bad field {exc}") from None
+    if pos != len(payload):
+        raise ProtocolError("captures frame: payload longer than its pages")
+    return out
+
+
+def waits_rows(samples: list[WaitSample]) -> dict:
+    """One tick of wait samples as a ``WAITS`` header."""
+    return {"rows": [[w.ts, w.pid, w.tid, w.source, w.wait_class, w.event, w.detail] for w in samples]}
+
+
+def waits_of(head: dict) -> list[WaitSample]:
+    """The :class:`WaitSample` events of one ``WAITS`` frame."""
+    try:
+        return [WaitSample(ts=float(ts), pid=int(pid), tid=int(tid), source=str(src), wait_class=str(cls),
+                           event=str(ev), detail=str(detail))
+                for ts, pid, tid, src, cls, ev, detail in head["rows"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"waits frame: bad field {exc}") from None
+
+
+def hotspots_of(head: dict) -> HotspotWindow:
+    """The :class:`HotspotWindow` of one ``HOTSPOTS`` frame (folded stacks -> counts, symbol -> DSO)."""
+    try:
+        stacks = {str(k): int(v) for k, v in head["stacks"].items()}
+        dsos = {str(k): str(v) for k, v in head["dsos"].items()}
+        return HotspotWindow(ts=float(head["ts"]), start=float(head["start"]), pid=int(head["pid"]), stacks=stacks,
+                             dsos=dsos, event=str(head["event"]), frequency=int(head["frequency"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ProtocolError(f"hotspots frame: bad field {exc}") from None
 
 
 def state_of(fields: dict) -> CaptureWindowState:
