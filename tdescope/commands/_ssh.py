@@ -115,3 +115,59 @@ class RemoteCapture:
 
     def cancel(self, reason: str = "cancelled") -> None:
         self._window.cancel(reason)
+
+
+def observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str, await_window) -> tuple:
+    """``top`` / ``waits`` on a ``--pid`` of the ``--ssh`` host: perf and the /proc wait sampler run in the
+    agent there. Returns the fields of :class:`~tdescope.commands._observe.Observed`, as a local run (no CPU
+    figure: the host's /proc is not this machine's). ``await_window(events, lock, epoch, grace_s)`` waits
+    for the hotspot window covering the end."""
+    import threading
+    import time
+
+    from tdescope.app.events import Problem
+
+    if exact_waits == "ebpf" and waits:
+        raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
+    events: list = []
+    lock = threading.Lock()
+    problems: list[str] = []
+    window_s = min(1.0, max(0.25, args.seconds / 4))
+
+    def sink(ev) -> None:
+        with lock:
+            events.append(ev)
+
+    def error(message: str) -> None:
+        with lock:
+            problems.append(message)
+            events.append(Problem(time.time(), "ssh", message))
+
+    agent = connect(args)
+    started = time.monotonic()
+    interrupted = False
+    try:
+        if hotspots:
+            agent.client.start_hotspots(args.pid, getattr(args, "perf_hz", 99), window_s, on_window=sink,
+                                        on_error=error)
+        if waits:
+            agent.client.start_waits(args.pid, on_sample=sink, on_error=error)
+        deadline = started + args.seconds
+        try:
+            while time.monotonic() < deadline and agent.host.alive():
+                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        except KeyboardInterrupt:
+            interrupted = True
+        if not agent.host.alive():
+            raise UserError(f"connection to {agent.host.dest} lost (the ssh connection ended)")
+        if hotspots and not interrupted:
+            await_window(events, lock, time.time(), window_s + 3.0)
+        for stop in ((agent.client.stop_hotspots,) if hotspots else ()) + ((agent.client.stop_waits,) if waits else ()):
+            try:
+                stop()
+            except UserError as exc:
+                error(str(exc))
+    finally:
+        agent.close()
+    seconds_seen = round(time.monotonic() - started, 1) if interrupted else args.seconds
+    return events, problems, None, args.pid, seconds_seen, None, interrupted, "proc"
