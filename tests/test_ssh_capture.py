@@ -153,21 +153,22 @@ def test_a_host_with_neither_libbpf_nor_gdb_is_one_line():
 
 
 def test_record_over_ssh_then_report_here(sshd, sqlcipher_app, tmp_path):
-    """``record --ssh``: the captures come through the agent into a .tds file here, and ``report`` reads it."""
+    """``record --ssh``: captures, perf hotspots and OS waits come through the agent into a .tds file here,
+    and ``report`` reads it."""
     from tdescope.app.session.reader import SessionReader
 
     app = sqlcipher_app()
     app.go()
     out = tmp_path / "remote.tds"
-    result = run_tdescope("record", *_ssh(sshd), "--pid", str(app.pid), "--captures", "20", "--seconds", "20",
+    result = run_tdescope("record", *_ssh(sshd), "--pid", str(app.pid), "--captures", "20", "--seconds", "3",
                           "-o", str(out), timeout=90)
     assert result.returncode == 0, result.stderr
-    assert "hotspots and OS waits are not recorded over --ssh yet" in result.stderr
     assert "(20 captures)" in result.stderr.splitlines()[-1]
     with SessionReader(out, writable=False) as reader:
         summary = reader.summary()
     assert summary.meta.params["host"] == "ops via ssh"
     assert summary.counts["capture"] == 20
+    assert summary.counts["hotspot_window"] >= 1 and summary.counts["wait_sample"] >= 20  # perf and /proc there
     html = tmp_path / "remote.html"
     report = run_tdescope("report", str(out), "-o", str(html))
     assert report.returncode == 0, report.stderr

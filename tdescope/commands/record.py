@@ -96,6 +96,32 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
     return [obs.stop]
 
 
+def _start_remote_samplers(agent, pid: int, args, record, notes: list[str]):
+    """perf hotspots and /proc OS waits in the agent on the ``--ssh`` host; returns their stop functions."""
+    stops = []
+    client = agent.client
+
+    def problem(message: str) -> None:
+        if message not in notes:
+            notes.append(message)
+
+    if not args.no_hotspots:
+        client.start_hotspots(pid, args.perf_hz, 1.0, on_window=record, on_error=problem)
+        stops.append(client.stop_hotspots)
+    if not args.no_waits:
+        client.start_waits(pid, on_sample=record, on_error=problem)
+        stops.append(client.stop_waits)
+
+    def stop_all() -> None:
+        for s in stops:
+            try:
+                s()
+            except UserError as exc:  # the connection is gone: the recording says so otherwise
+                problem(str(exc))
+
+    return [stop_all]
+
+
 def _exit_watch(pid: int, captured: list[int]):
     """A function saying ``pid N exited while armed (K pages captured)`` once ``pid`` is gone (or a zombie, or
     its number reused by another process), else None: a recording notices its target's end (a restart)."""
@@ -187,7 +213,8 @@ def run(args) -> int:
 
             agent = connect(args)  # the pid is the host's; the agent checks it (deny-list, the function mapped)
             target = CommandTarget(engine, None, args.pid)
-            notes.append("hotspots and OS waits are not recorded over --ssh yet (the agent does not carry them)")
+            if args.os_waits == "ebpf" and not args.no_waits:
+                raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
         else:
             target = resolve_target(args, engine, probing=recipe is not None,
                                     stops_target=backend.stops_target if backend is not None else True)
@@ -210,6 +237,8 @@ def run(args) -> int:
             stops = _start_samplers(pid, args, live.publish,
                                     session.wait_source() if session is not None and not args.no_waits else None,
                                     notes)
+        else:
+            stops = _start_remote_samplers(agent, pid, args, live.publish, notes)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
                                max_kept_per_s=KEEP_PER_S,  # the GUI's window keeps the same
@@ -240,11 +269,14 @@ def run(args) -> int:
                     break
             live.run_ended(label)
             failure = failure or exited() or exp.error  # the target's exit explains a workload's broken connection
-            if failure or agent is not None:  # over ssh, once the window ended nothing more is recorded
+            if failure:
                 break
             if workload is None:
                 # watching only: the probe window ended, keep the samplers running to the deadline
                 while not stop.is_set() and time.monotonic() < deadline and not recorder.error:
+                    if agent is not None and not agent.host.alive():
+                        failure = f"connection to {agent.host.dest} lost (the ssh connection ended)"
+                        break
                     if (failure := exited()) is not None:
                         break  # a server restart, pg_terminate_backend: the promised line, exit 2
                     stop.wait(0.1)
