@@ -198,3 +198,41 @@ def test_a_cut_network_mid_capture_is_one_line_and_the_agent_goes(sshd, sshd_cut
         assert app.proc.poll() is None
     finally:
         kill_quietly(proc.pid)
+
+
+def test_a_recording_over_ssh_matches_one_made_on_the_host(sshd, sqlcipher_app, tmp_path):
+    """The same app recorded on the host (local ``record``, eBPF) and over ssh: the same kinds of events,
+    the same capture fields, page sizes and decoded page types, the same counters' meaning."""
+    from tdescope.app.events import HotspotWindow, PageCapture, WaitSample
+    from tdescope.app.session.reader import SessionReader
+    from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
+
+    app = sqlcipher_app()
+    app.go()
+    files = {}
+    for how, extra in (("local", ["--backend", "ebpf", "--keep-plaintext"]), ("ssh", [*_ssh(sshd), "--keep-plaintext"])):
+        files[how] = tmp_path / f"{how}.tds"
+        result = run_tdescope("record", *extra, "--pid", str(app.pid), "--captures", "30", "--seconds", "3",
+                              "-o", str(files[how]), timeout=90)
+        assert result.returncode == 0, (how, result.stderr)
+    seen = {}
+    decoder = SqlitePageDecoder()
+    for how, path in files.items():
+        with SessionReader(path, writable=False) as reader:
+            counts = reader.summary().counts
+            caps = list(reader.events([PageCapture]))
+            kinds = {type(e).__name__ for e in reader.events([PageCapture, HotspotWindow, WaitSample],
+                                                              with_bytes=False)}
+        seen[how] = {"kinds": kinds, "captures": len(caps),
+                     "fields": {(c.symbol, c.direction, c.engine, c.plaintext_side, len(c.before), len(c.after))
+                                for c in caps},
+                     "types": {decoder.decode(c.after, c.pgno).page_type for c in caps},
+                     "seq": [c.seq for c in caps], "counts": set(counts)}
+    assert seen["ssh"]["kinds"] == seen["local"]["kinds"] == {"PageCapture", "HotspotWindow", "WaitSample"}
+    assert seen["ssh"]["captures"] == seen["local"]["captures"] == 30
+    assert seen["ssh"]["fields"] == seen["local"]["fields"]
+    assert seen["ssh"]["seq"] == seen["local"]["seq"] == list(range(1, 31))
+    assert "table leaf" in seen["ssh"]["types"] and seen["ssh"]["types"] <= seen["local"]["types"] | {"table leaf",
+                                                                                                      "table interior"}
+    assert seen["ssh"]["counts"] >= {"capture", "hotspot_window", "wait_sample"}
+    assert app.proc.poll() is None
