@@ -114,6 +114,11 @@ def test_a_function_is_read_from_an_elf_file_on_the_host(agent):
     with open(libc, "rb") as fh:
         fh.seek(index.file_offset(address))
         assert fh.read(size) == code
+    # the laptop disassembles what the host read: the same instructions as from the file here
+    from tdescope.app.hotspots.disasm import disassemble, disassemble_code
+    here = disassemble(libc, "memcpy")
+    there = disassemble_code(code, head["address"])
+    assert [(i.address, i.mnemonic, i.op_str) for i in there] == [(i.address, i.mnemonic, i.op_str) for i in here]
 
 
 # -- real eBPF capture through the pipe ----------------------------------------------------------
@@ -261,3 +266,43 @@ def test_perf_hotspots_on_the_host_arrive_as_hotspot_windows(agent, sqlcipher_ap
     assert type(w) is HotspotWindow and w.pid == app.pid and sum(w.stacks.values()) > 0 and w.dsos
     assert not errors
     wait_for(lambda: not any(os.path.exists(f"/proc/{p['pid']}") for p in perf), what="perf gone once stopped")
+
+
+def test_kill_9_of_the_workbench_mid_capture_the_agent_exits_within_2_s(agent, sqlcipher_app, tmp_path):
+    import sys
+    import time
+    app = sqlcipher_app()
+    app.go()
+    script = tmp_path / "workbench.py"
+    script.write_text(
+        "import threading, time\n"
+        "from tdescope.app.probe.window import CaptureLimits\n"
+        "from tdescope.app.remote.client import AgentClient, local_argv\n"
+        "from tdescope.plugins.sqlcipher.engine import DECRYPT\n"
+        f"c = AgentClient(local_argv({str(agent)!r})); c.hello()\n"
+        f"w = c.window({app.pid}, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=120), 'sqlcipher',\n"
+        "             lambda _c: None)\n"
+        "threading.Thread(target=w.run, daemon=True).start()\n"
+        "w.armed.wait(30); print(c.pid, flush=True); time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    agent_pid = int(parent.stdout.readline())
+    held = _bpf_ids_of(agent_pid)
+    assert {w for w, _ in held} == {"prog", "link"}
+    parent.kill()
+    parent.wait()
+    t0 = time.monotonic()
+    wait_for(lambda: not os.path.exists(f"/proc/{agent_pid}") or
+             open(f"/proc/{agent_pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
+             timeout=2.0, what="the agent gone within 2 s of kill -9 of its workbench")
+    assert time.monotonic() - t0 < 2.0 and not _in_kernel(held)
+    assert app.proc.poll() is None
+
+
+def test_an_agent_that_never_starts_is_one_line_with_its_last_stderr_line():
+    """What ssh or sudo say when they refuse (``sudo: a password is required``) is the line the user sees."""
+    argv = ["/usr/bin/python3", "-I", "-c", "import sys; sys.stderr.write('noise\\nsudo: a password is required\\n')"]
+    client = AgentClient(argv)
+    with pytest.raises(UserError) as err:
+        client.hello()
+    assert str(err.value) == "connection lost: sudo: a password is required"
+    assert client.close() == 0

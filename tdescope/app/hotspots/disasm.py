@@ -42,6 +42,7 @@ __all__ = [
     "HeatRow",
     "function_bounds",
     "disassemble",
+    "disassemble_code",
     "annotate",
     "is_crypto_insn",
 ]
@@ -156,6 +157,13 @@ def disassemble(elf_path: str, symbol: str) -> list[Insn]:
     with open_elf(elf_path) as f:
         f.seek(off)
         code = f.read(size)
+    return disassemble_code(code, start, index.name_at)
+
+
+def disassemble_code(code: bytes, start: int, name_at=lambda _addr: "") -> list[Insn]:
+    """Disassemble ``code`` found at file address ``start`` (x86-64, Intel syntax): the bytes of a
+    function read here or by ``tdescope agent`` on a database host (``AgentClient.read_function``);
+    ``name_at(address)`` names branch and RIP-relative targets ("" where nothing can tell)."""
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     out = []
     for ci in md.disasm(code, start):
@@ -172,7 +180,7 @@ def disassemble(elf_path: str, symbol: str) -> list[Insn]:
                 target = ci.address + ci.size + (disp if rm.group(1) == "+" else -disp)
         out.append(Insn(
             address=ci.address, size=ci.size, bytes_hex=ci.bytes.hex(), mnemonic=m, op_str=ops,
-            target=target, target_name=index.name_at(target) if target is not None else "",
+            target=target, target_name=name_at(target) if target is not None else "",
             is_call=is_call, is_jump=is_jump, is_crypto=is_crypto_insn(m),
         ))
     return out

@@ -11,14 +11,12 @@ content hash names it on the host.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import modulefinder
 import os
 import zipfile
 from pathlib import Path
 
-import importlib
-
-import tdescope
 from tdescope.app.errors import UserError
 
 __all__ = ["AGENT_NAME", "agent_hash", "agent_modules", "build_agent"]
@@ -27,7 +25,8 @@ AGENT_NAME = "tdescope-agent.pyz"
 #: Packages the agent carries; everything else it imports must be the standard library.
 CARRIED = ("tdescope", "elftools", "pygdbmi")
 #: What must never be in the agent: the host has no Qt, no numpy, no database drivers, no plugins.
-FORBIDDEN = ("PySide6", "shiboken6", "numpy", "pyqtgraph", "psycopg", "pymysql", "tdescope.plugins", "tdescope.ui")
+FORBIDDEN = ("PySide6", "shiboken6", "numpy", "pyqtgraph", "psycopg", "pymysql", "capstone", "tdescope.plugins",
+             "tdescope.ui")
 #: Package data the agent needs at run time (copied to its spool, where libbpf can open them).
 DATA = ("tdescope/app/probe/ebpf/capture.bpf.o",)
 #: The zipapp's entry: an old python3 is one line (the carried app/ modules use 3.10's dataclass slots).

@@ -13,9 +13,9 @@ Nothing from the agent is unpickled: every frame is JSON plus bytes, read by
 
 from __future__ import annotations
 
+import collections
 import queue
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -79,7 +79,22 @@ class AgentClient:
         self.welcome: dict = {}
         #: Where a running sampler's frames go (on the reader thread): source -> (on_event, on_error).
         self._hooks: dict[str, tuple[Callable, Callable]] = {}
+        #: The agent's last stderr lines (one-line diagnostics), read as they come so the pipe never fills.
+        self.diagnostics: collections.deque[str] = collections.deque(maxlen=20)
+        self._stderr_done = threading.Event()
+        self._gone = threading.Event()  #: set once the agent's stdout ended and :attr:`lost` says why
+        threading.Thread(target=self._read_stderr, name="agent-stderr", daemon=True).start()
         threading.Thread(target=self._read, name="agent-reader", daemon=True).start()
+
+    def _read_stderr(self) -> None:
+        try:
+            for raw in self._proc.stderr:
+                line = raw.decode(errors="replace").strip()
+                if line:
+                    self.diagnostics.append(line)
+        except (OSError, ValueError):
+            pass
+        self._stderr_done.set()
 
     # -- the stream --------------------------------------------------------------
     def _read(self) -> None:
@@ -102,13 +117,10 @@ class AgentClient:
                 self._replies.put(frame)
         except (ProtocolError, OSError, ValueError) as exc:
             self.lost = f"the agent's stream broke: {exc}"
-        err = b""
-        try:
-            err = self._proc.stderr.read() or b""
-        except (OSError, ValueError):
-            pass
-        line = err.decode(errors="replace").strip().splitlines()
-        self.lost = self.lost or ("connection lost: " + line[-1] if line else "connection lost: the agent exited")
+        self._stderr_done.wait(2.0)  # its last line says why, when it says anything
+        last = self.diagnostics[-1] if self.diagnostics else ""
+        self.lost = self.lost or (f"connection lost: {last}" if last else "connection lost: the agent exited")
+        self._gone.set()
         for q in (self._replies, self._window_q):
             if q is not None:
                 q.put(None)
@@ -131,6 +143,7 @@ class AgentClient:
                 self._proc.stdin.write(encode(kind, header))
                 self._proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
+            self._gone.wait(2.0)  # the reader says why (the agent's last stderr line)
             raise UserError(self.lost or "connection lost: the agent's stdin is closed") from None
 
     def _reply(self, want: Kind, timeout: float = REPLY_S) -> tuple[dict, bytes]:
