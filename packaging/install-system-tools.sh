@@ -28,6 +28,10 @@ done
 for pkg in libbpf1 libbpf-dev linux-libc-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
+# `--ssh` tests: a private sshd on loopback, and sudo for the agent's `sudo -n` (tests/ssh_fixture.py)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v sudo >/dev/null 2>&1 || need+=(sudo)
 # Qt's xcb platform plugin needs these at run time (offscreen works without most of them).
 for lib in libegl1 libgl1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 \
            libxcb-shape0 libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 \

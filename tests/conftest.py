@@ -219,3 +219,37 @@ def pgtde_lab():
     session = ENGINE.connect(ConnectParams(options={"lab": True}))
     yield session
     session.close()
+
+
+@pytest.fixture(scope="session")
+def sshd():
+    """A private OpenSSH server on 127.0.0.1 with test accounts and sudo rules (tests/ssh_fixture.py).
+
+    Needs root, sshd and sudo (``packaging/install-system-tools.sh`` installs them); torn down at the end
+    of the session, also when a test failed."""
+    from ssh_fixture import SSHD, start_sshd
+
+    if os.geteuid() != 0:
+        pytest.skip("the test sshd needs root (it creates accounts)")
+    if not Path(SSHD).exists() or shutil.which("sudo") is None or shutil.which("ssh") is None:
+        pytest.skip("openssh-server, openssh-client or sudo missing: run packaging/install-system-tools.sh")
+    server = start_sshd()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def sshd_cut(sshd):
+    """A second sshd (same accounts) in a network namespace whose link a test can cut: alias ``cut``.
+    One per test: a cut link stays cut."""
+    from ssh_fixture import start_netns_sshd
+
+    if shutil.which("ip") is None:
+        pytest.skip("iproute2 (ip) missing")
+    net = start_netns_sshd(sshd)
+    try:
+        yield net
+    finally:
+        net.stop()

@@ -17,6 +17,7 @@ from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.app.system.procstat import cpu_seconds
 from tdescope.commands._args import engine_named, positive_int, seconds
 from tdescope.commands._dsn import add_dsn_arguments
+from tdescope.commands._ssh import add_ssh_arguments, observe_over_ssh, ssh_host
 from tdescope.commands._target import resolve_target
 
 __all__ = ["Observed", "add_target_arguments", "interrupted_line", "observe"]
@@ -63,6 +64,7 @@ def add_target_arguments(parser) -> None:
     # server engines (postgres): connect, and observe the backend serving tdescope's connection
     where.add_argument("--dsn", help="connect to this server (--engine, default postgres) and observe its backend")
     add_dsn_arguments(parser)
+    add_ssh_arguments(parser)
     parser.add_argument("--seconds", type=seconds, default=5.0, help="how long to observe (default 5)")
     parser.add_argument("--limit", type=positive_int, default=20, help="rows to print (default 20)")
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
@@ -115,7 +117,8 @@ def observe(args, hotspots: bool, waits: bool, exact_waits: str = "proc") -> Obs
     from tdescope.app.engines.api import WorkloadControl
     from tdescope.app.events import Problem
     from tdescope.app.observe.sampling import ENGINE_WAIT_HZ, Observation, engine_poll_text
-
+    if ssh_host(args) is not None:  # a bad DEST, or ssh options without --ssh: one line first
+        return Observed(*observe_over_ssh(args, hotspots, waits, exact_waits, _await_window_after))
     events: list = []
     lock = threading.Lock()
     window_s = min(1.0, max(0.25, args.seconds / 4))

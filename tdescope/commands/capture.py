@@ -13,6 +13,7 @@ from tdescope.commands._args import (
     add_probe_arguments, add_stop_budget_argument, engine_named, positive_int, probe_backend, recipe_named, seconds,
 )
 from tdescope.commands._dsn import add_dsn_arguments
+from tdescope.commands._ssh import add_ssh_arguments, ssh_host
 from tdescope.commands._stdout import ReaderGone, emit
 from tdescope.commands._target import resolve_target, run_to_end
 
@@ -41,6 +42,7 @@ def add_arguments(cap) -> None:
     cap.add_argument("--force", action="store_true",
                      help="with --dump: delete the earlier dumps (NNNN-*.bin) in DIR first, then write the new ones")
     cap.add_argument("--json", action="store_true", help="one JSON object per capture")
+    add_ssh_arguments(cap)
 
 
 def run(args) -> int:
@@ -49,11 +51,14 @@ def run(args) -> int:
     from tdescope.app.engines.capabilities import Ability, has_ability
     from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WindowState
     from tdescope.app.experiment import Experiment
-    from tdescope.app.system.private_files import shared_folder_note
 
+    ssh_host(args)  # a bad --ssh DEST, or ssh options without it: one line before anything starts
     engine = engine_named(args.engine)
     recipe = recipe_named(engine, args.recipe)
-    backend, fell_back = probe_backend(args, recipe)  # before anything connects
+    if args.ssh:  # the agent on the host chooses (eBPF), not this machine
+        backend, fell_back = None, None
+    else:
+        backend, fell_back = probe_backend(args, recipe)  # before anything connects
     if fell_back:
         print(fell_back, file=sys.stderr, flush=True)
     decoder = engine.page_decoder()  # the session's, which knows the tables, once connected (below)
@@ -89,6 +94,9 @@ def run(args) -> int:
         elif isinstance(event, Problem) and not args.json:
             pass  # reported once, below
 
+    if args.ssh:
+        return _finish(args, _run_over_ssh(args, engine, recipe, sink, running, written, dump), written, pages,
+                       reader_gone, dump)
     target = resolve_target(args, engine, probing=True, stops_target=backend.stops_target)
     if target.session is not None and has_ability(target.session, Ability.CATALOG_DECODER):
         decoder = target.session.catalog_decoder()
@@ -112,6 +120,35 @@ def run(args) -> int:
             raise KeyboardInterrupt(f"interrupted: {written[0]} pairs captured{kept}") from None
     finally:
         target.close()
+    return _finish(args, exp, written, pages, reader_gone, dump)
+
+
+def _run_over_ssh(args, engine, recipe, sink, running, written, dump):
+    """The capture window in the agent on the ``--ssh`` host (see :class:`~tdescope.commands._ssh.RemoteCapture`)."""
+    from tdescope.app.probe.limits import CaptureLimits, stop_budget
+    from tdescope.commands._ssh import RemoteCapture, connect, ebpf_options
+
+    limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
+                           **stop_budget(False, args.stop_budget, args.accept_stop))
+    agent = connect(args)
+    try:
+        exp = RemoteCapture(agent, args.pid, recipe, limits, engine.name, sink, args.allow_critical,
+                            ebpf_options(args))
+        print(f"capturing on {exp.label}", file=sys.stderr, flush=True)
+        running.append(exp)
+        run_to_end(exp, 15)
+    except KeyboardInterrupt:
+        kept = f", dumped to {dump}" if dump is not None and written[0] else ""
+        raise KeyboardInterrupt(f"interrupted: {written[0]} pairs captured{kept}") from None
+    finally:
+        agent.close()
+    return exp
+
+
+def _finish(args, exp, written, pages, reader_gone, dump) -> int:
+    """What ``capture`` says once its window ended: an error line, or the count and the window's costs."""
+    from tdescope.app.system.private_files import shared_folder_note
+
     if reader_gone.is_set() and not exp.error:
         return 0  # the window disarmed and detached as on any cancel; say nothing more
     if exp.error:

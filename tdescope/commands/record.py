@@ -21,7 +21,8 @@ from tdescope.commands._args import (
     positive_int, probe_backend,
     recipe_named, seconds,
 )
-from tdescope.commands._target import resolve_target
+from tdescope.commands._ssh import add_ssh_arguments, ssh_host
+from tdescope.commands._target import CommandTarget, resolve_target
 
 HELP = "record a session (workload, captures, hotspots, waits) to a .tds file, headless"
 
@@ -65,6 +66,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--encrypt", action="store_true",
                         help="encrypt the session file (SQLCipher); the passphrase is asked for, or read as one "
                              "line from stdin when it is not a terminal")
+    add_ssh_arguments(parser)
 
 
 def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
@@ -92,6 +94,32 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
     if obs.exact_problem:
         notes.append(obs.exact_problem)
     return [obs.stop]
+
+
+def _start_remote_samplers(agent, pid: int, args, record, notes: list[str]):
+    """perf hotspots and /proc OS waits in the agent on the ``--ssh`` host; returns their stop functions."""
+    stops = []
+    client = agent.client
+
+    def problem(message: str) -> None:
+        if message not in notes:
+            notes.append(message)
+
+    if not args.no_hotspots:
+        client.start_hotspots(pid, args.perf_hz, 1.0, on_window=record, on_error=problem)
+        stops.append(client.stop_hotspots)
+    if not args.no_waits:
+        client.start_waits(pid, on_sample=record, on_error=problem)
+        stops.append(client.stop_waits)
+
+    def stop_all() -> None:
+        for s in stops:
+            try:
+                s()
+            except UserError as exc:  # the connection is gone: the recording says so otherwise
+                problem(str(exc))
+
+    return [stop_all]
 
 
 def _exit_watch(pid: int, captured: list[int]):
@@ -148,10 +176,13 @@ def run(args) -> int:
         from tdescope.commands._passphrase import ask_passphrase
 
         passphrase = ask_passphrase("Passphrase for the session file", confirm=True)
+    ssh_host(args)  # a bad --ssh DEST, or ssh options without it: one line before anything starts
+    if args.ssh and not args.captures:
+        raise UserError("over --ssh, record carries the probe's captures only: give --captures N (1 or more)")
     engine = engine_named(args.lab or args.engine)
     recipe = recipe_named(engine, args.recipe) if args.captures else None
     backend = None
-    if recipe is not None:
+    if recipe is not None and not args.ssh:  # over ssh the agent on the host probes (eBPF)
         backend, fell_back = probe_backend(args, recipe)
         if fell_back:
             print(fell_back, file=sys.stderr, flush=True)
@@ -175,11 +206,20 @@ def run(args) -> int:
     live.subscribe(count)
     interrupted = False
     exp = None
+    agent = None
     try:
-        target = resolve_target(args, engine, probing=recipe is not None,
-                                stops_target=backend.stops_target if backend is not None else True)
+        if args.ssh:
+            from tdescope.commands._ssh import connect
+
+            agent = connect(args)  # the pid is the host's; the agent checks it (deny-list, the function mapped)
+            target = CommandTarget(engine, None, args.pid)
+            if args.os_waits == "ebpf" and not args.no_waits:
+                raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
+        else:
+            target = resolve_target(args, engine, probing=recipe is not None,
+                                    stops_target=backend.stops_target if backend is not None else True)
         session, pid, workload = target.session, target.pid, target.workload
-        if recipe is not None and session is None:
+        if recipe is not None and session is None and agent is None:
             # as capture does, before any file exists: a process without the probed function is one line
             from tdescope.app.probe.targets import refuse_unused_target
 
@@ -187,24 +227,38 @@ def run(args) -> int:
         inventory = _inventory(session, engine, args.sample_columns)
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
+        if agent is not None:
+            params["host"] = agent.label  # the machine facts in the file are this one's, the target is there
         meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
         recorder = SessionRecorder(args.output, meta, passphrase=passphrase,
                                    keep_plaintext=keeps_plaintext(session) or args.keep_plaintext)
         live.attach(recorder)
-        stops = _start_samplers(pid, args, live.publish,
-                                session.wait_source() if session is not None and not args.no_waits else None, notes)
+        if agent is None:
+            stops = _start_samplers(pid, args, live.publish,
+                                    session.wait_source() if session is not None and not args.no_waits else None,
+                                    notes)
+        else:
+            stops = _start_remote_samplers(agent, pid, args, live.publish, notes)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
                                max_kept_per_s=KEEP_PER_S,  # the GUI's window keeps the same
                                **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
-        exited = _exit_watch(pid, captured)
+        exited = _exit_watch(pid, captured) if agent is None else (lambda: None)  # the agent's window says it
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:
             run_no += 1
             want = recipe if captured[0] < args.captures and run_no == 1 else None
+            if agent is not None and want is None:
+                break  # over ssh: the one window is all there is to record (no samplers there yet)
             label = live.run_started(workload.name if workload else None)
-            exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
-                             live.publish, pid=pid, allow_critical=args.allow_critical, backend=backend)
+            if agent is not None:
+                from tdescope.commands._ssh import RemoteCapture, ebpf_options
+
+                exp = RemoteCapture(agent, pid, want, limits, engine.name, live.publish, args.allow_critical,
+                                    ebpf_options(args))
+            else:
+                exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
+                                 live.publish, pid=pid, allow_critical=args.allow_critical, backend=backend)
             exp.start()
             while not exp.wait(0.1):
                 if recorder.error:
@@ -220,6 +274,9 @@ def run(args) -> int:
             if workload is None:
                 # watching only: the probe window ended, keep the samplers running to the deadline
                 while not stop.is_set() and time.monotonic() < deadline and not recorder.error:
+                    if agent is not None and not agent.host.alive():
+                        failure = f"connection to {agent.host.dest} lost (the ssh connection ended)"
+                        break
                     if (failure := exited()) is not None:
                         break  # a server restart, pg_terminate_backend: the promised line, exit 2
                     stop.wait(0.1)
@@ -238,6 +295,8 @@ def run(args) -> int:
             recorder.close()
         if target is not None:
             target.close()
+        if agent is not None:
+            agent.close()
     if recorder is None:
         if interrupted:
             raise KeyboardInterrupt("interrupted before recording began (no file written)")

@@ -64,6 +64,8 @@ class AgentClient:
     ----------
     argv : sequence of str
         How to start it; the caller's choice (a local pipe or an ssh command line).
+    env : mapping, optional
+        The started process's environment (over ssh: ``child_env(SSH)``); default: inherited.
     """
 
     def __init__(self, argv: Sequence[str], env: dict | None = None) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-__all__ = ["BASE", "PERF", "PYTHON", "child_env"]
+__all__ = ["BASE", "PERF", "PYTHON", "SSH", "child_env"]
 
 #: What every child gets: PATH, the user, language (``LC_*`` too), time zone, temporary files.
 BASE = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
@@ -29,6 +29,10 @@ PYTHON = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYT
 
 #: perf: where it keeps and looks for build-id caches and its config.
 PERF = ("PERF_BUILDID_DIR", "PERF_CONFIG")
+
+#: ssh (``--ssh``): the user's ssh-agent, where their keys usually are. Deliberately allowed: it is a
+#: socket path, not a secret, and without it ssh cannot log in with an agent-held key.
+SSH = ("SSH_AUTH_SOCK",)
 
 
 def child_env(extra: Iterable[str] = (), base: Mapping[str, str] | None = None, **values: str) -> dict[str, str]:

@@ -1,0 +1,120 @@
+"""eBPF pages delivered to the workbench over ssh (loopback) against the same capture in-process, one run.
+
+A private sshd (``tests/ssh_fixture.py``: root only) on 127.0.0.1; the agent runs there as its account
+under ``sudo -n`` with the system python3, started by :func:`~tdescope.app.remote.over_ssh.connect_agent`
+exactly as ``capture --ssh`` does. Windows alternate on the same ``fast_target.py`` process: in-process,
+then over ssh without compression, then with (``-o Compression=yes``).
+
+- ``ssh_pairs_per_s`` / ``ssh_zlib_pairs_per_s`` / ``ssh_local_pairs_per_s``: page pairs (4 KiB before +
+  after) arriving here per second (timed on arrival, not by the probe's timestamps), medians.
+- ``ssh_vs_local_capture``: over ssh ÷ local; issue 28's goal for ``record`` over ssh is ≥ 0.5.
+- ``ssh_agent_cpu_pct_at_1000_per_s``: the agent's CPU (its pid from its welcome) while ~1,000 pairs a
+  second go through ssh; goal ≤ 10 % of one core.
+
+Run alone: ``python -m bench.bench_ssh [--quick]`` (JSON on stdout).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench._report import goal
+from bench.bench_agent import _cpu_s, _limits
+from bench.bench_armed import _Rounds
+from bench.bench_ebpf import FAST
+
+goal("ssh_pairs_per_s", "eBPF page pairs per second delivered over ssh on loopback (4 KiB pages, no compression)")
+goal("ssh_zlib_pairs_per_s", "the same with ssh Compression=yes")
+goal("ssh_local_pairs_per_s", "the same captured in-process, same target, same run")
+goal("ssh_vs_local_capture", "ssh pairs/s ÷ local pairs/s, same run", "≥ 0.5", lambda v: v >= 0.5)
+goal("ssh_agent_cpu_pct_at_1000_per_s", "the agent's CPU sending ~1,000 pairs/s over ssh, % of one core", "≤ 10",
+     lambda v: v <= 10)
+
+
+class _Arrivals:
+    """Counts captures as they arrive here, timed by this process's clock."""
+
+    def __init__(self) -> None:
+        self.count, self.first, self.last = 0, 0.0, 0.0
+
+    def __call__(self, _capture) -> None:
+        now = time.monotonic()
+        if not self.count:
+            self.first = now
+        self.count += 1
+        self.last = now
+
+    def rate(self) -> float:
+        return (self.count - 1) / (self.last - self.first) if self.count > 1 and self.last > self.first else 0.0
+
+
+def run(quick: bool = False) -> dict:
+    if os.geteuid() != 0 or not Path("/usr/sbin/sshd").exists():
+        return {}  # needs root and sshd (packaging/install-system-tools.sh): the test sshd creates accounts
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from ssh_fixture import start_sshd
+
+    from tdescope.app.probe.ebpf.backend import EbpfBackend
+    from tdescope.app.probe.window import CaptureWindow
+    from tdescope.app.remote.over_ssh import connect_agent
+    from tdescope.app.remote.ssh import SshHost
+    from tdescope.plugins.sqlcipher.engine import DECRYPT
+
+    reps, n, secs = (3, 30000, 20) if quick else (5, 100000, 30)
+    cpu_window_s = 4.0 if quick else 8.0
+    local, plain, zlib = [], [], []
+    sshd = start_sshd()
+    agents = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="tdescope-bench-ssh-") as tmp:
+            target = _Rounds(Path(tmp), FAST)
+            try:
+                fast = connect_agent(SshHost("ops", (*sshd.options, "-o", "Compression=no")))
+                agents.append(fast)
+                packed = connect_agent(SshHost("ops", (*sshd.options, "-o", "Compression=yes")))
+                agents.append(packed)
+                time.sleep(1.0)
+                for _ in range(reps):
+                    seen = _Arrivals()
+                    CaptureWindow(target.pid, DECRYPT, _limits(n, secs), "sqlcipher", seen,
+                                  backend=EbpfBackend()).run()
+                    local.append(seen.rate())
+                    for agent, rates in ((fast, plain), (packed, zlib)):
+                        seen = _Arrivals()
+                        summary = agent.client.window(target.pid, DECRYPT, _limits(n, secs), "sqlcipher", seen,
+                                                      critical=()).run()
+                        if summary.error:
+                            raise RuntimeError(summary.error)
+                        rates.append(seen.rate())
+                seen = _Arrivals()
+                window = fast.client.window(target.pid, DECRYPT, _limits(100000, cpu_window_s), "sqlcipher", seen,
+                                            critical=(), ebpf={"max_bytes_per_s": 1000 * 8192})
+                agent_pid = int(fast.welcome["pid"])  # the host is this machine: its /proc is ours
+                cpu0, t0 = _cpu_s(agent_pid), time.monotonic()
+                summary = window.run()
+                cpu1, t1 = _cpu_s(agent_pid), time.monotonic()
+                if summary.error:
+                    raise RuntimeError(summary.error)
+            finally:
+                target.close()
+    finally:
+        for agent in agents:
+            agent.close()
+        sshd.stop()
+    lo, ssh, zl = (statistics.median(r) for r in (local, plain, zlib))
+    return {"ssh_pairs_per_s": round(ssh), "ssh_zlib_pairs_per_s": round(zl), "ssh_local_pairs_per_s": round(lo),
+            "ssh_vs_local_capture": round(ssh / lo, 2) if lo else 0.0,
+            "ssh_rates": [round(r) for r in plain], "ssh_zlib_rates": [round(r) for r in zlib],
+            "ssh_local_rates": [round(r) for r in local],
+            "ssh_agent_cpu_pct_at_1000_per_s": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
+            "ssh_cpu_window_pairs_per_s": round(seen.count / (t1 - t0))}
+
+
+if __name__ == "__main__":
+    print(json.dumps(run("--quick" in sys.argv)))
