@@ -31,7 +31,8 @@ ENGINES, ERRORS = discover_engines()
     ("postgres", {A.PANEL, A.CRITICAL_PROCESSES, A.CHOOSE_TARGET, A.RUN_SQL, A.REQUIRE_EXTENSIONS,
                   A.SAMPLE_COLUMNS, A.FIT_RECIPES}, PostgresSession),
     ("oracle", {A.PANEL, A.CRITICAL_PROCESSES, A.FIT_RECIPES}, OracleSession),
-    ("mariadb", {A.RUN_SQL, A.SUMMARIZE_PAGES, A.CATALOG_DECODER, A.CRITICAL_PROCESSES, A.REQUIRE_EXTENSIONS},
+    ("mariadb", {A.RUN_SQL, A.SUMMARIZE_PAGES, A.CATALOG_DECODER, A.CRITICAL_PROCESSES, A.REQUIRE_EXTENSIONS,
+                 A.KEEP_CATALOG, A.RESTORE_DECODER},
      MariaDbSession),
 ])
 def test_each_real_plugin_declares_what_it_has(name, declared, session_class):

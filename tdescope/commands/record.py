@@ -187,7 +187,8 @@ def run(args) -> int:
         inventory = _inventory(session, engine, args.sample_columns)
         params = {"seconds": args.seconds, "captures": args.captures, "target_pid": pid,
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
-        meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
+        meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params,
+                                   decoder=_decoder_catalog(session))
         recorder = SessionRecorder(args.output, meta, passphrase=passphrase,
                                    keep_plaintext=keeps_plaintext(session) or args.keep_plaintext)
         live.attach(recorder)
@@ -257,3 +258,11 @@ def run(args) -> int:
         print(f"tdescope: {n}", file=sys.stderr)
     print(f"recorded {recorder.written} events ({captured[0]} captures) to {args.output}", file=sys.stderr)
     return 0
+
+
+def _decoder_catalog(session) -> dict:
+    """The catalog of the session's decoder (the one the window would use), for the file's metadata."""
+    from tdescope.app.engines.capabilities import Ability, has_ability
+    from tdescope.app.session.meta import decoder_catalog
+
+    return decoder_catalog(session.catalog_decoder()) if has_ability(session, Ability.CATALOG_DECODER) else {}

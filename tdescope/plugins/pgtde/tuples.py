@@ -34,6 +34,22 @@ class PgTupleDecoder:
         self.relation = relation
         self._pages = PgPageDecoder(self.columns)
 
+    def catalog(self) -> dict:
+        """The relation and its columns as JSON data (empty without columns): what a recording keeps."""
+        if self.columns is None:
+            return {}
+        return {"relation": self.relation,
+                "columns": [[c.name, c.typname, c.typlen, c.typalign] for c in self.columns]}
+
+    @classmethod
+    def from_catalog(cls, catalog: dict) -> "PgTupleDecoder":
+        """Inverse of :meth:`catalog`; a catalog it cannot read gives the header-only decoder."""
+        try:
+            columns = tuple(PgColumn(str(n), str(t), int(ln), str(a)) for n, t, ln, a in catalog["columns"])
+        except (KeyError, TypeError, ValueError):
+            return cls()
+        return cls(columns, str(catalog.get("relation") or ""))
+
     def decode(self, data: bytes, pgno: int = -1) -> DecodedPage:
         """Decode ``data``; never raises on bad bytes, reports problems instead."""
         data = bytes(data)
