@@ -9,6 +9,7 @@ a kill -9 loses at most the last half second.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -236,6 +237,8 @@ def run(args) -> int:
             s()
         if recorder is not None:
             live.detach()
+            if session is not None and (catalog := _decoder_catalog(session)) != recorder.meta.decoder:
+                recorder.update_meta(dataclasses.replace(recorder.meta, decoder=catalog))  # tables made since
             recorder.close()
         if target is not None:
             target.close()
@@ -265,4 +268,9 @@ def _decoder_catalog(session) -> dict:
     from tdescope.app.engines.capabilities import Ability, has_ability
     from tdescope.app.session.meta import decoder_catalog
 
-    return decoder_catalog(session.catalog_decoder()) if has_ability(session, Ability.CATALOG_DECODER) else {}
+    if not has_ability(session, Ability.CATALOG_DECODER):
+        return {}
+    try:
+        return decoder_catalog(session.catalog_decoder())
+    except Exception:  # noqa: BLE001 - the server went away: the report decodes without the catalog
+        return {}
