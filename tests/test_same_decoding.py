@@ -15,6 +15,7 @@ import pytest
 from conftest import run_tdescope
 from tdescope.app.events import PageCapture
 from tdescope.app.report.captures import capture_section
+from tdescope.app.report.model import build_report
 from tdescope.app.session.reader import SessionReader
 from tdescope.commands.report import decoder_for
 
@@ -22,7 +23,7 @@ from tdescope.commands.report import decoder_for
 RECORDED = {
     "sqlcipher": (["--lab", "sqlcipher"], "abc_"),
     # the system tablespace's pages come first: enough captures to reach scan_tde's, made by the workload
-    "mariadb": (["--lab", "mariadb", "--workload", "io_path", "--captures", "400"], "tdescope-innodb-marker"),
+    "mariadb": (["--lab", "mariadb", "--workload", "cold_warm", "--captures", "400"], "tdescope-innodb-marker"),
     "pg-tde": (["--lab", "pg-tde"], "WOMBAT-TDE-ROW-"),
     "postgres": (None, None),  # --dsn on the session's cluster, filled in by the test
 }
@@ -85,9 +86,17 @@ def test_the_window_and_the_report_decode_a_capture_alike(engine, tmp_path, qtbo
             assert any(row in r for r in shown_rows), (engine, shown_rows[:3])
     finally:
         win.shutdown()
-    # the CLI report, from the file alone, shows the rows the window shows
+    # the CLI report, from the file alone, shows the rows the window shows for the captures it chose
     out = tmp_path / f"{engine}.html"
     result = run_tdescope("report", str(path), "-o", str(out), "--include-plaintext", "--captures", "30")
     assert result.returncode == 0, result.stderr
+    with SessionReader(path, writable=False) as reader:
+        chosen = build_report(reader, report_decoder, include_plaintext=True, max_captures=30).captures
+    page = html.unescape(out.read_text())
+    with_rows = [s for s in chosen if s.records]
     if row is not None:
-        assert row in html.unescape(out.read_text()), f"{engine}: the report shows no decoded row"
+        assert with_rows, f"{engine}: the report chose no capture whose rows decode"
+    for section in with_rows:
+        assert section.title in page
+        for cell in section.records[0]:
+            assert cell in page, (engine, section.title, cell)

@@ -28,6 +28,7 @@ __all__ = [
     "ChoosesTargets",
     "DecodesWithCatalog",
     "FitsRecipes",
+    "FollowsProcesses",
     "KeepsCatalog",
     "HasPanel",
     "ListsCriticalProcesses",
@@ -135,6 +136,16 @@ class SummarizesPages(Protocol):
 
 
 @runtime_checkable
+class FollowsProcesses(Protocol):
+    """A session whose server runs a probed function in other processes than the target too
+    (PostgreSQL 18's I/O workers): a capture window probes them beside it (eBPF)."""
+
+    def probe_followers(self, pid: int, recipe: ProbeRecipe) -> tuple[int, ...]:
+        """The processes to probe beside ``pid`` for ``recipe``, found without SQL (empty: none)."""
+        ...
+
+
+@runtime_checkable
 class KeepsCatalog(Protocol):
     """A page decoder that knows the server's catalog (column definitions) and can say it as JSON data.
 
@@ -186,6 +197,7 @@ class Ability(enum.Enum):
     PANEL = "panel"
     CRITICAL_PROCESSES = "critical_processes"
     KEEP_CATALOG = "keep_catalog"
+    FOLLOW_PROCESSES = "follow_processes"
     RESTORE_DECODER = "restore_decoder"
 
     @property
@@ -218,6 +230,7 @@ _SPECS: dict[Ability, _Spec] = {
     Ability.PANEL: _Spec(HasPanel, Role.ENGINE, ("panel",)),
     Ability.CRITICAL_PROCESSES: _Spec(ListsCriticalProcesses, Role.ENGINE, ("critical_processes",)),
     Ability.KEEP_CATALOG: _Spec(KeepsCatalog, Role.DECODER, ("catalog",)),
+    Ability.FOLLOW_PROCESSES: _Spec(FollowsProcesses, Role.SESSION, ("probe_followers",)),
     Ability.RESTORE_DECODER: _Spec(RestoresDecoder, Role.ENGINE, ("decoder_from_catalog",)),
 }
 

@@ -122,6 +122,9 @@ class CaptureWindow:
         What puts the probe in the process; gdb when omitted.
     allow_critical : bool
         Probe a process on an engine's deny-list anyway (``--allow-critical``).
+    followers : tuple of int
+        More processes probed with the target's program (eBPF; gdb probes the target only), e.g.
+        PostgreSQL 18's I/O workers (:func:`tdescope.plugins.postgres.io_workers.io_workers`).
 
     Notes
     -----
@@ -140,8 +143,10 @@ class CaptureWindow:
         gdb_path: str | None = None,
         backend: ProbeBackend | None = None,
         allow_critical: bool = False,
+        followers: tuple[int, ...] = (),
     ) -> None:
         self.pid = int(pid)
+        self.followers = tuple(int(p) for p in followers)  # more processes to probe (eBPF): I/O workers
         self.recipe = recipe
         self.limits = limits
         self.engine = engine
@@ -238,7 +243,7 @@ class CaptureWindow:
         # find the address before attaching: the backend then loads no library symbols while
         # the target is stopped, and a process without the function is never stopped
         address = refuse_unused_target(self.pid, self.recipe, self.engine)
-        self.handle = self._backend.attach(self.pid, ProbeSpec.of(self.recipe, self.limits, address))
+        self.handle = self._backend.attach(self.pid, ProbeSpec.of(self.recipe, self.limits, address, self.followers))
         if self.handle.armed.symbol is None:
             raise not_used(self.pid, self.recipe, self.engine)
         self._symbol = self.handle.armed.symbol
