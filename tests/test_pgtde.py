@@ -242,8 +242,19 @@ def test_the_window_shows_the_decoded_row(qtbot, qsettings, pgtde_lab):
         shots = os.environ.get("TDESCOPE_SCREENSHOTS")  # docs/screenshots/ when refreshing the README's pictures
         if shots:
             win.grab().save(str(Path(shots) / "pg-tde-window-1280x720.png"))
+        recorded = win.recording.recorder.path
     finally:
         win.shutdown()
+    # the window's autosave keeps its decoder's catalog: `tdescope report FILE`, with no server, decodes with the
+    # window's columns (this file withholds the plaintext side: not tdescope's own server; the rows themselves
+    # are checked on a --keep-plaintext recording in test_same_decoding.py)
+    from tdescope.app.session.reader import SessionReader
+    from tdescope.commands.report import decoder_for
+
+    with SessionReader(recorded, writable=False) as reader:
+        assert reader.meta.decoder["relation"] == ENCRYPTED_TABLE
+        restored = decoder_for(reader.meta.engine, reader.meta.decoder)
+    assert (restored.relation, restored.columns) == (win.decoder.relation, win.decoder.columns)
 
 
 # -- lessons on real PostgreSQL encryption -----------------------------------------------------------------------
