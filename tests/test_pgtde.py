@@ -242,8 +242,19 @@ def test_the_window_shows_the_decoded_row(qtbot, qsettings, pgtde_lab):
         shots = os.environ.get("TDESCOPE_SCREENSHOTS")  # docs/screenshots/ when refreshing the README's pictures
         if shots:
             win.grab().save(str(Path(shots) / "pg-tde-window-1280x720.png"))
+        recorded = win.recording.recorder.path
     finally:
         win.shutdown()
+    # the window's autosave keeps its decoder's catalog: `tdescope report FILE`, with no server, decodes with the
+    # window's columns (this file withholds the plaintext side: not tdescope's own server; the rows themselves
+    # are checked on a --keep-plaintext recording in test_same_decoding.py)
+    from tdescope.app.session.reader import SessionReader
+    from tdescope.commands.report import decoder_for
+
+    with SessionReader(recorded, writable=False) as reader:
+        assert reader.meta.decoder["relation"] == ENCRYPTED_TABLE
+        restored = decoder_for(reader.meta.engine, reader.meta.decoder)
+    assert (restored.relation, restored.columns) == (win.decoder.relation, win.decoder.columns)
 
 
 # -- lessons on real PostgreSQL encryption -----------------------------------------------------------------------
@@ -424,3 +435,79 @@ def test_doctor_with_a_dsn_names_pg_tde_on_the_server(pgtde_lab):
     assert lines["pg_tde tables: tdescope_tde_secret"].startswith("tde_heap_basic")
     assert lines["pg_tde: key providers"] == "file (file)" and "pg_tde: WAL encryption" in lines
     assert lines["Extensions: pg_tde"] == "installed 1.0"
+
+
+# -- PostgreSQL 18's I/O workers (io_method=worker): watch mode follows them -----------------------------------
+#: ``ps -eo pid,ppid,args`` on a PostgreSQL 18 server with io_method=worker (the default), io_workers=3, two
+#: clusters on one host (one with cluster_name set), laid out as PostgreSQL 18's process titles are.
+PG18_PS = """\
+    PID    PPID COMMAND
+      1       0 /sbin/init
+   4100       1 /usr/lib/postgresql/18/bin/postgres -D /var/lib/postgresql/18/main
+   4101    4100 postgres: io worker 0
+   4102    4100 postgres: io worker 1
+   4103    4100 postgres: io worker 2
+   4104    4100 postgres: checkpointer
+   4105    4100 postgres: background writer
+   4107    4100 postgres: walwriter
+   4108    4100 postgres: autovacuum launcher
+   4200    4100 postgres: app shop [local] SELECT
+   5100       1 /usr/lib/postgresql/18/bin/postgres -D /srv/other
+   5101    5100 postgres: other: io worker 0
+   5102    5100 postgres: other: checkpointer
+   5200    5100 postgres: other: app shop 127.0.0.1(5432) idle
+   5300    4200 psql -c select 'postgres: io worker 9'
+"""
+
+
+def test_watch_mode_finds_the_io_workers_of_the_backends_own_cluster():
+    from tdescope.plugins.postgres.io_workers import io_workers, parse_ps
+
+    rows = parse_ps(PG18_PS)
+    assert io_workers(rows, 4200) == (4101, 4102, 4103)  # not the other cluster's, not a look-alike title
+    assert io_workers(rows, 5200) == (5101,)
+    assert io_workers(rows, 9999) == ()  # gone
+
+
+def test_io_method_sync_or_postgres_before_18_has_no_workers_to_follow():
+    from tdescope.plugins.postgres.io_workers import io_workers, parse_ps
+
+    rows = [r for r in parse_ps(PG18_PS) if "io worker" not in r.title]
+    assert io_workers(rows, 4200) == ()
+
+
+def test_the_process_table_read_from_proc_holds_this_process_and_its_parent():
+    from tdescope.plugins.postgres.io_workers import read_proc
+
+    rows = {r.pid: r for r in read_proc()}
+    assert rows[os.getpid()].ppid == os.getppid()
+    assert "python" in rows[os.getpid()].title or "pytest" in rows[os.getpid()].title
+
+
+@pytest.mark.ebpf
+def test_a_capture_window_follows_a_second_process_with_the_same_probe(page_level_pg_tde):
+    """An "io worker" stand-in decrypting block 9 beside the target decrypting block 7: with it as a follower
+    both blocks are caught by one window (eBPF), without it only the target's."""
+    import subprocess as sp
+
+    from tdescope.plugins.pgtde.recipes import BLOCK_DECRYPT
+
+    where, pid = page_level_pg_tde
+    worker = sp.Popen([str(where / "postgres"), "30", "9"], stdout=sp.PIPE, text=True, start_new_session=True)
+    try:
+        worker_pid = int(worker.stdout.readline())
+        seen = {}
+        for followers in ((), (worker_pid,)):
+            got = []
+            window = CaptureWindow(pid, BLOCK_DECRYPT, CaptureLimits(max_captures=40, max_seconds=20,
+                                                                     first_hit_timeout=15),
+                                   "pg-tde", got.append, backend=probe_backend("ebpf"), followers=followers)
+            summary = window.run()
+            assert summary.error is None, summary.error
+            seen[followers] = {c.pgno for c in got}
+            assert all(b"PAGE-TDE-ROW-7" in c.after for c in got)
+        assert seen[()] == {7}
+        assert seen[(worker_pid,)] == {7, 9}
+    finally:
+        worker.kill()
+        worker.wait()

@@ -149,9 +149,12 @@ class Experiment:
         try:
             if self.recipe is not None and self.pid is not None:
                 window_class = RemoteWindow if self.isolated else CaptureWindow
+                # PostgreSQL 18's I/O workers, where page reads decrypt (the isolated window probes the target only)
+                more = {} if self.isolated or not has_ability(self.session, Ability.FOLLOW_PROCESSES) \
+                    else {"followers": self.session.probe_followers(self.pid, self.recipe)}
                 self.window = window_class(self.pid, self.recipe, self.limits, self.engine, on_capture=self.sink,
                                             on_state=self.sink, allow_critical=self.allow_critical,
-                                            backend=self.backend)
+                                            backend=self.backend, **more)
                 self._window_thread = threading.Thread(target=self._run_window, name="capture-window", daemon=True)
                 self._window_thread.start()
                 # the workload starts once breakpoints sit in the target (or the window failed)

@@ -9,6 +9,7 @@ a kill -9 loses at most the last half second.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -229,7 +230,8 @@ def run(args) -> int:
                   "workload": workload.name if workload else None, **(dict(workload.params) if workload else {})}
         if agent is not None:
             params["host"] = agent.label  # the machine facts in the file are this one's, the target is there
-        meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params)
+        meta = SessionMeta.collect(engine.name, engine.label, inventory=inventory, params=params,
+                                   decoder=_decoder_catalog(session))
         recorder = SessionRecorder(args.output, meta, passphrase=passphrase,
                                    keep_plaintext=keeps_plaintext(session) or args.keep_plaintext)
         live.attach(recorder)
@@ -292,6 +294,8 @@ def run(args) -> int:
             s()
         if recorder is not None:
             live.detach()
+            if session is not None and (catalog := _decoder_catalog(session)) != recorder.meta.decoder:
+                recorder.update_meta(dataclasses.replace(recorder.meta, decoder=catalog))  # tables made since
             recorder.close()
         if target is not None:
             target.close()
@@ -316,3 +320,16 @@ def run(args) -> int:
         print(f"tdescope: {n}", file=sys.stderr)
     print(f"recorded {recorder.written} events ({captured[0]} captures) to {args.output}", file=sys.stderr)
     return 0
+
+
+def _decoder_catalog(session) -> dict:
+    """The catalog of the session's decoder (the one the window would use), for the file's metadata."""
+    from tdescope.app.engines.capabilities import Ability, has_ability
+    from tdescope.app.session.meta import decoder_catalog
+
+    if not has_ability(session, Ability.CATALOG_DECODER):
+        return {}
+    try:
+        return decoder_catalog(session.catalog_decoder())
+    except Exception:  # noqa: BLE001 - the server went away: the report decodes without the catalog
+        return {}

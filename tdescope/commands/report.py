@@ -20,13 +20,18 @@ def add_arguments(parser) -> None:
                         help="captures to show besides those notes point at (default 4)")
 
 
-def decoder_for(engine_name: str):
-    """The engine's page decoder through the registry, or None when that engine is not installed here."""
+def decoder_for(engine_name: str, catalog: dict | None = None):
+    """The engine's page decoder through the registry, or None when that engine is not installed here.
+
+    ``catalog`` (the recording's ``meta.decoder``) rebuilds the decoder the window used, which knew the
+    server's tables: the report then decodes the same rows the window showed.
+    """
     from tdescope.app.engines import discover_engines
+    from tdescope.app.engines.registry import recorded_decoder
 
     engines, _ = discover_engines()
     engine = engines.get(engine_name)
-    return engine.page_decoder() if engine is not None else None
+    return recorded_decoder(engine, catalog) if engine is not None else None
 
 
 def export(file: str | Path, output: str | Path, include_plaintext: bool = False, captures: int = 4,
@@ -46,7 +51,7 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
         raise UserError(f"a PDF report needs Qt (PySide6), which is not installed here: "
                         f"name it {out.with_suffix('.html').name} for HTML")
     with SessionReader(file, writable=False, passphrase=passphrase) as reader:
-        decoder = decoder_for(reader.meta.engine)
+        decoder = decoder_for(reader.meta.engine, reader.meta.decoder)
         if decoder is None and reader.meta.engine:
             print(f"tdescope: engine {reader.meta.engine} is not installed here: pages are shown undecoded",
                   file=sys.stderr)

@@ -70,6 +70,7 @@ static void encrypt_into_buffer(const InternalKey *key, uint32_t block)
 int main(int argc, char **argv)
 {
     int seconds = argc > 1 ? atoi(argv[1]) : 30;
+    unsigned block = argc > 2 ? (unsigned)atoi(argv[2]) : 7;  /* another block: an "io worker" told apart */
     InternalKey key = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 0};
     make_page();
     printf("%d\n", (int)getpid());
@@ -78,8 +79,8 @@ int main(int argc, char **argv)
     while (time(NULL) < end) {
         encrypt_into_buffer(&key, 2);
         tde_decrypt_smgr_block(&key, 1, 2, buffer, buffer);  /* the free space map: not a heap page */
-        encrypt_into_buffer(&key, 7);
-        tde_decrypt_smgr_block(&key, 0, 7, buffer, buffer);  /* the main fork, block 7, in place */
+        encrypt_into_buffer(&key, block);
+        tde_decrypt_smgr_block(&key, 0, block, buffer, buffer);  /* the main fork, block 7, in place */
         if (memcmp(buffer, plain, BLCKSZ) != 0)
             return 2;
         usleep(2000);

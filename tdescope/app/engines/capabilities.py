@@ -28,10 +28,13 @@ __all__ = [
     "ChoosesTargets",
     "DecodesWithCatalog",
     "FitsRecipes",
+    "FollowsProcesses",
+    "KeepsCatalog",
     "HasPanel",
     "ListsCriticalProcesses",
     "OwnsTarget",
     "RequiresExtensions",
+    "RestoresDecoder",
     "Role",
     "RunsSql",
     "SamplesColumns",
@@ -133,6 +136,38 @@ class SummarizesPages(Protocol):
 
 
 @runtime_checkable
+class FollowsProcesses(Protocol):
+    """A session whose server runs a probed function in other processes than the target too
+    (PostgreSQL 18's I/O workers): a capture window probes them beside it (eBPF)."""
+
+    def probe_followers(self, pid: int, recipe: ProbeRecipe) -> tuple[int, ...]:
+        """The processes to probe beside ``pid`` for ``recipe``, found without SQL (empty: none)."""
+        ...
+
+
+@runtime_checkable
+class KeepsCatalog(Protocol):
+    """A page decoder that knows the server's catalog (column definitions) and can say it as JSON data.
+
+    The window's decoder is the session's (:class:`DecodesWithCatalog`); its catalog goes into the
+    recording's metadata so that a report made later, with no server, decodes the same way.
+    """
+
+    def catalog(self) -> dict:
+        """What the decoder knows of the server's tables, JSON-able (no secrets: names and types)."""
+        ...
+
+
+@runtime_checkable
+class RestoresDecoder(Protocol):
+    """An engine that rebuilds a page decoder from a :class:`KeepsCatalog` decoder's ``catalog()``."""
+
+    def decoder_from_catalog(self, catalog: dict) -> PageDecoder:
+        """The decoder the recording had; the plain ``page_decoder()`` for an empty or unknown catalog."""
+        ...
+
+
+@runtime_checkable
 class HasPanel(Protocol):
     """An engine with Qt docks of its own, imported by name only when a window opens on it."""
 
@@ -161,6 +196,9 @@ class Ability(enum.Enum):
     SUMMARIZE_PAGES = "summarize_pages"
     PANEL = "panel"
     CRITICAL_PROCESSES = "critical_processes"
+    KEEP_CATALOG = "keep_catalog"
+    FOLLOW_PROCESSES = "follow_processes"
+    RESTORE_DECODER = "restore_decoder"
 
     @property
     def protocol(self) -> type:
@@ -191,6 +229,9 @@ _SPECS: dict[Ability, _Spec] = {
     Ability.SUMMARIZE_PAGES: _Spec(SummarizesPages, Role.DECODER, ("summarize",)),
     Ability.PANEL: _Spec(HasPanel, Role.ENGINE, ("panel",)),
     Ability.CRITICAL_PROCESSES: _Spec(ListsCriticalProcesses, Role.ENGINE, ("critical_processes",)),
+    Ability.KEEP_CATALOG: _Spec(KeepsCatalog, Role.DECODER, ("catalog",)),
+    Ability.FOLLOW_PROCESSES: _Spec(FollowsProcesses, Role.SESSION, ("probe_followers",)),
+    Ability.RESTORE_DECODER: _Spec(RestoresDecoder, Role.ENGINE, ("decoder_from_catalog",)),
 }
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from tdescope.app.engines.api import ConnectParams, Engine, EngineSession
+from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, PageDecoder
 from tdescope.app.engines.capabilities import (Ability, Role, abilities, ability_problems, has_ability,
                                                partial_abilities)
 from tdescope.app.errors import UserError
@@ -30,6 +30,7 @@ __all__ = [
     "critical_rules",
     "discover_engines",
     "has_ability",
+    "recorded_decoder",
     "open_session",
 ]
 
@@ -150,3 +151,14 @@ def discover_engines(group: str = GROUP) -> tuple[dict[str, Engine], list[Engine
             continue
         engines[obj.name] = obj
     return engines, errors
+
+
+def recorded_decoder(engine: Engine, catalog: dict | None = None) -> PageDecoder:
+    """The page decoder a recording's captures were shown with: rebuilt from its catalog (``meta.decoder``,
+    what the session's decoder knew of the tables) when the engine can, else the engine's plain one.
+
+    The replay window and ``tdescope report`` both decode through it, as the live window did.
+    """
+    if catalog and has_ability(engine, Ability.RESTORE_DECODER):
+        return engine.decoder_from_catalog(catalog)
+    return engine.page_decoder()

@@ -56,6 +56,9 @@ class ProbeSpec:
         Stop cost charged per hit on top of the measured copy time.
     allow_pending : bool
         The symbol lives in a library that may load later.
+    followers : tuple of int
+        More processes to probe beside the target, with the same program (eBPF only): PostgreSQL 18's
+        I/O workers, where page reads and their decrypt run unless ``io_method=sync``.
     spool : str or None
         Path of the spool file the frames go to (set by the gdb backend).
     """
@@ -77,16 +80,18 @@ class ProbeSpec:
     allow_pending: bool = False
     address: int | None = None
     spool: str | None = None
+    followers: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, recipe: ProbeRecipe, limits, address: int | None = None) -> "ProbeSpec":
+    def of(cls, recipe: ProbeRecipe, limits, address: int | None = None,
+           followers: tuple[int, ...] = ()) -> "ProbeSpec":
         """The spec for ``recipe`` within ``limits`` (a :class:`~tdescope.app.probe.window.CaptureLimits`)."""
         return cls(
             symbols=tuple(recipe.symbols), at_entry=at_entry(recipe), before=recipe.before, length=recipe.length,
             after=recipe.after, pgno=recipe.pgno, condition=recipe.condition, max_length=recipe.max_length,
             max_captures=limits.max_captures, max_seconds=limits.max_seconds, duty=limits.max_busy_fraction,
             burst_s=limits.max_burst_s, max_hits_per_s=limits.max_hits_per_s,
-            allow_pending=recipe.library is not None, address=address,
+            allow_pending=recipe.library is not None, address=address, followers=tuple(followers),
         )
 
     def to_json(self) -> dict:
@@ -95,6 +100,7 @@ class ProbeSpec:
         for key in ("before", "after", "length", "pgno"):
             out[key] = _ref(out[key])
         out["symbols"] = list(self.symbols)
+        out["followers"] = list(self.followers)
         out["condition"] = [_ref(self.condition[0]), self.condition[1]] if self.condition else None
         return out
 

@@ -126,6 +126,9 @@ class CaptureWindow:
     critical : tuple of CriticalProcess, optional
         The deny-list rules to apply; None: the loaded engines' (the agent loads no plugins, so
         the workbench sends its engines' rules).
+    followers : tuple of int
+        More processes probed with the target's program (eBPF; gdb probes the target only), e.g.
+        PostgreSQL 18's I/O workers (:func:`tdescope.plugins.postgres.io_workers.io_workers`).
 
     Notes
     -----
@@ -145,8 +148,10 @@ class CaptureWindow:
         backend: ProbeBackend | None = None,
         allow_critical: bool = False,
         critical: tuple | None = None,
+        followers: tuple[int, ...] = (),
     ) -> None:
         self.pid = int(pid)
+        self.followers = tuple(int(p) for p in followers)  # more processes to probe (eBPF): I/O workers
         self.recipe = recipe
         self.limits = limits
         self.engine = engine
@@ -247,7 +252,7 @@ class CaptureWindow:
         # find the address before attaching: the backend then loads no library symbols while
         # the target is stopped, and a process without the function is never stopped
         address = refuse_unused_target(self.pid, self.recipe, self.engine)
-        self.handle = self._backend.attach(self.pid, ProbeSpec.of(self.recipe, self.limits, address))
+        self.handle = self._backend.attach(self.pid, ProbeSpec.of(self.recipe, self.limits, address, self.followers))
         if self.handle.armed.symbol is None:
             raise not_used(self.pid, self.recipe, self.engine)
         self._symbol = self.handle.armed.symbol

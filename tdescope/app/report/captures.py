@@ -139,22 +139,25 @@ def selected_captures(reader: SessionReader, notes: list[Note], limit: int, deco
         cited = [c for c in listing if c.seq == seq and c.ts <= card.ts] if isinstance(seq, int) else []
         if cited:
             why.setdefault(cited[-1].ts, f"the lesson card “{card.title}” cites it")
-    kinds: set[tuple[str, str]] = set()
-    extra = 0
+    kinds: set[tuple[str, str, bool]] = set()
+    firsts: list[tuple[PageCapture, tuple[str, str, bool]]] = []  # the first capture of each kind, in time order
     short: list[PageCapture] = []  # too short to judge (pgcrypto's 1-byte packet headers): shown only alone
     for c in reader.events(kinds=[PageCapture], limit=scan):
         if c.ts not in why and max(len(c.before), len(c.after)) < MIN_JUDGED:
             short.append(c)
             continue
         plain = c.plaintext
-        page_type = decoder.decode(plain, c.pgno).page_type if decoder is not None and plain else "unknown"
-        kind = (c.direction, page_type)
+        decoded = decoder.decode(plain, c.pgno) if decoder is not None and plain else None
+        kind = (c.direction, decoded.page_type if decoded else "unknown", bool(decoded and decoded.records))
         if c.ts in why:
             kinds.add(kind)
-        elif kind not in kinds and extra < limit:
+        elif kind not in kinds:
             kinds.add(kind)
-            extra += 1
-            why[c.ts] = f"the first {page_type} page ({c.direction}) of the session"
+            firsts.append((c, kind))
+    # pages whose rows decode first (they show what the window shows), then the other kinds, up to limit
+    for c, (direction, page_type, rows) in sorted(firsts, key=lambda f: not f[1][2])[:limit]:
+        what = f"{page_type} page with decoded rows" if rows else f"{page_type} page"
+        why[c.ts] = f"the first {what} ({direction}) of the session"
     if not why:  # nothing long enough to judge was captured: the first short one, saying so
         for c in short[:min(1, limit)]:
             why[c.ts] = f"a short buffer ({max(len(c.before), len(c.after))} B): nothing longer was captured"

@@ -22,7 +22,7 @@ from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.system.secret_names import is_secret_name
 from tdescope.app.system.statement_text import dialect_of, mask_literals
 
-__all__ = ["PLAINTEXT_WITHHELD", "SessionMeta", "keeps_plaintext", "scrub", "cpu_flags", "is_secret_name"]
+__all__ = ["PLAINTEXT_WITHHELD", "SessionMeta", "decoder_catalog", "keeps_plaintext", "scrub", "cpu_flags", "is_secret_name"]
 
 _NOT_STORED = "(not stored)"
 #: Parameter names whose values are statement texts: recorded with their literals masked.
@@ -75,6 +75,17 @@ PLAINTEXT_WITHHELD = ("plaintext not recorded (target not started by tdescope; "
                       "use --keep-plaintext or an encrypted session)")
 
 
+def decoder_catalog(decoder) -> dict:
+    """What ``decoder`` knows of the server's tables, as JSON data; empty when it keeps no catalog
+    (or cannot say it: the server went away)."""
+    if not has_ability(decoder, Ability.KEEP_CATALOG):
+        return {}
+    try:
+        return dict(decoder.catalog())
+    except Exception:  # noqa: BLE001 - a plugin's failure costs the report its column values, not the recording
+        return {}
+
+
 def keeps_plaintext(session) -> bool:
     """Whether a recording of ``session``'s target keeps decrypted bytes by default.
 
@@ -111,6 +122,10 @@ class SessionMeta:
     plaintext_withheld : bool
         True when captures were stored with their plaintext side emptied (a
         target tdescope did not start, recorded unencrypted without opt-in).
+    decoder : dict
+        The catalog of the decoder the window (or ``record``) decoded with
+        (:func:`decoder_catalog`): a report made later, with no server, rebuilds that
+        decoder from it (the engine's ``decoder_from_catalog``). Empty: the engine's plain one.
     """
 
     engine: str = ""
@@ -126,6 +141,7 @@ class SessionMeta:
     tdescope_version: str = __version__
     title: str = ""
     plaintext_withheld: bool = False
+    decoder: dict = field(default_factory=dict)
 
     @property
     def aes_ni(self) -> bool:
@@ -134,7 +150,7 @@ class SessionMeta:
 
     @classmethod
     def collect(cls, engine: str = "", engine_label: str = "", inventory=(), params: Mapping | None = None,
-                versions: Mapping | None = None, title: str = "") -> "SessionMeta":
+                versions: Mapping | None = None, title: str = "", decoder: dict | None = None) -> "SessionMeta":
         """Metadata of a run starting now on this host."""
         vers = {"python": platform.python_version(), "tdescope": __version__}
         for section, name, value in inventory or ():
@@ -153,6 +169,7 @@ class SessionMeta:
             inventory=tuple(tuple(r) for r in scrub([list(r) for r in inventory or ()])),
             started=time.time(),
             title=title,
+            decoder=dict(decoder or {}),
         )
 
     def to_rows(self) -> dict[str, object]:

@@ -21,7 +21,8 @@ class MariaDbEngine:
     # server is tdescope's own. The lab therefore gets the production stop budget with gdb (which halts
     # every server thread at a hit); eBPF, the default, stops nothing.
     abilities = frozenset({Ability.RUN_SQL, Ability.SUMMARIZE_PAGES, Ability.CATALOG_DECODER,
-                           Ability.CRITICAL_PROCESSES, Ability.REQUIRE_EXTENSIONS})
+                           Ability.CRITICAL_PROCESSES, Ability.REQUIRE_EXTENSIONS, Ability.KEEP_CATALOG,
+                           Ability.RESTORE_DECODER})
     #: One process serves every connection: gdb, whose stops halt every thread, needs --allow-critical on
     #: a server others use; eBPF does not stop it. The lab's own server (under tdescope-mariadb-*) is free.
     critical_processes = (CriticalProcess(
@@ -58,6 +59,13 @@ class MariaDbEngine:
         from tdescope.plugins.mariadb.pages import InnoDbPageDecoder
 
         return InnoDbPageDecoder()
+
+    def decoder_from_catalog(self, catalog: dict) -> PageDecoder:
+        """The window's decoder again, from the index layouts a recording kept (``catalog()``)."""
+        from tdescope.plugins.mariadb.pages import InnoDbPageDecoder
+        from tdescope.plugins.mariadb.records import layouts_from_json
+
+        return InnoDbPageDecoder(layouts_from_json((catalog or {}).get("layouts") or {}))
 
     @cache
     def glossary(self) -> Mapping[str, str]:

@@ -101,6 +101,17 @@ class InnoDbPageDecoder:
                 pass
         return self.layouts
 
+    def catalog(self) -> dict:
+        """The index layouts known now (read from the server first when none is), as JSON data."""
+        if not self.layouts and self._loader is not None:
+            try:
+                self.layouts = dict(self._loader())
+            except Exception:  # noqa: BLE001 - the server went away: nothing to keep
+                pass
+        from tdescope.plugins.mariadb.records import layouts_to_json
+
+        return {"layouts": layouts_to_json(self.layouts)} if self.layouts else {}
+
     def decode(self, data: bytes, pgno: int = -1) -> DecodedPage:
         """Structure of ``data``; problems instead of exceptions."""
         size = len(data)

@@ -80,6 +80,28 @@ class IndexLayout:
     node: tuple[Column, ...]
 
 
+def layouts_to_json(layouts: dict[int, IndexLayout]) -> dict:
+    """index id -> layout as JSON data (what a recording keeps so that a report decodes records too)."""
+    def cols(cs):
+        return [[c.name, c.mtype, c.prtype, c.length] for c in cs]
+
+    return {str(i): {"table": lay.table, "index": lay.index, "leaf": cols(lay.leaf), "node": cols(lay.node)}
+            for i, lay in layouts.items()}
+
+
+def layouts_from_json(data: dict) -> dict[int, IndexLayout]:
+    """Inverse of :func:`layouts_to_json`; entries it cannot read are left out."""
+    out: dict[int, IndexLayout] = {}
+    for key, lay in (data or {}).items():
+        try:
+            out[int(key)] = IndexLayout(str(lay["table"]), str(lay["index"]),
+                                        tuple(Column(str(n), int(m), int(p), int(ln)) for n, m, p, ln in lay["leaf"]),
+                                        tuple(Column(str(n), int(m), int(p), int(ln)) for n, m, p, ln in lay["node"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
 def index_layouts(conn) -> dict[int, IndexLayout]:
     """index id -> layout, for every user table's indexes (from the data dictionary views)."""
     cur = conn.cursor()

@@ -14,7 +14,7 @@ class PgTdeEngine(PostgresEngine):
 
     name = "pg-tde"
     label = "PostgreSQL + pg_tde"
-    abilities = PostgresEngine.abilities | {Ability.CATALOG_DECODER}
+    abilities = PostgresEngine.abilities | {Ability.CATALOG_DECODER, Ability.KEEP_CATALOG, Ability.RESTORE_DECODER}
 
     def connect(self, params: ConnectParams):
         """``options["lab"]``: start the private pg_tde server (``options["pg_tde_source"]``: its source);
@@ -41,3 +41,9 @@ class PgTdeEngine(PostgresEngine):
         from tdescope.plugins.pgtde.tuples import PgTupleDecoder
 
         return PgTupleDecoder(columns)
+
+    def decoder_from_catalog(self, catalog: dict) -> PageDecoder:
+        """The window's tuple decoder again, from the relation and columns a recording kept."""
+        from tdescope.plugins.pgtde.tuples import PgTupleDecoder
+
+        return PgTupleDecoder.from_catalog(catalog or {})

@@ -22,7 +22,8 @@ class PostgresEngine:
     #: Processes a probe refuses without --allow-critical (app/system/critical.py).
     critical_processes = CRITICAL_PROCESSES
     abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES, Ability.CHOOSE_TARGET, Ability.RUN_SQL,
-                           Ability.REQUIRE_EXTENSIONS, Ability.SAMPLE_COLUMNS, Ability.FIT_RECIPES})
+                           Ability.REQUIRE_EXTENSIONS, Ability.SAMPLE_COLUMNS, Ability.FIT_RECIPES,
+                           Ability.FOLLOW_PROCESSES})
 
     def connect(self, params: ConnectParams):
         """Open the workload and control connections.

@@ -65,6 +65,14 @@ class PostgresSession:
         """The probed backend: the workload connection's own unless another was chosen."""
         return self.target.pid
 
+    def probe_followers(self, pid: int, recipe: ProbeRecipe) -> tuple[int, ...]:
+        """PostgreSQL 18's I/O workers of ``pid``'s cluster for a page-read recipe (``mdread``,
+        ``tde_decrypt_smgr_block``): those run there unless ``io_method=sync``. Found from the process
+        table, no SQL (watch mode). Unverified on a real PostgreSQL 18 (:mod:`.io_workers`)."""
+        from tdescope.plugins.postgres.io_workers import PAGE_READ_RECIPES, io_workers, read_proc
+
+        return io_workers(read_proc(), pid) if recipe.key in PAGE_READ_RECIPES else ()
+
     def inventory(self, sample_columns: bool = False) -> Inventory:
         """Catalogs and statistics views only; ``sample_columns`` reads user tables too (:meth:`sample_columns`)."""
         with self._lock:

@@ -16,9 +16,9 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMessageBox
 
 from tdescope import __version__
-from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, ProbeRecipe
+from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, PageDecoder, ProbeRecipe
 from tdescope.app.engines.capabilities import Ability, has_ability
-from tdescope.app.engines.registry import open_session
+from tdescope.app.engines.registry import open_session, recorded_decoder
 from tdescope.app.errors import UserError
 from tdescope.app.events import ABResult, CaptureWindowState, Marker, PageCapture, Problem, WorkloadProgress, WorkloadResult
 from tdescope.app.experiment import Experiment
@@ -55,14 +55,14 @@ __all__ = ["MainWindow", "open_replay_window"]
 class MainWindow(QMainWindow):
     """tdescope's workbench window for one engine session."""
 
-    def __init__(self, engine: Engine, settings: QSettings | None = None) -> None:
+    def __init__(self, engine: Engine, settings: QSettings | None = None, decoder: PageDecoder | None = None) -> None:
         super().__init__()
         self.engine = engine
         self.session: EngineSession | None = None
         self.experiment: Experiment | None = None
         self.allow_critical = False  # the user chose a critical process as the target, on purpose
         self._next_seq = 1  # captures are numbered on across the session's probe windows
-        self.decoder = engine.page_decoder()
+        self.decoder = decoder or engine.page_decoder()  # a replay's: the one its recording was shown with
         self.settings = settings or QSettings("tdescope", "tdescope")
         self.setWindowTitle(f"tdescope — {engine.label}")
 
@@ -195,8 +195,8 @@ class MainWindow(QMainWindow):
 
     def _on_connected(self, ev: Connected) -> None:
         self.session, self.decoder = ev.session, ev.decoder or self.decoder
-        self.files.decoder = self.decoder  # the report decodes as the window does
-        self.recording.set_inventory(ev.inventory)  # kept in the recording's metadata
+        self.files.decoder = self.decoder  # the report decodes as the window does, now and from the file
+        self.recording.set_inventory(ev.inventory, self.decoder)  # both kept in the recording's metadata
         pid = self.session.server_pid()
         self.engine_dock.show_inventory(self.engine.label, ev.inventory, pid)
         for dock in self.engine_docks:
@@ -395,6 +395,6 @@ def open_replay_window(path: str, settings: QSettings | None = None, passphrase:
     """A new main window replaying ``path``; raises UserError for a bad file or a wrong passphrase."""
     with SessionReader(path, writable=False, passphrase=passphrase) as reader:
         meta = reader.meta
-    window = MainWindow(engine_for(meta), settings)
+    window = MainWindow(engine := engine_for(meta), settings, recorded_decoder(engine, meta.decoder))
     window.replay.enter_replay(path, passphrase)
     return window

@@ -10,6 +10,7 @@ under a passphrase kept in memory only.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -18,11 +19,11 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
-from tdescope.app.engines.api import Engine, EngineSession, Inventory
+from tdescope.app.engines.api import Engine, EngineSession, Inventory, PageDecoder
 from tdescope.app.errors import UserError
 from tdescope.app.session.file import SessionRecorder
 from tdescope.app.session.live import LiveSession
-from tdescope.app.session.meta import SessionMeta, keeps_plaintext
+from tdescope.app.session.meta import SessionMeta, decoder_catalog, keeps_plaintext
 from tdescope.app.session.notes import NoteStore
 from tdescope.ui.event_pump import EventPump
 from tdescope.ui.notes_dock import NotesDock
@@ -79,6 +80,7 @@ class RecordingController(QObject):
         self._dialog_parent = dialog_parent
         self.mode = "live"  # live: records | idle: not (replaying, closed, or cannot record here)
         self._inventory: Inventory | None = None
+        self.decoder: PageDecoder | None = None  # the window's: its catalog goes into the metadata
         self._record_passphrase: str | None = None  # encrypts this window's recordings, in memory only
         # queued even from the GUI thread: the hub attaches the recorder once _start_recording returns
         self.recordingStarted.connect(self._on_recording_started, Qt.ConnectionType.QueuedConnection)
@@ -92,9 +94,15 @@ class RecordingController(QObject):
         """The autosave this live window records into, if it has begun (the hub's recorder)."""
         return self.live.recorder
 
-    def set_inventory(self, inventory: Inventory) -> None:
-        """The engine session's inventory (once connected): stored in the recording's metadata."""
+    def set_inventory(self, inventory: Inventory, decoder: PageDecoder | None = None) -> None:
+        """The engine session's inventory (once connected): stored in the recording's metadata.
+
+        ``decoder``, the window's: its catalog is kept there too (and again when the file closes), so
+        that a report of the file, made later with no server, decodes captures as the window did.
+        """
         self._inventory = inventory
+        if decoder is not None:
+            self.decoder = decoder
         if self.recorder is not None:
             self.recorder.update_meta(self._meta())
 
@@ -103,7 +111,8 @@ class RecordingController(QObject):
         session = self._session()
         params = {"target_pid": session.server_pid()} if session is not None else {}
         rows = self._inventory.rows if self._inventory is not None else ()
-        return SessionMeta.collect(engine.name, engine.label, inventory=rows, params=params)
+        return SessionMeta.collect(engine.name, engine.label, inventory=rows, params=params,
+                                   decoder=decoder_catalog(self.decoder))
 
     def _start_recording(self) -> SessionRecorder | None:
         # called by the LiveSession, one thread at a time, when an event finds no recorder
@@ -195,6 +204,10 @@ class RecordingController(QObject):
         """Detach the recorder from the hub, commit and close it; the next event starts a new file (while live)."""
         recorder = self.live.detach()
         if recorder is not None:
+            # the decoder learnt tables since the file began (MariaDB reads the dictionary for a new index)
+            catalog = decoder_catalog(self.decoder)
+            if catalog != recorder.meta.decoder:
+                recorder.update_meta(dataclasses.replace(recorder.meta, decoder=catalog))
             recorder.close()
 
     def shutdown(self) -> None:

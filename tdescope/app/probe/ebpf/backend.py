@@ -142,6 +142,13 @@ class EbpfHandle:
             # the return probe first: every call the entry probe sees then has its return seen too
             self._links.append(obj.attach_uprobe("on_return", True, self.pid, target_path, offset))
         self._links.append(obj.attach_uprobe("on_entry", False, self.pid, target_path, offset))
+        for pid in self.spec.followers:  # PostgreSQL 18's I/O workers: forks of one postmaster, the same file
+            try:
+                if self.spec.after is not None:
+                    self._links.append(obj.attach_uprobe("on_return", True, pid, f"/proc/{pid}/root{path}", offset))
+                self._links.append(obj.attach_uprobe("on_entry", False, pid, f"/proc/{pid}/root{path}", offset))
+            except (OSError, UserError):
+                continue  # gone since it was listed (a worker the postmaster stopped): the others stay probed
         self.armed = Armed(symbol, (hex(address),))
 
     # -- armed -----------------------------------------------------------------
