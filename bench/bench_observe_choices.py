@@ -15,7 +15,8 @@ every mode alike; a mode's figure is the median of its ratios to the same round'
 - ``observer_core_pct``: CPU of the observers (perf record, perf script, the /proc sampler) per second
   of wall time, % of one core.
 
-Run alone: ``python -m bench.bench_observe_choices [--quick]`` (JSON on stdout).
+Run alone: ``python -m bench.bench_observe_choices [--quick] [--modes=a,b]`` (JSON on stdout; ``off`` is
+always run).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ MODES: dict[str, dict | None] = {
     "dwarf8k_99": {"frequency": 99, "stack_bytes": 8192},
     "dwarf4k_499": {"frequency": 499, "stack_bytes": 4096},
     "fp_499": {"frequency": 499, "callgraph": "fp"},
+    "dwarf16k_499_w2": {"frequency": 499, "stack_bytes": 16384, "window_s": 2.0},
     "waits_only": {"hotspots": False},
 }
 for _m in MODES:
@@ -54,7 +56,7 @@ def _interval(values: list[float]) -> list[float]:
     return [round(v[1], 3), round(v[-2], 3)] if len(v) >= 4 else [round(v[0], 3), round(v[-1], 3)]
 
 
-def run(quick: bool) -> dict:
+def run(quick: bool, only: list[str] | None = None) -> dict:
     from tdescope.app.engines.api import WorkloadControl
     from tdescope.app.events import HotspotWindow
     from tdescope.app.observe.sampling import Observation
@@ -106,7 +108,7 @@ def run(quick: bool) -> dict:
             samples[mode].append(sum(counts) / run_s if run_s else 0.0)
             deep[mode].append(100 * deep_n / sum(counts) if counts else 0.0)
 
-        names = list(MODES)
+        names = [m for m in MODES if only is None or m == "off" or m in only]
         for r in range(reps):
             for m in names[r % len(names):] + names[: r % len(names)]:
                 once(m)
@@ -131,4 +133,5 @@ def run(quick: bool) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(quick="--quick" in sys.argv), indent=2))
+    _only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--modes=")), None)
+    print(json.dumps(run(quick="--quick" in sys.argv, only=_only), indent=2))
