@@ -202,3 +202,26 @@ def test_observed_run_ranges_and_wait_top():
     assert [(r.wait_class, r.samples) for r in ranged] == [("File I/O", 10)]
     assert run.waits.series["CPU"][:2] == [5, 5] and sum(run.waits.series["File I/O"]) == 10
 
+
+
+@pytest.mark.perf
+def test_observation_passes_its_call_graph_choice_to_perf():
+    """``callgraph="none"``: leaf-only stacks (the default, DWARF, would give the callers too)."""
+    problem = check_perf()
+    if problem is not None:
+        pytest.skip(problem)
+    burn = subprocess.Popen(["python3", "-c", "import hashlib, time\nt = time.time()\n"
+                             "while time.time() - t < 30: hashlib.sha256(b'x' * 4096).digest()"])
+    sink = Sink()
+    try:
+        obs = Observation(burn.pid, sink, waits=False, window_s=0.5, callgraph="none").start_blocking()
+        try:
+            wait_for(lambda: any(w.stacks for w in sink.of(HotspotWindow)), timeout=20, interval=0.1,
+                     what="a hotspot window with samples")
+        finally:
+            obs.stop()
+    finally:
+        burn.kill()
+        burn.wait()
+    stacks = [s for w in sink.of(HotspotWindow) for s in w.stacks]
+    assert stacks and all(";" not in s for s in stacks), stacks[:3]

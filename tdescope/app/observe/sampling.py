@@ -89,6 +89,8 @@ class Observation:
     stack_bytes : int
         User stack perf copies per sample to unwind with DWARF (default
         :data:`~tdescope.app.hotspots.perf_record.DWARF_STACK_BYTES`).
+    callgraph : {"dwarf", "fp", "none"}
+        How perf unwinds stacks (:data:`~tdescope.app.hotspots.perf_record.CALL_GRAPHS`).
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class Observation:
         engine_hz: float = ENGINE_WAIT_HZ,
         exact_waits: str = "proc",
         stack_bytes: int = DWARF_STACK_BYTES,
+        callgraph: str = "dwarf",
     ) -> None:
         if exact_waits not in EXACT_WAITS:
             raise UserError(f"exact waits must be one of {', '.join(EXACT_WAITS)}")
@@ -113,6 +116,7 @@ class Observation:
         self.wait_source = wait_source
         self.frequency = frequency
         self.stack_bytes = stack_bytes
+        self.callgraph = callgraph
         self.window_s = window_s
         self.wait_hz = wait_hz
         self.engine_hz = engine_hz
@@ -200,7 +204,7 @@ class Observation:
             return
         sampler = HotspotSampler(
             self.pid, frequency=self.frequency, window_s=self.window_s, stack_bytes=self.stack_bytes,
-            on_window=self.sink, on_error=lambda m: self._problem("hotspots", m),
+            callgraph=self.callgraph, on_window=self.sink, on_error=lambda m: self._problem("hotspots", m),
             on_samples=lambda samples: self.sink(leaves_of(samples, self.pid)),
         )
         try:
