@@ -52,8 +52,10 @@ def test_killing_the_cli_at_random_moments_releases_the_target(sqlcipher_app):
         time.sleep(rng.uniform(0, 0.4))
         cli.kill()
         cli.wait()
-        took = _released(app.pid, within=1.0)
-        assert took is not None, f"target still traced/stopped 1 s after the kill ({proc_state(app.pid)})"
+        # released is the promise; how fast is the figure printed below (p50 ~7 ms quiet). The bound is 3 s:
+        # gdb must run to detach, and on two cores under a load of 7 it once took just over 1 s
+        took = _released(app.pid, within=3.0)
+        assert took is not None, f"target still traced/stopped 3 s after the kill ({proc_state(app.pid)})"
         release_times.append(took)
         assert app.proc.poll() is None, f"target died: {app.proc.returncode}"
     app.stop()
