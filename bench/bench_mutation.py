@@ -76,7 +76,7 @@ TARGETS = (
                             "tdescope/plugins/sqlcipher/_page_walk.py"),
            ("tests/test_sqlite_pages.py", "tests/test_sqlite_dbstat.py", "tests/test_sqlite_page_fields.py")),
     Target("postgres pages", ("tdescope/plugins/postgres/pages.py", "tdescope/plugins/postgres/_tuples.py",
-                              "tdescope/plugins/postgres/_btree.py"), ("tests/test_pg_pages.py",), ("postgres",)),
+                              "tdescope/plugins/postgres/_btree.py"), ("tests/test_pg_pages.py", "tests/test_pg_page_gaps.py"), ("postgres",)),
     Target("innodb pages", ("tdescope/plugins/mariadb/pages.py", "tdescope/plugins/mariadb/records.py"),
            ("tests/test_innodb_pages.py", "tests/test_innodb_page_branches.py")),
     Target("oracle blocks", ("tdescope/plugins/oracle/blocks.py", "tdescope/plugins/oracle/_kdb.py"),
