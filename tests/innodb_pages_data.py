@@ -182,7 +182,8 @@ def _from_the_server() -> InnoDbPages:
         cur.execute(f"CREATE TABLE {DB}.nopk_plain (v VARCHAR(10), n INT) ENCRYPTED=NO")
         cur.execute(f"INSERT INTO {DB}.nopk_plain VALUES ('first', 1), (NULL, 2), ('third', NULL)")
         cur.execute("SELECT c.ID, c.COLLATION_NAME, c.CHARACTER_SET_NAME, s.MAXLEN "
-                    "FROM information_schema.COLLATIONS c JOIN information_schema.CHARACTER_SETS s USING (CHARACTER_SET_NAME)")
+                    "FROM information_schema.COLLATIONS c "
+                    "JOIN information_schema.CHARACTER_SETS s USING (CHARACTER_SET_NAME)")
         facts.collations = {i: (n, cs, m) for i, n, cs, m in cur.fetchall()}
         tables = ("types_plain", "types_compact", "types_enc", "big_plain", "pc_plain", "red_plain", "cs_plain",
                   "nopk_plain")
