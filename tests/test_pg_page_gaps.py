@@ -230,3 +230,17 @@ def test_posting_list_bounds_count_and_high_half(pg):
     assert problems(0, bi_lo, (posid & ~0x0FFF) | (last + 1)) != []
     assert problems(0, 7, posid) == [f"lp {lp}: posting list of {n_tids} TIDs at 7 outside the tuple"]  # in the header
     assert problems(0, 8, (posid & ~0x0FFF) | 1) == []  # right after the header: no key data
+
+
+def test_type_tables_are_pg_types(pg):
+    """The fixed-width formats, alignments and text types against pg_type, entry by entry."""
+    from tdescope.plugins.postgres import _tuples
+
+    rows = {n: (ln, al, cat) for n, ln, al, cat in pg.control.execute(
+        "SELECT typname, typlen, typalign, typcategory FROM pg_type WHERE typnamespace = 'pg_catalog'::regnamespace")}
+    for name, fmt in _tuples._FIXED.items():
+        assert struct.calcsize(fmt) == rows[name][0] and fmt[0] == "<", name
+        assert fmt[1].islower() == (name in ("int2", "int4", "int8", "float4", "float8")), name  # signed or not
+    assert {rows[n][1]: size for n, size in (("char", 1), ("int2", 2), ("int4", 4), ("float8", 8))} == _tuples._ALIGN
+    assert all(rows[n][2] == "S" or rows[n][0] == -1 and n in ("json", "xml") for n in _tuples._TEXT)
+    assert _tuples._HEADER.size == _tuples.HEADER_SIZE == 23 and _tuples._EXTERNAL.size == 16
