@@ -230,6 +230,25 @@ def _statuses(work: Path, env: dict) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(r"^\s*(\S+__mutmut_\d+): (.+?)\s*$", out, re.M)}
 
 
+def widen_test_selection(stats: Path) -> int:
+    """Give every function mutmut saw called all the tests it saw call any target function; returns how many.
+
+    mutmut runs a mutant against the tests it recorded calling the mutated function in its clean run, and
+    credits a call made while building a module- or session-scoped fixture to the first test that asked for
+    it only: a decoder built once per module (the InnoDB layouts, the PostgreSQL cluster's pages) would be
+    tested by one test instead of all of them, and the mutants that other tests kill would survive. The
+    target's own tests are few and quick, so each mutant runs them all.
+    """
+    if not stats.exists():
+        return 0
+    data = json.loads(stats.read_text())
+    by_function = data.get("tests_by_mangled_function_name", {})
+    every = sorted(set().union(*by_function.values())) if by_function else []
+    data["tests_by_mangled_function_name"] = {k: every for k in by_function}
+    stats.write_text(json.dumps(data))
+    return len(every)
+
+
 def run_target(target: Target, base: Path, env: dict, sample: int | None, jobs: int, seed: int = 0) -> Outcome:
     """Generate ``target``'s mutants, run all or a ``seed``-drawn sample of them, and collect the statuses."""
     t0 = time.time()
@@ -237,6 +256,7 @@ def run_target(target: Target, base: Path, env: dict, sample: int | None, jobs: 
     work = _workdir(target, base)
     # mutants and the test-to-function map first (a filter matching nothing stops mutmut right after)
     _mutmut(work, env, "run", "--max-children", str(jobs), "nothing-matches-this", timeout=1200)
+    widen_test_selection(work / "mutants" / "mutmut-stats.json")
     names = sorted(_statuses(work, env))
     out.total = len(names)
     if not names:

@@ -74,3 +74,15 @@ def test_the_results_record_seed_n_killed_rate_interval_and_time():
     md = bm.render({"entropy": {"sample": r}})
     assert "| entropy | 281 | 150 | 0 | 135 | 90.0 % | 84.2–93.8 % | 42 | 2 min |" in md
     assert "## Every mutant (`make mutate-full`)\n\nnot run" in md and "### s__mutmut_0" in md
+
+
+def test_every_mutated_function_gets_all_the_targets_tests(tmp_path):
+    """A call made while a module-scoped fixture is built is credited to one test only: widen to all."""
+    stats = tmp_path / "mutmut-stats.json"
+    stats.write_text('{"tests_by_mangled_function_name": {"m.x_a": ["t::one"], "m.x_b": ["t::two", "t::one"], '
+                     '"m.x_c": []}, "duration_by_test": {"t::one": 1.0}}')
+    assert bm.widen_test_selection(stats) == 2
+    data = __import__("json").loads(stats.read_text())
+    assert data["tests_by_mangled_function_name"] == {k: ["t::one", "t::two"] for k in ("m.x_a", "m.x_b", "m.x_c")}
+    assert data["duration_by_test"] == {"t::one": 1.0}
+    assert bm.widen_test_selection(tmp_path / "none.json") == 0
