@@ -292,3 +292,45 @@ def test_a_new_index_is_learnt_at_its_first_page_however_recent_the_last_read(fa
     struct.pack_into(">Q", ibuf, 66, pages.IBUF_ID_MIN)
     dec.decode(bytes(ibuf), -1)
     assert len(calls) == 2
+
+
+def test_redundant_record_headers_field_by_field(facts, decoder):
+    """The 6-byte REDUNDANT header (rem0rec.h: info bits and n_owned, 13-bit heap number, 10-bit field count,
+    the 1-byte-offsets flag, the absolute next offset) read from the bytes here, checked against the
+    server's facts: heap numbers from 2 (0 and 1 are the system records), four fields (id, DB_TRX_ID,
+    DB_ROLL_PTR, v), the chain ending at the supremum (116)."""
+    root = facts.indexes[("red_plain", "PRIMARY")][1]
+    data = facts.page("red_plain", root)
+    page = decoder.decode(data, root)
+    system = [(f.name, f.start, f.end, f.value) for f in page.fields if f.name in ("infimum", "supremum")]
+    assert system == [("infimum", 95, 109, "system record (REDUNDANT)"),
+                      ("supremum", 110, 125, "system record (REDUNDANT)")]
+    records = [f for f in page.fields if f.name.startswith("record ")]
+    origin = struct.unpack_from(">H", data, 99)[0]  # the infimum's next
+    for i, (rec, row) in enumerate(zip(records, page.records)):
+        info, hi, lo, nxt = data[origin - 6], data[origin - 5], data[origin - 4], struct.unpack_from(">H", data,
+                                                                                                      origin - 2)[0]
+        heap_no, n_fields = (hi << 5) | (lo >> 3), ((lo & 0x07) << 7) | (data[origin - 3] >> 1)
+        assert (heap_no, n_fields) == (2 + i, 4)
+        assert [(c.name, c.start, c.end, c.value) for c in rec.children[:3]] == [
+            ("info bits, owned", origin - 6, origin - 5, f"0x{info:02x}, owns {info & 0x0F}"),
+            ("heap number, fields", origin - 5, origin - 2, f"{heap_no}, {n_fields}"),
+            ("next record", origin - 2, origin, f"0x{nxt:04x}")]
+        assert (rec.start, rec.end) == (origin - 6, rec.children[-1].end)
+        assert rec.value == ", ".join(row) and rec.children[3].start == origin
+        origin = nxt
+    assert origin == 116 and len(records) == 2
+
+
+def test_compact_record_summaries_are_their_values(facts, decoder):
+    page = decoder.decode(facts.page("types_plain", 3), 3)
+    records = [f for f in page.fields if f.name.startswith("record ")]
+    assert [r.value for r in records] == [", ".join("NULL" if v is None else v for v in row) for row in page.records]
+
+
+def test_the_inflated_text_shows_printable_ascii_only():
+    from tdescope.plugins.mariadb.pages import _compressed
+
+    problems: list[str] = []
+    field = _compressed(b"\x00" * 40 + zlib.compress(bytes([31, 32, 33, 126, 127, 65, 200]) * 40), 40, problems)
+    assert field.children[0].value == (". !~.A." * 40)[:200] and problems == []

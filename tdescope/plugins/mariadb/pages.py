@@ -269,7 +269,7 @@ def _walk(data: bytes, heap_top: int, layout, leaf: bool):
                 decoded, row = decode_record(data, nxt, layout, leaf)
                 body_fields = tuple(decoded)
                 end = max(end if not decoded else decoded[-1].end, nxt)
-                preview = ", ".join(str(v) for v in row)
+                preview = ", ".join("NULL" if v is None else str(v) for v in row)
             except (ValueError, IndexError) as exc:
                 problems.append(f"record at 0x{nxt:04x} does not fit {layout.table}.{layout.index}: {exc}")
         values.append(row)
