@@ -244,3 +244,125 @@ def test_type_tables_are_pg_types(pg):
     assert {rows[n][1]: size for n, size in (("char", 1), ("int2", 2), ("int4", 4), ("float8", 8))} == _tuples._ALIGN
     assert all(rows[n][2] == "S" or rows[n][0] == -1 and n in ("json", "xml") for n in _tuples._TEXT)
     assert _tuples._HEADER.size == _tuples.HEADER_SIZE == 23 and _tuples._EXTERNAL.size == 16
+
+
+def _hdr(natts: int, mask: int = 0x0802, hoff: int = 24, bits: bytes = b"") -> bytes:
+    head = struct.pack("<IIIHHHHHB", 5, 0, 0, 0, 0, 1, natts, mask, hoff) + bits
+    return head + bytes(hoff - len(head))
+
+
+def test_format_value_literally():
+    assert [format_value(v) for v in (None, 42, -1.5, "it's", b"", b"\x01\xff", True)] == [
+        "NULL", "42", "-1.5", '"it\'s"', "\\x", "\\x01ff", "True"]
+    assert format_value(bytes(range(32))) == "\\x" + bytes(range(32)).hex()  # 32 bytes: all, no count
+    assert format_value(bytes(33)) == "\\x" + "00" * 32 + "… (33 bytes)"
+
+
+@pytest.mark.parametrize("stored, label, problem", [
+    # a compressed value that is only its header and va_tcinfo, ending at the tuple end
+    (struct.pack("<II", (8 << 2) | 2, 5), "\\x05000000 [compressed pglz, raw size 5]", None),
+    (struct.pack("<II", (8 << 2) | 2, (1 << 30) | 7), "\\x07000040 [compressed lz4, raw size 7]", None),
+    (struct.pack("<II", (8 << 2) | 2, (2 << 30) | 9), "\\x09000080 [compressed 2, raw size 9]", None),
+    (struct.pack("<II", (8 << 2) | 2, (3 << 30) | 9), "\\x090000c0 [compressed 3, raw size 9]", None),
+    (struct.pack("<I", (6 << 2) | 0) + b"ab", "'ab'", None),  # 4-byte header, not compressed
+    (bytes([(3 << 1) | 1]) + b"ab", "'ab'", None),  # 1-byte header
+    (struct.pack("<I", 0x80000000 | (9 << 2)), None, "varlena of 536870921 bytes runs past the tuple end"),
+    # TOAST pointers: the stored size exactly 4 less than the raw size is uncompressed, 5 less compressed
+    (b"\x01\x12" + struct.pack("<iIII", 104, 100, 77, 88), "toast pointer: value 77 in toast relation 88, "
+     "uncompressed, raw size 100, stored 100]", None),
+    (b"\x01\x12" + struct.pack("<iIII", 105, 100, 77, 88), "toast pointer: value 77 in toast relation 88, "
+     "compressed pglz, raw size 101, stored 100]", None),
+    (b"\x01\x12" + struct.pack("<iIII", 105, (3 << 30) | 100, 77, 88), "toast pointer: value 77 in toast "
+     "relation 88, compressed 3, raw size 101, stored 100]", None),
+    (b"\x01\x12", None, "varlena of 18 bytes runs past the tuple end"),  # two bytes left: the tag is read
+    (b"\x01", None, "TOAST pointer cut by the tuple end"),
+])
+def test_varlena_kinds_literally(stored, label, problem):
+    page = _hdr(1) + stored
+    res = decode_tuple(page, 0, len(page), (TEXT,))
+    if problem:
+        assert res.problems == [f"column t of the tuple at 0: {problem}"]
+        return
+    assert res.problems == [] and res.fields[1].end == len(page)
+    assert res.fields[1].value.endswith(label) and res.fields[1].value.count("[") == (label[0] != "'")
+
+
+def test_null_bitmaps_of_eight_and_nine_attributes():
+    cols = tuple(PgColumn(f"c{i}", "int2", 2, "s") for i in range(9))
+    eight = _hdr(8, 0x0801, 32, bytes([0b01010101]))  # (natts + 7) // 8 = 1 byte
+    res = decode_tuple(eight + struct.pack("<hhhh", 1, 2, 3, 4), 0, 40, cols[:8])
+    assert res.values == [1, None, 2, None, 3, None, 4, None]
+    bits = next(c for c in res.fields[0].children if c.name == "t_bits")
+    assert (bits.start, bits.end, bits.value) == (23, 24, "10101010 (1 = not null)")
+    nine = _hdr(9, 0x0801, 32, bytes([0xFF, 0x00]))
+    res = decode_tuple(nine + struct.pack("<8h", *range(8)), 0, 48, cols)
+    assert res.values == list(range(8)) + [None]
+    short = decode_tuple(_hdr(9, 0x0801, 24, bytes([0xFF]))[:24], 0, 24, cols)  # bitmap cut: no NULLs read
+    assert short.problems and short.values == []
+
+
+def test_alignment_and_ends_of_fixed_and_varlena_columns():
+    # int2 then a 4-byte-header text aligned to 4 (pad bytes are zero), then int8 aligned to 8
+    body = (struct.pack("<h", 7) + b"\x00\x00" + struct.pack("<I", (7 << 2)) + b"abc" + b"\x00" * 5
+            + struct.pack("<q", -1))
+    cols = (PgColumn("a", "int2", 2, "s"), PgColumn("t", "text", -1, "i"), PgColumn("q", "int8", 8, "d"))
+    page = _hdr(3) + body
+    res = decode_tuple(page, 0, len(page), cols)
+    assert res.values == [7, "abc", -1] and res.problems == []
+    assert [(f.start, f.end, f.value) for f in res.fields[1:]] == [(24, 26, "7"), (28, 35, "'abc'"), (40, 48, "-1")]
+    unknown = (PgColumn("a", "int2", 2, "s"), PgColumn("t", "text", -1, "?"), PgColumn("q", "int8", 8, "?"))
+    res = decode_tuple(page, 0, len(page), unknown)  # unknown alignment: 4 before a varlena, none before int8
+    assert res.values == [7, "abc", struct.unpack("<q", bytes(5) + b"\xff" * 3)[0]]
+    assert [(f.start, f.end) for f in res.fields[1:]] == [(24, 26), (28, 35), (35, 43)]
+    cut = decode_tuple(page, 0, 44, cols)
+    assert cut.problems == ["column q of the tuple at 0: runs past the tuple end"] and cut.values == [7, "abc"]
+    at_end = decode_tuple(page, 0, 26, cols)
+    assert at_end.problems == ["column t of the tuple at 0: runs past the tuple end"]
+    bare = decode_tuple(_hdr(0, hoff=23), 0, 23, ())  # exactly a header, t_hoff 23: no attributes, no problem
+    assert bare.problems == [] and bare.natts == 0 and bare.fields[0].end == 23
+
+
+def test_index_items_meta_and_special_space_literally(pg):
+    block = _index_block(pg, "pp_idx_pkey", "leaf")
+    raw = _raw(pg, "pp_idx_pkey", block)
+    page = PgPageDecoder().decode(raw, block)
+    lps = pg.control.execute("SELECT lp, lp_off, lp_len FROM heap_page_items(%s) ORDER BY lp", (raw,)).fetchall()
+    assert [(f.name, f.start, f.end, f.value) for f in page.fields if f.name.startswith("item ")] == [
+        (f"item {lp}", off, off + ln, f"{ln} bytes") for lp, off, ln in sorted(lps, key=lambda r: r[1])]
+    problems: list[str] = []
+    short = _btree.decode_index_tuple(raw, 9, lps[1][1], 7, problems)
+    assert (short.name, short.start, short.end, short.value, short.children) == (
+        "item 9", lps[1][1], lps[1][1] + 7, "7 bytes", ())
+    assert problems == ["lp 9: index tuple of 7 bytes, shorter than its header"]
+    problems.clear()
+    cut = _btree.decode_index_tuple(raw, 2, lps[1][1], 10, problems)  # t_info says 16 bytes
+    assert problems == ["lp 2: index tuple says 16 bytes, its line pointer 10"]
+    assert [(c.name, c.end - c.start) for c in cut.children] == [("t_tid", 6), ("t_info", 2), ("key data", 2)]
+    meta = _top(PgPageDecoder().decode(_raw(pg, "pp_idx_pkey", 0), 0), "BTMetaPageData")
+    root, level = pg.control.execute("SELECT root, level FROM bt_metap('pp_idx_pkey')").fetchone()
+    assert (meta.start, meta.end, meta.value) == (24, 65, f"root {root}, level {level}")
+    for cycle, btree in ((0, True), (0xFF7F, True), (0xFF80, False), (0xFF81, False)):
+        edited = bytearray(raw)
+        struct.pack_into("<H", edited, 8190, cycle)
+        assert _btree.is_btree(bytes(edited), 8176) is btree, hex(cycle)
+    assert not _btree.is_btree(raw, 8160)  # a 32-byte special space is not a b-tree's
+
+
+def test_pivot_heap_tid_needs_room_after_the_key(pg):
+    """A pivot tuple (ALT_TID, BT_PIVOT_HEAP_TID_ATTR) keeps its heap TID in its last 6 bytes only when there
+    are 8 bytes after the key data's start."""
+    off = 0
+    for size, has_tid in ((16, True), (15, False), (24, True)):
+        item = struct.pack("<HHHH", 0, 3, 0x1001, 0x2000 | size) + bytes(range(size - 8))
+        problems: list[str] = []
+        got = _btree.decode_index_tuple(item, 4, off, size, problems)
+        names = [c.name for c in got.children]
+        assert ("heap TID" in names) is has_tid and problems == [], size
+        if has_tid:
+            tid = got.children[-1]
+            assert (tid.start, tid.end) == (size - 6, size)
+            hi, lo, posid = struct.unpack_from("<HHH", item, size - 6)
+            assert tid.value == f"({(hi << 16) | lo},{posid})"
+            assert names[-2:] == (["key data", "heap TID"] if size > 16 else ["t_info", "heap TID"])
+    signed = struct.pack("<HHHH", 0xFFFF, 0xFFFF, 0xFFFF, 0x0010) + bytes(8)
+    assert _btree.decode_index_tuple(signed, 1, 0, 16, []).children[0].value == "(4294967295,65535)"
