@@ -366,3 +366,33 @@ def test_pivot_heap_tid_needs_room_after_the_key(pg):
             assert names[-2:] == (["key data", "heap TID"] if size > 16 else ["t_info", "heap TID"])
     signed = struct.pack("<HHHH", 0xFFFF, 0xFFFF, 0xFFFF, 0x0010) + bytes(8)
     assert _btree.decode_index_tuple(signed, 1, 0, 16, []).children[0].value == "(4294967295,65535)"
+
+
+def test_page_level_edges(pg):
+    raw = _raw(pg, "pp_types", 0)
+    assert [_top(PgPageDecoder().decode(raw, b), "PageHeaderData").value for b in (0, 1, -1)] == [
+        "block 0", "block 1", ""]
+    full = bytearray(raw)
+    lower = struct.unpack_from("<H", full, 12)[0]
+    struct.pack_into("<H", full, 14, lower)  # upper == lower: no free space field
+    assert "free space" not in [f.name for f in PgPageDecoder().decode(bytes(full), 0).fields]
+    meta = bytearray(_raw(pg, "pp_idx_pkey", 0))
+    struct.pack_into("<H", meta, 14, struct.unpack_from("<H", meta, 12)[0])
+    assert "free space" not in [f.name for f in PgPageDecoder().decode(bytes(meta), 0).fields]
+    v5 = bytearray(raw)
+    struct.pack_into("<H", v5, 18, 0x2005)
+    assert PgPageDecoder().decode(bytes(v5), 0).problems[0].startswith("not a valid page header (size 8192, version 5")
+    edited = bytearray(raw)
+    off1, len1 = _lp(raw, 1)
+    struct.pack_into("<I", edited, 24, (len1 << 17) | (3 << 15) | off1)  # lp 1 LP_DEAD, its length kept
+    off2, _len2 = _lp(raw, 2)
+    struct.pack_into("<I", edited, 28, (1 << 17) | (1 << 15) | off2)  # lp 2 LP_NORMAL, 1 byte
+    page = PgPageDecoder(pg.columns("pp_types")).decode(bytes(edited), 0)
+    assert "tuple 1" not in [f.name for f in page.fields]
+    assert page.problems[0] == f"lp 2: tuple at {off2} is 1 bytes, shorter than a tuple header"
+
+
+def test_names_with_invalid_utf8_are_replaced():
+    header = _hdr(1, 0x0800)
+    res = decode_tuple(header + b"ab\xff" + bytes(61), 0, 24 + 64, (PgColumn("n", "name", 64, "c"),))
+    assert res.values == ["ab\ufffd"] and res.problems == []
