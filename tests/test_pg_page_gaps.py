@@ -224,6 +224,8 @@ def test_posting_list_bounds_count_and_high_half(pg):
 
     size = struct.unpack_from("<H", raw, off + 6)[0] & 0x1FFF
     assert problems(1, bi_lo, posid) == [f"lp {lp}: posting list of {n_tids} TIDs at {65536 + start} outside the tuple"]
+    assert problems(0xFFFF, bi_lo, posid) == [
+        f"lp {lp}: posting list of {n_tids} TIDs at {(0xFFFF << 16) | start} outside the tuple"]
     assert problems(0, bi_lo, posid + 1) == [f"lp {lp}: posting list of {n_tids + 1} TIDs at {start} outside the tuple"]
     last = (size - start) // 6  # the most TIDs that fit: the list may end at the tuple's end, not after it
     assert problems(0, bi_lo, (posid & ~0x0FFF) | last) == []
@@ -297,8 +299,16 @@ def test_null_bitmaps_of_eight_and_nine_attributes():
     nine = _hdr(9, 0x0801, 32, bytes([0xFF, 0x00]))
     res = decode_tuple(nine + struct.pack("<8h", *range(8)), 0, 48, cols)
     assert res.values == list(range(8)) + [None]
-    short = decode_tuple(_hdr(9, 0x0801, 24, bytes([0xFF]))[:24], 0, 24, cols)  # bitmap cut: no NULLs read
-    assert short.problems and short.values == []
+    # the bitmap cut by the buffer's end: attributes past it are not NULL (and not read from beyond the buffer)
+    short = decode_tuple(_hdr(9, 0x0801, 24, bytes([0x00])), 0, 24, cols)
+    assert short.values == [None] * 8 and short.problems == ["column c8 of the tuple at 0: runs past the tuple end"]
+    flags = decode_tuple(_hdr(0xE003), 0, 24, None)  # (t_infomask2: natts in the low 11 bits, flags above)
+    assert flags.fields[0].children[4].value == "natts 3 KEYS_UPDATED HOT_UPDATED ONLY_TUPLE"
+    bad = decode_tuple(_hdr(1, 0x0802, 250), 0, 40, (TEXT,))
+    assert bad.fields[0].value == "" and bad.fields[0].end == 23
+    assert bad.problems == ["t_hoff 250 outside the tuple at 0"]
+    empty = decode_tuple(_hdr(1), 0, 24, (TEXT,))  # a varlena that would start at the buffer's end
+    assert empty.problems == ["column t of the tuple at 0: runs past the tuple end"]
 
 
 def test_alignment_and_ends_of_fixed_and_varlena_columns():
@@ -310,6 +320,10 @@ def test_alignment_and_ends_of_fixed_and_varlena_columns():
     res = decode_tuple(page, 0, len(page), cols)
     assert res.values == [7, "abc", -1] and res.problems == []
     assert [(f.start, f.end, f.value) for f in res.fields[1:]] == [(24, 26, "7"), (28, 35, "'abc'"), (40, 48, "-1")]
+    double = (PgColumn("a", "int2", 2, "s"), PgColumn("t", "text", -1, "d"))  # a varlena aligned to 8
+    padded = _hdr(2) + struct.pack("<h", 7) + bytes(6) + struct.pack("<I", 6 << 2) + b"xy"
+    assert [(f.start, f.value) for f in decode_tuple(padded, 0, len(padded), double).fields[1:]] == [
+        (24, "7"), (32, "'xy'")]
     unknown = (PgColumn("a", "int2", 2, "s"), PgColumn("t", "text", -1, "?"), PgColumn("q", "int8", 8, "?"))
     res = decode_tuple(page, 0, len(page), unknown)  # unknown alignment: 4 before a varlena, none before int8
     assert res.values == [7, "abc", struct.unpack("<q", bytes(5) + b"\xff" * 3)[0]]
@@ -374,8 +388,12 @@ def test_page_level_edges(pg):
         "block 0", "block 1", ""]
     full = bytearray(raw)
     lower = struct.unpack_from("<H", full, 12)[0]
-    struct.pack_into("<H", full, 14, lower)  # upper == lower: no free space field
-    assert "free space" not in [f.name for f in PgPageDecoder().decode(bytes(full), 0).fields]
+    struct.pack_into("<H", full, 14, lower)  # upper == lower: a full page, no free space field
+    struct.pack_into("<H", full, 10, 0x0007)
+    got = PgPageDecoder().decode(bytes(full), 0)
+    assert got.page_type == "heap" and "free space" not in [f.name for f in got.fields]
+    flags = _top(got, "PageHeaderData").children[2]
+    assert flags.value == "0x0007 PD_HAS_FREE_LINES|PD_PAGE_FULL|PD_ALL_VISIBLE"
     meta = bytearray(_raw(pg, "pp_idx_pkey", 0))
     struct.pack_into("<H", meta, 14, struct.unpack_from("<H", meta, 12)[0])
     assert "free space" not in [f.name for f in PgPageDecoder().decode(bytes(meta), 0).fields]
@@ -387,9 +405,12 @@ def test_page_level_edges(pg):
     struct.pack_into("<I", edited, 24, (len1 << 17) | (3 << 15) | off1)  # lp 1 LP_DEAD, its length kept
     off2, _len2 = _lp(raw, 2)
     struct.pack_into("<I", edited, 28, (1 << 17) | (1 << 15) | off2)  # lp 2 LP_NORMAL, 1 byte
+    off3, _len3 = _lp(raw, 3)
+    struct.pack_into("<I", edited, 32, (0x4000 << 17) | (1 << 15) | off3)  # lp 3: 16384 bytes (bit 31 set)
     page = PgPageDecoder(pg.columns("pp_types")).decode(bytes(edited), 0)
     assert "tuple 1" not in [f.name for f in page.fields]
-    assert page.problems[0] == f"lp 2: tuple at {off2} is 1 bytes, shorter than a tuple header"
+    assert {f"lp 3: tuple at {off3}+16384 lies outside the tuple area",
+            f"lp 2: tuple at {off2} is 1 bytes, shorter than a tuple header"} <= set(page.problems)
 
 
 def test_names_with_invalid_utf8_are_replaced():
