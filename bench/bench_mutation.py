@@ -98,6 +98,40 @@ EQUIVALENT: dict[str, str] = {
         "after_parse_error = None instead of False: both are false, and the flag is only tested for truth",
     "tdescope.plugins.oracle.trace.x_parse_trace_file__mutmut_10":
         "encoding 'UTF-8' instead of 'utf-8': codec names are case-insensitive",
+    "tdescope.plugins.postgres._tuples.x__show__mutmut_11":
+        "name: split(b'\\x00') without maxsplit: the first piece is the same",
+    "tdescope.plugins.postgres._tuples.x__show__mutmut_14":
+        "name: split(b'\\x00', 2) instead of 1: the first piece is the same",
+    "tdescope.plugins.postgres._tuples.x__show__mutmut_17":
+        "'UTF-8' instead of 'utf-8': codec names are case-insensitive",
+    "tdescope.plugins.postgres._tuples.x__show__mutmut_6":
+        "decode() without 'utf-8': UTF-8 is the default",
+    "tdescope.plugins.postgres._tuples.x__show__mutmut_25":
+        "'LATIN-1' instead of 'latin-1': codec names are case-insensitive",
+    "tdescope.plugins.postgres._tuples.x__show__mutmut_29":
+        "decode() without 'utf-8': UTF-8 is the default",
+    "tdescope.plugins.postgres._tuples.x__show__mutmut_32":
+        "'UTF-8' instead of 'utf-8': codec names are case-insensitive",
+    "tdescope.plugins.postgres._tuples.x_decode_tuple__mutmut_325":
+        "cstring decode() without 'utf-8': UTF-8 is the default",
+    "tdescope.plugins.postgres._tuples.x_decode_tuple__mutmut_328":
+        "cstring 'UTF-8' instead of 'utf-8': codec names are case-insensitive",
+    "tdescope.plugins.postgres._tuples.x_decode_tuple__mutmut_135":
+        "nulls = None instead of []: it is only tested for truth until the bitmap sets it",
+    "tdescope.plugins.postgres._tuples.x_decode_tuple__mutmut_160":
+        "i / 8 < len(bits) instead of i // 8: i < 8n either way",
+    "tdescope.plugins.postgres._tuples.x_decode_tuple__mutmut_313":
+        "nul <= 0: a cstring starts after the 23-byte tuple header, so its NUL is never at 0",
+    "tdescope.plugins.postgres._tuples.x_decode_tuple__mutmut_314":
+        "nul < 1: a cstring starts after the 23-byte tuple header, so its NUL is never at 0",
+    "tdescope.plugins.postgres._tuples.x_format_value__mutmut_12":
+        "repr for every non-str value: repr and str agree on int, float and bool, the only other values _show returns",
+    "tdescope.plugins.postgres.pages.xǁPgPageDecoderǁdecode__mutmut_4":
+        "len <= 24 instead of < 24: a 24-byte buffer is not a multiple of 1024 either",
+    "tdescope.plugins.postgres.pages.xǁPgPageDecoderǁdecode__mutmut_246":
+        "the meta page's problems left out: the list is always empty there (only a bad header adds one, and returns)",
+    "tdescope.plugins.postgres.pages.xǁPgPageDecoderǁdecode__mutmut_380":
+        "format the values without columns too: there are none, so the text is '' either way",
     "tdescope.plugins.oracle.trace.xǁ_Parserǁhandle__mutmut_57":
         "v.get('e') without its default: a call without e= is Malformed before it gets here (CLOSE returns first)",
 }
