@@ -132,6 +132,8 @@ EQUIVALENT: dict[str, str] = {
         "the meta page's problems left out: the list is always empty there (only a bad header adds one, and returns)",
     "tdescope.plugins.postgres.pages.xǁPgPageDecoderǁdecode__mutmut_380":
         "format the values without columns too: there are none, so the text is '' either way",
+    "tdescope.plugins.mariadb.records.x__value__mutmut_139":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
     "tdescope.plugins.oracle.trace.xǁ_Parserǁhandle__mutmut_57":
         "v.get('e') without its default: a call without e= is Malformed before it gets here (CLOSE returns first)",
 }

@@ -240,6 +240,7 @@ def test_encrypted_and_compressed_field_names(facts, decoder):
     bad = bytearray(data)
     bad[26:stored] = bytes(range(256))[: stored - 26]
     broken = decoder.decode(bytes(bad), root)
+    assert broken.page_type == "PAGE_COMPRESSED"
     assert [(f.name, f.start, f.end) for f in broken.fields[:2]] == [("FIL header (clear part)", 0, 26),
                                                                     ("compressed payload", 26, stored)]
     assert broken.fields[1].value.startswith(f"{stored - 26} bytes stored, ") and broken.problems == (
@@ -334,3 +335,14 @@ def test_the_inflated_text_shows_printable_ascii_only():
     problems: list[str] = []
     field = _compressed(b"\x00" * 40 + zlib.compress(bytes([31, 32, 33, 126, 127, 65, 200]) * 40), 40, problems)
     assert field.children[0].value == (". !~.A." * 40)[:200] and problems == []
+
+
+def test_text_with_invalid_utf8_is_replaced_and_off_page_prefixes_are_set_apart(facts, decoder):
+    from tdescope.plugins.mariadb.records import Column, _value
+
+    assert _value(Column("c", 12, 45 << 16, 4), b"a\xff") == "a\ufffd"  # utf8mb4_general_ci VARCHAR
+    assert _value(Column("c", 12, 8 << 16, 4), b"a\xff") == "a\xff"  # latin1
+    compact = decoder.decode(facts.page("types_compact", 3), 3)
+    rec = [f for f in compact.fields if f.name.startswith("record ")][2]
+    blob = {c.name: c for c in rec.children}["bl"]
+    assert blob.value.startswith("62" * 768 + " (20000 bytes, off-page from page ")
