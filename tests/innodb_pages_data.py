@@ -177,6 +177,10 @@ def _from_the_server() -> InnoDbPages:
         cur.execute(f"CREATE TABLE {DB}.red_plain (id INT PRIMARY KEY, v VARCHAR(10)) "
                     "ENCRYPTED=NO ROW_FORMAT=REDUNDANT")
         cur.execute(f"INSERT INTO {DB}.red_plain VALUES (1, 'one'), (2, 'two')")
+        # records over 127 bytes take 2-byte end offsets in REDUNDANT; and a NULL
+        cur.execute(f"CREATE TABLE {DB}.red_wide (id INT PRIMARY KEY, v VARCHAR(200), n INT) "
+                    "ENCRYPTED=NO ROW_FORMAT=REDUNDANT")
+        cur.execute(f"INSERT INTO {DB}.red_wide VALUES (1, REPEAT('w', 150), NULL), (2, NULL, 5)")
         cur.execute(f"CREATE TABLE {DB}.cs_plain ({CHARSETS}) ENCRYPTED=NO")
         cur.execute(f"INSERT INTO {DB}.cs_plain VALUES {', '.join(CHARSET_ROWS)}")
         cur.execute(f"CREATE TABLE {DB}.nopk_plain (v VARCHAR(10), n INT) ENCRYPTED=NO")
@@ -186,7 +190,7 @@ def _from_the_server() -> InnoDbPages:
                     "JOIN information_schema.CHARACTER_SETS s USING (CHARACTER_SET_NAME)")
         facts.collations = {i: (n, cs, m) for i, n, cs, m in cur.fetchall()}
         tables = ("types_plain", "types_compact", "types_enc", "big_plain", "pc_plain", "red_plain", "cs_plain",
-                  "nopk_plain")
+                  "nopk_plain", "red_wide")
         for table in tables:
             cur.execute(f"SELECT * FROM {DB}.{table}")
             names = [d[0] for d in cur.description]

@@ -346,3 +346,18 @@ def test_text_with_invalid_utf8_is_replaced_and_off_page_prefixes_are_set_apart(
     rec = [f for f in compact.fields if f.name.startswith("record ")][2]
     blob = {c.name: c for c in rec.children}["bl"]
     assert blob.value.startswith("62" * 768 + " (20000 bytes, off-page from page ")
+
+
+def test_redundant_records_with_two_byte_offsets_and_nulls(facts, decoder):
+    """Records over 127 bytes keep 2-byte end offsets (their top bit the NULL flag); a NULL is None."""
+    root = facts.indexes[("red_wide", "PRIMARY")][1]
+    data = facts.page("red_wide", root)
+    page = decoder.decode(data, root)
+    assert page.problems == () and page.cells == 2
+    assert [(r[0], r[3], r[4]) for r in page.records] == [("1", "w" * 150, None), ("2", None, "5")]
+    first = next(f for f in page.fields if f.name == "record 1")
+    origin = first.children[3].start
+    assert data[origin - 3] & 1 == 0  # the 1-byte-offsets flag is clear: 2-byte offsets
+    fields = {c.name: c for c in first.children[3:]}
+    assert (fields["v"].end - fields["v"].start, fields["v"].value) == (150, "w" * 150)
+    assert fields["n"].value == "NULL" and first.value.endswith(", NULL")
