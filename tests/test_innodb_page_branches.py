@@ -361,3 +361,46 @@ def test_redundant_records_with_two_byte_offsets_and_nulls(facts, decoder):
     fields = {c.name: c for c in first.children[3:]}
     assert (fields["v"].end - fields["v"].start, fields["v"].value) == (150, "w" * 150)
     assert fields["n"].value == "NULL" and first.value.endswith(", NULL")
+
+
+def _red(facts):
+    root = facts.indexes[("red_plain", "PRIMARY")][1]
+    return root, bytearray(facts.page("red_plain", root))
+
+
+def test_redundant_headers_with_every_bit_and_a_deleted_record(facts, decoder):
+    root, data = _red(facts)
+    first = struct.unpack_from(">H", data, 99)[0]
+    data[first - 6] = 0x20 | 0x0F  # deleted, owns 15
+    data[first - 5], data[first - 4] = 0xFF, 0xF8 | (data[first - 4] & 0x07)  # heap number 8191
+    rec = next(f for f in decoder.decode(bytes(data), root).fields if f.name == "record 1")
+    info, heap = rec.children[0].value, rec.children[1].value
+    assert info == "0x2f deleted, owns 15" and heap.startswith("8191, ")
+    data[first - 4] = (data[first - 4] & 0xF8) | 0x07  # the field count's top bits: 896 + its low 7
+    page = decoder.decode(bytes(data), root)  # (the record no longer fits its layout: a problem, no fields)
+    assert page.problems[0].startswith(f"record at 0x{first:04x}: field ")
+
+
+@pytest.mark.parametrize("nxt, why", [(130, "before the first record can start"), (16384 - 8, "in the trailer"),
+                                      (None, "a loop")])
+def test_a_broken_redundant_chain_is_a_problem(facts, decoder, nxt, why):
+    root, data = _red(facts)
+    first = struct.unpack_from(">H", data, 99)[0]
+    target = first if nxt is None else nxt
+    struct.pack_into(">H", data, first - 2, target)  # record 1's next
+    page = decoder.decode(bytes(data), root)
+    assert page.problems == (f"record chain broken after offset 0x{first:04x} (next 0x{target:04x})",
+                             "walked 1 records, the header says 2"), why
+    assert [f.name for f in page.fields if f.name.startswith("record ")] == ["record 1"]
+    struct.pack_into(">H", data, first - 2, 131)  # the first place a record can start: not a problem by itself
+    assert not any(p.startswith("record chain broken") for p in decoder.decode(bytes(data), root).problems)
+
+
+def test_unnamed_redundant_fields_show_printable_ascii(facts):
+    root, data = _red(facts)
+    first = struct.unpack_from(">H", data, 99)[0]
+    data[first + 4 + 6 + 7:first + 4 + 6 + 7 + 3] = bytes([32, 126, 127])  # v = ' ~\x7f'
+    page = InnoDbPageDecoder().decode(bytes(data), root)
+    rec = next(f for f in page.fields if f.name == "record 1")
+    values = [c.value for c in rec.children if c.name.startswith("field ")]
+    assert values[0] == "...." and values[-1] == " ~."
