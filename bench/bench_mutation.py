@@ -23,6 +23,7 @@ mutant, is a third of it.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import random
@@ -331,7 +332,8 @@ def record(o: Outcome, survivors: dict[str, str], commit: str = "") -> dict:
             "equivalent": sum(1 for k in o.statuses if k in EQUIVALENT), "n": len(o.counted), "killed": o.killed,
             "rate": None if o.rate is None else round(o.rate, 1), "interval": [round(lo, 1), round(hi, 1)],
             "seconds": round(o.seconds), "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": commit,
-            "error": o.error, "survivors": survivors}
+            "error": o.error, "statuses": dict(sorted(collections.Counter(o.counted.values()).items())),
+            "survivors": survivors}
 
 
 def _row(name: str, r: dict) -> str:
