@@ -145,6 +145,8 @@ EQUIVALENT: dict[str, str] = {
         "format the values without columns too: there are none, so the text is '' either way",
     "tdescope.plugins.mariadb.records.x__value__mutmut_139":
         "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.postgres._tuples.x_decode_tuple__mutmut_148":
+        "t_bits sliced one byte longer: only bytes below (natts + 7) // 8 are ever indexed",
     "tdescope.plugins.oracle.trace.xǁ_Parserǁhandle__mutmut_57":
         "v.get('e') without its default: a call without e= is Malformed before it gets here (CLOSE returns first)",
 }
