@@ -344,7 +344,11 @@ def _row(name: str, r: dict) -> str:
     lo, hi = r["interval"]
     seed = "all" if r["seed"] is None else str(r["seed"])
     return (f"| {name} | {r['mutants']} | {r['n']} | {r['equivalent']} | {r['killed']} | {rate}{flag} | "
-            f"{lo:.1f}–{hi:.1f} % | {seed} | {r['seconds'] / 60:.0f} min | {r['date']} {r['commit']} |")
+            f"{lo:.1f}–{hi:.1f} % | {seed} | {_duration(r['seconds'])} | {r['date']} {r['commit']} |")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def render(results: dict) -> str:
