@@ -72,7 +72,7 @@ def test_the_results_record_seed_n_killed_rate_interval_and_time():
     assert (r["mode"], r["seed"], r["n"], r["killed"], r["rate"], r["interval"], r["seconds"]) == (
         "sample", 42, 150, 135, 90.0, [84.2, 93.8], 125)
     md = bm.render({"entropy": {"sample": r}})
-    assert "| entropy | 281 | 150 | 0 | 135 | 90.0 % | 84.2–93.8 % | 42 | 125 s |" in md
+    assert "| entropy | 281 | 150 | 0 | 135 | 90.0 % | 84.2–93.8 % | 42 | 2 min |" in md
     assert "## Every mutant (`make mutate-full`)\n\nnot run" in md and "### s__mutmut_0" in md
 
 
