@@ -54,7 +54,8 @@ bench-quick: setup
 	$(PY) -m bench --quick
 
 # Mutation testing, each decoder/parser module against its own tests (bench/bench_mutation.py says why a
-# driver): a fixed-seed sample per module (< 10 minutes), or every mutant. Writes bench/results/mutation.md.
+# driver): a new sample each run (seed printed; MUTATE_SEED=N repeats one), or every mutant; MUTATE_MODULES=
+# postgres,innodb picks modules. Writes bench/results/mutation.md. Not part of `make test`.
 mutate: setup
 	$(PY) -m bench.bench_mutation
 

@@ -40,6 +40,17 @@ ROWS = [
     "(5, 0, 256, 0, 9223372036854775807, '2000-01-01 00:00:00', '2000-01-01', NULL, 0, 123456.789, -0.5,"
     " 'k\u00e4se', 'x ', 'zz', 'y', x'41', REPEAT('\u00e9', 30), REPEAT(x'00', 100), NULL, -2147483648)",
 ]
+#: ``cs_plain``: CHAR in single-byte collations (latin1 5, 8, 15, 31, 47, 48, 49, 94; ascii 11, 65), a
+#: utf8mb4 CHAR (variable-length) and a UNIQUE secondary index; ``nopk_plain`` has no key at all (DB_ROW_ID).
+CHARSETS = """id INT PRIMARY KEY, l8 CHAR(5) CHARACTER SET latin1, l5 CHAR(5) COLLATE latin1_german1_ci,
+ l15 CHAR(5) COLLATE latin1_danish_ci, l31 CHAR(5) COLLATE latin1_german2_ci, l47 CHAR(5) COLLATE latin1_bin,
+ l48 CHAR(5) COLLATE latin1_general_ci, l49 CHAR(5) COLLATE latin1_general_cs, l94 CHAR(5) COLLATE latin1_spanish_ci,
+ a11 CHAR(5) CHARACTER SET ascii, a65 CHAR(5) COLLATE ascii_bin, u CHAR(3) CHARACTER SET utf8mb4, n INT,
+ UNIQUE KEY u_l48 (l48)"""
+CHARSET_ROWS = ["(1, 'caf\u00e9', '\u00e4', '\u00f8', '\u00df', 'ab', '\u00e9t\u00e9', 'Ab', '\u00f1', 'asc', 'b',"
+                " '\u20ac', 1)",
+                "(2, '', NULL, 'x', 'y ', 'z', NULL, '', '', '', 'a b', 'xyz', NULL)",
+                "(3, 'abcde', 'q', NULL, '', '\u00ff', '', NULL, 'e', NULL, '', '', 3)"]
 #: Rows of ``big_plain``: enough for several leaf pages under a level-1 root.
 BIG_ROWS = 600
 
@@ -67,6 +78,8 @@ class InnoDbPages:
         innochecksum is not installed.
     checksum_ok : dict
         table -> innochecksum's exit status checking every page's checksum.
+    collations : dict
+        collation id -> (name, character set, its MAXLEN) from ``information_schema.COLLATIONS``.
     """
 
     files: dict = field(default_factory=dict)
@@ -77,6 +90,7 @@ class InnoDbPages:
     dictionary: dict = field(default_factory=dict)
     checksum_report: dict = field(default_factory=dict)
     checksum_ok: dict = field(default_factory=dict)
+    collations: dict = field(default_factory=dict)
 
     def page(self, table: str, pgno: int) -> bytes:
         """Page ``pgno`` of ``table``'s file."""
@@ -163,7 +177,20 @@ def _from_the_server() -> InnoDbPages:
         cur.execute(f"CREATE TABLE {DB}.red_plain (id INT PRIMARY KEY, v VARCHAR(10)) "
                     "ENCRYPTED=NO ROW_FORMAT=REDUNDANT")
         cur.execute(f"INSERT INTO {DB}.red_plain VALUES (1, 'one'), (2, 'two')")
-        tables = ("types_plain", "types_compact", "types_enc", "big_plain", "pc_plain", "red_plain")
+        # records over 127 bytes take 2-byte end offsets in REDUNDANT; and a NULL
+        cur.execute(f"CREATE TABLE {DB}.red_wide (id INT PRIMARY KEY, v VARCHAR(200), n INT) "
+                    "ENCRYPTED=NO ROW_FORMAT=REDUNDANT")
+        cur.execute(f"INSERT INTO {DB}.red_wide VALUES (1, REPEAT('w', 150), NULL), (2, NULL, 5)")
+        cur.execute(f"CREATE TABLE {DB}.cs_plain ({CHARSETS}) ENCRYPTED=NO")
+        cur.execute(f"INSERT INTO {DB}.cs_plain VALUES {', '.join(CHARSET_ROWS)}")
+        cur.execute(f"CREATE TABLE {DB}.nopk_plain (v VARCHAR(10), n INT) ENCRYPTED=NO")
+        cur.execute(f"INSERT INTO {DB}.nopk_plain VALUES ('first', 1), (NULL, 2), ('third', NULL)")
+        cur.execute("SELECT c.ID, c.COLLATION_NAME, c.CHARACTER_SET_NAME, s.MAXLEN "
+                    "FROM information_schema.COLLATIONS c "
+                    "JOIN information_schema.CHARACTER_SETS s USING (CHARACTER_SET_NAME)")
+        facts.collations = {i: (n, cs, m) for i, n, cs, m in cur.fetchall()}
+        tables = ("types_plain", "types_compact", "types_enc", "big_plain", "pc_plain", "red_plain", "cs_plain",
+                  "nopk_plain", "red_wide")
         for table in tables:
             cur.execute(f"SELECT * FROM {DB}.{table}")
             names = [d[0] for d in cur.description]

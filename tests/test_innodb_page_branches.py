@@ -240,6 +240,7 @@ def test_encrypted_and_compressed_field_names(facts, decoder):
     bad = bytearray(data)
     bad[26:stored] = bytes(range(256))[: stored - 26]
     broken = decoder.decode(bytes(bad), root)
+    assert broken.page_type == "PAGE_COMPRESSED"
     assert [(f.name, f.start, f.end) for f in broken.fields[:2]] == [("FIL header (clear part)", 0, 26),
                                                                     ("compressed payload", 26, stored)]
     assert broken.fields[1].value.startswith(f"{stored - 26} bytes stored, ") and broken.problems == (
@@ -292,3 +293,114 @@ def test_a_new_index_is_learnt_at_its_first_page_however_recent_the_last_read(fa
     struct.pack_into(">Q", ibuf, 66, pages.IBUF_ID_MIN)
     dec.decode(bytes(ibuf), -1)
     assert len(calls) == 2
+
+
+def test_redundant_record_headers_field_by_field(facts, decoder):
+    """The 6-byte REDUNDANT header (rem0rec.h: info bits and n_owned, 13-bit heap number, 10-bit field count,
+    the 1-byte-offsets flag, the absolute next offset) read from the bytes here, checked against the
+    server's facts: heap numbers from 2 (0 and 1 are the system records), four fields (id, DB_TRX_ID,
+    DB_ROLL_PTR, v), the chain ending at the supremum (116)."""
+    root = facts.indexes[("red_plain", "PRIMARY")][1]
+    data = facts.page("red_plain", root)
+    page = decoder.decode(data, root)
+    system = [(f.name, f.start, f.end, f.value) for f in page.fields if f.name in ("infimum", "supremum")]
+    assert system == [("infimum", 95, 109, "system record (REDUNDANT)"),
+                      ("supremum", 110, 125, "system record (REDUNDANT)")]
+    records = [f for f in page.fields if f.name.startswith("record ")]
+    origin = struct.unpack_from(">H", data, 99)[0]  # the infimum's next
+    for i, (rec, row) in enumerate(zip(records, page.records)):
+        info, hi, lo, nxt = data[origin - 6], data[origin - 5], data[origin - 4], struct.unpack_from(">H", data,
+                                                                                                      origin - 2)[0]
+        heap_no, n_fields = (hi << 5) | (lo >> 3), ((lo & 0x07) << 7) | (data[origin - 3] >> 1)
+        assert (heap_no, n_fields) == (2 + i, 4)
+        assert [(c.name, c.start, c.end, c.value) for c in rec.children[:3]] == [
+            ("info bits, owned", origin - 6, origin - 5, f"0x{info:02x}, owns {info & 0x0F}"),
+            ("heap number, fields", origin - 5, origin - 2, f"{heap_no}, {n_fields}"),
+            ("next record", origin - 2, origin, f"0x{nxt:04x}")]
+        assert (rec.start, rec.end) == (origin - 6, rec.children[-1].end)
+        assert rec.value == ", ".join(row) and rec.children[3].start == origin
+        origin = nxt
+    assert origin == 116 and len(records) == 2
+
+
+def test_compact_record_summaries_are_their_values(facts, decoder):
+    page = decoder.decode(facts.page("types_plain", 3), 3)
+    records = [f for f in page.fields if f.name.startswith("record ")]
+    assert [r.value for r in records] == [", ".join("NULL" if v is None else v for v in row) for row in page.records]
+
+
+def test_the_inflated_text_shows_printable_ascii_only():
+    from tdescope.plugins.mariadb.pages import _compressed
+
+    problems: list[str] = []
+    field = _compressed(b"\x00" * 40 + zlib.compress(bytes([31, 32, 33, 126, 127, 65, 200]) * 40), 40, problems)
+    assert field.children[0].value == (". !~.A." * 40)[:200] and problems == []
+
+
+def test_text_with_invalid_utf8_is_replaced_and_off_page_prefixes_are_set_apart(facts, decoder):
+    from tdescope.plugins.mariadb.records import Column, _value
+
+    assert _value(Column("c", 12, 45 << 16, 4), b"a\xff") == "a\ufffd"  # utf8mb4_general_ci VARCHAR
+    assert _value(Column("c", 12, 8 << 16, 4), b"a\xff") == "a\xff"  # latin1
+    compact = decoder.decode(facts.page("types_compact", 3), 3)
+    rec = [f for f in compact.fields if f.name.startswith("record ")][2]
+    blob = {c.name: c for c in rec.children}["bl"]
+    assert blob.value.startswith("62" * 768 + " (20000 bytes, off-page from page ")
+
+
+def test_redundant_records_with_two_byte_offsets_and_nulls(facts, decoder):
+    """Records over 127 bytes keep 2-byte end offsets (their top bit the NULL flag); a NULL is None."""
+    root = facts.indexes[("red_wide", "PRIMARY")][1]
+    data = facts.page("red_wide", root)
+    page = decoder.decode(data, root)
+    assert page.problems == () and page.cells == 2
+    assert [(r[0], r[3], r[4]) for r in page.records] == [("1", "w" * 150, None), ("2", None, "5")]
+    first = next(f for f in page.fields if f.name == "record 1")
+    origin = first.children[3].start
+    assert data[origin - 3] & 1 == 0  # the 1-byte-offsets flag is clear: 2-byte offsets
+    fields = {c.name: c for c in first.children[3:]}
+    assert (fields["v"].end - fields["v"].start, fields["v"].value) == (150, "w" * 150)
+    assert fields["n"].value == "NULL" and first.value.endswith(", NULL")
+
+
+def _red(facts):
+    root = facts.indexes[("red_plain", "PRIMARY")][1]
+    return root, bytearray(facts.page("red_plain", root))
+
+
+def test_redundant_headers_with_every_bit_and_a_deleted_record(facts, decoder):
+    root, data = _red(facts)
+    first = struct.unpack_from(">H", data, 99)[0]
+    data[first - 6] = 0x20 | 0x0F  # deleted, owns 15
+    data[first - 5], data[first - 4] = 0xFF, 0xF8 | (data[first - 4] & 0x07)  # heap number 8191
+    rec = next(f for f in decoder.decode(bytes(data), root).fields if f.name == "record 1")
+    info, heap = rec.children[0].value, rec.children[1].value
+    assert info == "0x2f deleted, owns 15" and heap.startswith("8191, ")
+    data[first - 4] = (data[first - 4] & 0xF8) | 0x07  # the field count's top bits: 896 + its low 7
+    page = decoder.decode(bytes(data), root)  # (the record no longer fits its layout: a problem, no fields)
+    assert page.problems[0].startswith(f"record at 0x{first:04x}: field ")
+
+
+@pytest.mark.parametrize("nxt, why", [(130, "before the first record can start"), (16384 - 8, "in the trailer"),
+                                      (None, "a loop")])
+def test_a_broken_redundant_chain_is_a_problem(facts, decoder, nxt, why):
+    root, data = _red(facts)
+    first = struct.unpack_from(">H", data, 99)[0]
+    target = first if nxt is None else nxt
+    struct.pack_into(">H", data, first - 2, target)  # record 1's next
+    page = decoder.decode(bytes(data), root)
+    assert page.problems == (f"record chain broken after offset 0x{first:04x} (next 0x{target:04x})",
+                             "walked 1 records, the header says 2"), why
+    assert [f.name for f in page.fields if f.name.startswith("record ")] == ["record 1"]
+    struct.pack_into(">H", data, first - 2, 131)  # the first place a record can start: not a problem by itself
+    assert not any(p.startswith("record chain broken") for p in decoder.decode(bytes(data), root).problems)
+
+
+def test_unnamed_redundant_fields_show_printable_ascii(facts):
+    root, data = _red(facts)
+    first = struct.unpack_from(">H", data, 99)[0]
+    data[first + 4 + 6 + 7:first + 4 + 6 + 7 + 3] = bytes([32, 126, 127])  # v = ' ~\x7f'
+    page = InnoDbPageDecoder().decode(bytes(data), root)
+    rec = next(f for f in page.fields if f.name == "record 1")
+    values = [c.value for c in rec.children if c.name.startswith("field ")]
+    assert values[0] == "...." and values[-1] == " ~."

@@ -121,7 +121,7 @@ class InnoDbPageDecoder:
         type_name = PAGE_TYPES.get(ptype, f"type {ptype}")
         if ptype & FCRC32_COMPRESSED and ptype not in PAGE_TYPES:
             type_name = "PAGE_COMPRESSED"  # full_crc32: the marker bit, and the stored size / 256 below it
-        fil = DecodedField("FIL header", 0, FIL_HEADER, f"{type_name}, page {page_no}, space {space}", (
+        children = (
             _field("checksum or key version", 0, 4, f"0x{checksum:08x}"),
             _field("page number", 4, 8, page_no),
             _field("previous page", 8, 12, _page_ref(prev)),
@@ -130,13 +130,14 @@ class InnoDbPageDecoder:
             _field("page type", 24, 26, f"{type_name} ({ptype})"),
             _field("flush LSN or key version", 26, 34, flush),
             _field("space id", 34, 38, space),
-        ))
+        )
         trailer = DecodedField("FIL trailer", size - 4, size, "CRC-32C (full_crc32) or the old format's LSN low half",
                                (_field("checksum / LSN", size - 4, size, f"0x{data[-4:].hex()}"),))
+        if ptype & FCRC32_COMPRESSED and ptype not in PAGE_TYPES:  # (a type with that bit is never all zeros)
+            return self._fcrc32_compressed(data, pgno, children[:6], trailer)
+        fil = DecodedField("FIL header", 0, FIL_HEADER, f"{type_name}, page {page_no}, space {space}", children)
         if not any(data):
             return DecodedPage("ALLOCATED", (fil, trailer))  # never written (page number 0 included)
-        if ptype & FCRC32_COMPRESSED and ptype not in PAGE_TYPES:
-            return self._fcrc32_compressed(data, pgno, fil, trailer)
         problems: list[str] = []
         if 0 <= pgno != page_no:
             problems.append(f"page number {page_no} in the header, {pgno} from the probe: still encrypted?")
@@ -161,15 +162,15 @@ class InnoDbPageDecoder:
         fields.append(trailer)
         return DecodedPage(type_name, tuple(fields), cells, records, tuple(problems), space)
 
-    def _fcrc32_compressed(self, data: bytes, pgno: int, fil: DecodedField, trailer: DecodedField) -> DecodedPage:
-        """A full_crc32 page_compressed page: bytes 0-25 clear, then a zlib stream of the whole page as
-        the server had it (the page type's low byte is the stored size / 256). The inflated page is
-        decoded; its records, cell count and space id are the page's."""
+    def _fcrc32_compressed(self, data: bytes, pgno: int, clear_fields: tuple, trailer: DecodedField) -> DecodedPage:
+        """A full_crc32 page_compressed page: bytes 0-25 clear (``clear_fields``, the FIL header's first six),
+        then a zlib stream of the whole page as the server had it (the page type's low byte is the stored
+        size / 256). The inflated page is decoded; its records, cell count and space id are the page's."""
         size = len(data)
         stored = (struct.unpack_from(">H", data, 24)[0] & 0xFF) << 8
         end = stored if 26 < stored <= size else size
         page_no = struct.unpack_from(">I", data, 4)[0]
-        clear = DecodedField("FIL header (clear part)", 0, 26, f"PAGE_COMPRESSED, page {page_no}", fil.children[:6])
+        clear = DecodedField("FIL header (clear part)", 0, 26, f"PAGE_COMPRESSED, page {page_no}", clear_fields)
         try:
             inflated = zlib.decompressobj().decompress(data[26:end])
         except zlib.error:
@@ -279,7 +280,7 @@ def _walk(data: bytes, heap_top: int, layout, leaf: bool):
                 decoded, row = decode_record(data, nxt, layout, leaf)
                 body_fields = tuple(decoded)
                 end = max(end if not decoded else decoded[-1].end, nxt)
-                preview = ", ".join(str(v) for v in row)
+                preview = ", ".join("NULL" if v is None else str(v) for v in row)
             except (ValueError, IndexError) as exc:
                 problems.append(f"record at 0x{nxt:04x} does not fit {layout.table}.{layout.index}: {exc}")
         values.append(row)
