@@ -323,3 +323,27 @@ def test_exact_waits_traced_with_ebpf_on_the_host_arrive_as_wait_totals(agent, s
     assert totals[-1].aggs and not errors
     assert {w for w, _ in held} == {"prog", "link"}
     wait_for(lambda: not _in_kernel(held), timeout=2.0, what="the tracer's programs freed (the kernel defers it)")
+
+
+def test_a_big_perf_window_travels_packed_and_a_bomb_is_refused():
+    """A 1 s perf window with DWARF callers runs to hundreds of KB of folded stacks: it once failed as
+    'HOTSPOTS frame too large' and `record --ssh` kept no hotspots. Big fields travel zlib'd in the payload."""
+    import io
+    import zlib
+
+    from tdescope.app.remote.protocol import (INLINE_FIELDS, MAX_FIELDS, Kind, ProtocolError, encode, pack_fields,
+                                              read_frame, unpack_fields)
+
+    stacks = {";".join(f"frame_{i}_{d}" for d in range(40)): i for i in range(3000)}
+    fields = {"start": 1.0, "pid": 7, "stacks": stacks}
+    header, payload = pack_fields(fields)
+    assert header == {"zjson": True} and payload
+    kind, head, body = read_frame(io.BytesIO(encode(Kind.HOTSPOTS, header, payload)))
+    assert unpack_fields(head, body) == fields
+    small = {"source": "waits", "message": "ok"}
+    assert pack_fields(small) == (small, b"") and len(str(small)) < INLINE_FIELDS
+    bomb = zlib.compress(b"[" + b" " * (MAX_FIELDS + 10) + b"]", 9)
+    with pytest.raises(ProtocolError, match="inflate past the bound"):
+        unpack_fields({"zjson": True}, bomb)
+    with pytest.raises(ProtocolError, match="not a JSON object"):
+        unpack_fields({"zjson": True}, zlib.compress(b"[1, 2]"))

@@ -36,7 +36,8 @@ from tdescope.app.hotspots.perf_record import HotspotSampler
 from tdescope.app.waits.ebpf import tracer as waits_tracer
 from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
 from tdescope.app.waits.os_sampler import OsWaitSampler
-from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, encode, read_frame
+from tdescope.app.remote.protocol import (PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, encode, pack_fields,
+                                          read_frame)
 
 __all__ = ["Agent", "main"]
 
@@ -78,6 +79,8 @@ class _Out:
                 self._send_batch()
 
     def send(self, kind: Kind, header: dict | None = None, payload: bytes = b"") -> None:
+        if not payload and header:  # a perf window, a process list: may outgrow an inline header
+            header, payload = pack_fields(header)
         with self._lock:
             self._send_batch()
             self._write(kind, header, payload, flush=True)

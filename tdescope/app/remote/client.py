@@ -27,7 +27,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, WaitSample, WindowState
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary
 from tdescope.app.remote import wire
-from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame
+from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame, unpack_fields
 
 __all__ = ["AgentClient", "AgentWindow", "backend_request", "local_argv"]
 
@@ -104,6 +104,9 @@ class AgentClient:
                 if frame is None:
                     break
                 kind, header, _payload = frame
+                if header.get("zjson"):  # fields too big for an inline header (protocol.pack_fields)
+                    header, _payload = unpack_fields(header, _payload), b""
+                    frame = (kind, header, _payload)
                 if kind in (Kind.WAITS, Kind.HOTSPOTS, Kind.NOTICE, Kind.WAIT_TOTALS, Kind.WAIT_SPANS):
                     self._stream_event(kind, header)
                     continue

@@ -16,9 +16,10 @@ is a :class:`ProtocolError` (one line) at once.
 import enum
 import json
 import struct
+import zlib
 
 __all__ = ["MAX_HEADER", "MAX_PAYLOAD", "PREFIX", "PROTOCOL_VERSION", "REQUESTS", "Kind", "ProtocolError",
-           "encode", "read_frame", "write_frame"]
+           "encode", "pack_fields", "read_frame", "unpack_fields", "write_frame"]
 
 #: Bumped whenever a kind or a field changes meaning; both ends must speak the same one.
 PROTOCOL_VERSION = 1
@@ -26,6 +27,11 @@ PREFIX = struct.Struct("<2sBHI")
 MAGIC = b"td"
 MAX_HEADER = 60000
 MAX_PAYLOAD = 16 << 20
+#: A stream event's fields bigger than this travel zlib'd in the payload (``{"zjson": true}`` in the header):
+#: a perf window's folded stacks, with DWARF callers, run to hundreds of KB.
+INLINE_FIELDS = 16000
+#: What a packed payload may inflate to (a bound against a decompression bomb).
+MAX_FIELDS = 64 << 20
 
 
 class Kind(enum.IntEnum):
@@ -63,6 +69,37 @@ REQUESTS = frozenset(k for k in Kind if k < 64)
 
 class ProtocolError(Exception):
     """The stream is not this protocol (garbage, a wrong kind, an oversized frame): one line."""
+
+
+def pack_fields(fields):
+    """``(header, payload)`` for a stream event's fields: inline when small, else zlib'd JSON in the payload."""
+    text = json.dumps(fields, separators=(",", ":")).encode()
+    if len(text) <= INLINE_FIELDS:
+        return fields, b""
+    payload = zlib.compress(text, 1)
+    if len(payload) > MAX_PAYLOAD:
+        raise ProtocolError("event too large even compressed")
+    return {"zjson": True}, payload
+
+
+def unpack_fields(header, payload):
+    """The fields :func:`pack_fields` packed (``header`` itself when they travelled inline)."""
+    if not header.get("zjson"):
+        return header
+    inflate = zlib.decompressobj()
+    try:
+        text = inflate.decompress(payload, MAX_FIELDS)
+    except zlib.error as exc:
+        raise ProtocolError(f"packed fields do not inflate: {exc}") from None
+    if inflate.unconsumed_tail:
+        raise ProtocolError("packed fields inflate past the bound")
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        raise ProtocolError("packed fields are not JSON") from None
+    if not isinstance(fields, dict):
+        raise ProtocolError("packed fields are not a JSON object")
+    return fields
 
 
 def encode(kind, header=None, payload=b""):
