@@ -41,6 +41,8 @@ class ShownCapture:
     after_entropy: list[float]
     diff: np.ndarray | None
     roles: tuple[str, str]
+    problem: str = ""
+    """One line when the decoder failed (both sides are then shown undecoded)."""
 
 
 def capture_title(capture: PageCapture) -> str:
@@ -51,16 +53,25 @@ def capture_title(capture: PageCapture) -> str:
 
 
 def prepare_capture(decoder: PageDecoder, capture: PageCapture) -> ShownCapture:
-    """Decode both sides of ``capture`` and compute its entropy and diff (any thread)."""
+    """Decode both sides of ``capture`` and compute its entropy and diff (any thread). A decoder that
+    raises leaves both sides undecoded and says why in :attr:`ShownCapture.problem`."""
+    try:
+        after = decoder.decode(capture.after, capture.pgno) if capture.after else None
+        before = decoder.decode(capture.before, capture.pgno) if capture.before else None
+        problem = ""
+    except Exception as exc:  # noqa: BLE001 - a decoder's bug must not hide the bytes
+        after = before = None
+        problem = f"capture #{capture.seq} not decoded: {describe(exc)}"
     return ShownCapture(
         capture,
-        decoder.decode(capture.after, capture.pgno) if capture.after else None,
-        decoder.decode(capture.before, capture.pgno) if capture.before else None,
+        after,
+        before,
         capture_title(capture),
         chunk_entropy(capture.before, CHUNK),
         chunk_entropy(capture.after, CHUNK),
         np.array(diff_mask(capture.before, capture.after), dtype=bool),
         (side_label(capture, "before"), side_label(capture, "after")),
+        problem,
     )
 
 
@@ -95,8 +106,8 @@ class CapturePresenter:
             self._then.clear()  # what was to follow the previous capture
         self._wanted = capture
         decoder = self._decoder()
-        self._tasks.run(lambda _state: prepare_capture(decoder, capture), name="show-capture",
-                        on_done=self._ready, on_exception=lambda exc: self._failed(capture, exc))
+        self._tasks.run(lambda _state: prepare_capture(decoder, capture), name="show-capture", on_done=self._ready,
+                        on_exception=lambda exc: self._problem(f"capture #{capture.seq} not shown: {describe(exc)}"))
 
     @property
     def settled(self) -> bool:
@@ -120,17 +131,11 @@ class CapturePresenter:
         if shown.capture is not self._wanted:
             return  # a later click superseded it
         self.shown = shown.capture
+        if shown.problem:
+            self._problem(shown.problem)
         self._view.show_capture(shown.capture.before, shown.capture.after, shown.decoded_after,
                                 shown.decoded_before, shown.title, shown.before_entropy, shown.after_entropy,
                                 shown.diff, chunk=CHUNK, roles=shown.roles)
         then, self._then = self._then, []
         for fn in then:
             fn()
-
-    def _failed(self, capture: PageCapture, exc: BaseException) -> None:
-        if capture is not self._wanted:
-            return
-        self._problem(f"capture #{capture.seq} not decoded: {describe(exc)}")
-        self._ready(ShownCapture(capture, None, None, capture_title(capture), chunk_entropy(capture.before, CHUNK),
-                                 chunk_entropy(capture.after, CHUNK), None,
-                                 (side_label(capture, "before"), side_label(capture, "after"))))
