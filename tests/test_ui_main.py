@@ -113,6 +113,25 @@ def test_layout_is_saved_and_restored(qtbot, qsettings):
     again.close()
 
 
+def test_a_layout_saved_on_a_bigger_screen_is_not_restored_past_this_one(qtbot, qsettings):
+    """Saved at 1920×1080, opened on a smaller screen (offscreen's is 800×800): the default layout for
+    this screen, not a window whose captures and status bar are off-screen."""
+    from PySide6.QtCore import QSize
+
+    engines, _ = discover_engines()
+    win = MainWindow(engines["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    win._default_layout(QSize(1920, 1080))
+    win.show()
+    win.close()
+    assert qsettings.value("layout/size") == QSize(1920, 1080)
+    again = MainWindow(engines["sqlcipher"], qsettings)
+    qtbot.addWidget(again)
+    screen = again.screen().availableGeometry()
+    assert again.width() <= screen.width() and again.height() <= screen.height(), again.size()
+    again.close()
+
+
 def test_watch_arms_the_probe_with_no_workload_and_cancels(qtbot, window):
     dock = window.workload_dock
     assert dock.watch_button.isEnabled()

@@ -97,8 +97,15 @@ def default_layout(win: QMainWindow, size: QSize | None, engine: QDockWidget, wo
 
 
 def restore_layout(win: QMainWindow, settings: QSettings) -> None:
-    """The layout saved by :func:`save_layout`, when it is of this version."""
+    """The layout saved by :func:`save_layout`, when it is of this version and fits this screen (a layout
+    saved at 1920×1080 restored on a 1280×720 projector put the captures and the status bar off-screen:
+    the default layout for the screen is kept then)."""
     if settings.value("layout/version", 0, type=int) != LAYOUT_VERSION:
+        return
+    saved = settings.value("layout/size")
+    screen = win.screen().availableGeometry() if win.screen() is not None else None
+    if isinstance(saved, QSize) and screen is not None and (saved.width() > screen.width()
+                                                             or saved.height() > screen.height()):
         return
     geometry = settings.value("layout/geometry")
     state = settings.value("layout/state")
@@ -112,4 +119,5 @@ def save_layout(win: QMainWindow, settings: QSettings) -> None:
     """Keep ``win``'s geometry and dock state for the next start."""
     settings.setValue("layout/version", LAYOUT_VERSION)
     settings.setValue("layout/geometry", win.saveGeometry())
+    settings.setValue("layout/size", win.size())
     settings.setValue("layout/state", win.saveState(LAYOUT_VERSION))
