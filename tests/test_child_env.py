@@ -249,3 +249,21 @@ def test_pgtde_lab_recording_children(tmp_path, pgtde_lab):
     assert done.returncode == 0, done.stderr
     assert {"postgres", "reaper"} <= watch.seen, watch.seen
     assert not watch.leaks, f"the password is in the environment of: {sorted(watch.leaks)}"
+
+
+@pytest.mark.xfail(strict=True, reason="AgentClient's default environment is the caller's, secrets included")
+def test_an_agent_started_without_an_explicit_environment_gets_the_allowlisted_one(monkeypatch):
+    """Every caller passes `env=` today; the default must be as safe as they are (a hole found in review)."""
+    from tdescope.app.probe.remote import WORKER_ARGV
+    from tdescope.app.remote.client import AgentClient
+
+    secret = f"agent-{secrets.token_hex(8)}"
+    for name in WAYS:
+        monkeypatch.setenv(name, secret)
+    client = AgentClient(WORKER_ARGV)
+    try:
+        client.hello()
+        environ = _read(f"/proc/{client._proc.pid}/environ")
+    finally:
+        client.close()
+    assert environ and secret.encode() not in environ
