@@ -251,7 +251,6 @@ def test_pgtde_lab_recording_children(tmp_path, pgtde_lab):
     assert not watch.leaks, f"the password is in the environment of: {sorted(watch.leaks)}"
 
 
-@pytest.mark.xfail(strict=True, reason="AgentClient's default environment is the caller's, secrets included")
 def test_an_agent_started_without_an_explicit_environment_gets_the_allowlisted_one(monkeypatch):
     """Every caller passes `env=` today; the default must be as safe as they are (a hole found in review)."""
     from tdescope.app.probe.remote import WORKER_ARGV

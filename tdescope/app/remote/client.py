@@ -27,6 +27,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, WaitSample, WindowState
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary
 from tdescope.app.remote import wire
+from tdescope.app.system.child_env import PYTHON, child_env
 from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame, unpack_fields
 
 __all__ = ["AgentClient", "AgentWindow", "backend_request", "local_argv"]
@@ -65,13 +66,15 @@ class AgentClient:
     argv : sequence of str
         How to start it; the caller's choice (a local pipe or an ssh command line).
     env : mapping, optional
-        The started process's environment (over ssh: ``child_env(SSH)``); default: inherited.
+        The started process's environment (over ssh: ``child_env(SSH)``); default: the allowlisted one for
+        a Python child (``child_env(PYTHON)``), never the caller's own (which may hold passwords).
     """
 
     def __init__(self, argv: Sequence[str], env: dict | None = None) -> None:
         self.argv = list(argv)
         self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, start_new_session=True, env=env)
+                                      stderr=subprocess.PIPE, start_new_session=True,
+                                      env=env if env is not None else child_env(PYTHON))
         self._wlock = threading.Lock()
         self._replies: queue.Queue = queue.Queue()
         self._window_q: queue.Queue | None = None
