@@ -24,28 +24,32 @@ from tdescope.app.probe.window import TRANSITIONS, CaptureLimits, CaptureWindow,
 from tdescope.plugins.sqlcipher.engine import DECRYPT, ENCRYPT
 
 
+#: The context the "before" frames carry (a relation OID, a cipher context's address): the capture keeps it.
+CTX = 0x7F00_1234_5678
+
+
 def _before(seq, data, pgno=7, busy=100.0):
-    return pack(FrameKind.BEFORE, seq, pgno, 0, data, busy, ts=float(seq))
+    return pack(FrameKind.BEFORE, seq, pgno, CTX, data, busy, ts=float(seq))
 
 
 def _after(seq, data, busy=50.0):
-    return pack(FrameKind.AFTER, seq, -1, 0, data, busy, ts=float(seq) + 0.5)
+    return pack(FrameKind.AFTER, seq, -1, -1, data, busy, ts=float(seq) + 0.5)
 
 
 # -- frames -> captures and notices ------------------------------------------------
 
 @pytest.mark.parametrize("entry_only, stream, captures, closed, paused_for, busy_s", [
     # a pair makes one capture, stamped with the "before" frame's time and page, charged both stops
-    (False, [_before(1, b"C1"), _after(1, b"P1")], [(1, 1.0, 7, b"C1", b"P1", 150.0)], None, None, 0.0),
+    (False, [_before(1, b"C1"), _after(1, b"P1")], [(1, 1.0, 7, b"C1", b"P1", 150.0, CTX)], None, None, 0.0),
     # pairs by seq, in any order of return, and out in seq order (issue #27, item 13)
     (False, [_before(1, b"a"), _before(2, b"b"), _after(2, b"B"), _after(1, b"A")],
-     [(1, 1.0, 7, b"a", b"A", 150.0), (2, 2.0, 7, b"b", b"B", 150.0)], None, None, 0.0),
+     [(1, 1.0, 7, b"a", b"A", 150.0, CTX), (2, 2.0, 7, b"b", b"B", 150.0, CTX)], None, None, 0.0),
     # an "after" with no "before" is dropped; a "before" alone waits
     (False, [_after(9, b"x"), _before(3, b"c")], [], None, None, 0.0),
     # an entry-only recipe: a "before" frame is a whole capture
-    (True, [_before(4, b"d", pgno=-1)], [(4, 4.0, -1, b"d", b"", 100.0)], None, None, 0.0),
+    (True, [_before(4, b"d", pgno=-1)], [(4, 4.0, -1, b"d", b"", 100.0, CTX)], None, None, 0.0),
     # the call never returned (out of scope): an empty "after" still completes the pair
-    (False, [_before(5, b"e"), _after(5, b"")], [(5, 5.0, 7, b"e", b"", 150.0)], None, None, 0.0),
+    (False, [_before(5, b"e"), _after(5, b"")], [(5, 5.0, 7, b"e", b"", 150.0, CTX)], None, None, 0.0),
     # notices: closed at a limit, paused by the stop budget, the running stopped time
     (False, [pack_notice(Notice.WINDOW_CLOSED, reason="hit rate")], [], "limit: hit rate", None, 0.0),
     (False, [pack_notice(Notice.PAUSED, resume_in=2.5, busy_s=0.03)], [], None, 2.5, 0.03),

@@ -18,6 +18,8 @@ __all__ = [
     "Event",
     "Direction",
     "PlaintextSide",
+    "ContextKind",
+    "CaptureContext",
     "default_plaintext_side",
     "PageCapture",
     "WorkloadProgress",
@@ -78,6 +80,25 @@ class PlaintextSide(str, Enum):
     """The output at return (decrypting)."""
     BOTH = "both"
     """Either side may (reads and copies: plaintext whenever the data is not encrypted at rest)."""
+
+
+class ContextKind(str, Enum):
+    """What a capture's :attr:`PageCapture.context` number is (a recipe's ``context_kind``)."""
+
+    RELATION = "relation"
+    """A relation's OID (PostgreSQL ``HeapTupleData.t_tableOid``)."""
+    RELFILENODE = "relfilenode"
+    """A relation's file node (PostgreSQL ``mdread``'s ``SMgrRelation``): ``pg_class.relfilenode``."""
+    CIPHER = "cipher"
+    """The address of a cipher context: calls with the same one are chunks of one message."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureContext:
+    """What a capture's call belonged to: :attr:`kind` says what the number :attr:`value` is."""
+
+    kind: ContextKind
+    value: int
 
 
 class WindowState(str, Enum):
@@ -149,6 +170,11 @@ class PageCapture(Event):
     plaintext_side : str
         A :class:`PlaintextSide` value from the recipe; empty in files written
         before it existed, which then follow :func:`default_plaintext_side`.
+    context : int
+        What the call belongs to, read by the probe (a relation's OID or file node,
+        a cipher context's address); ``-1`` when the recipe reads none.
+    context_kind : str
+        A :class:`ContextKind` value saying what :attr:`context` is; empty without one.
     """
 
     seq: int
@@ -160,6 +186,18 @@ class PageCapture(Event):
     stop_us: float = 0.0
     engine: str = ""
     plaintext_side: str = ""
+    context: int = -1
+    context_kind: str = ""
+
+    @property
+    def where(self) -> CaptureContext | None:
+        """The call's context as a typed value; None when the probe read none (or of a kind unknown here)."""
+        if self.context == -1 or not self.context_kind:
+            return None
+        try:
+            return CaptureContext(ContextKind(self.context_kind), self.context)
+        except ValueError:
+            return None
 
     @property
     def side(self) -> PlaintextSide:
@@ -194,7 +232,7 @@ class PageCapture(Event):
             self.ts, self.seq, self.symbol, self.direction, self.pgno,
             b"" if self.holds_plaintext("before") else self.before,
             b"" if self.holds_plaintext("after") else self.after,
-            self.stop_us, self.engine, self.side.value,
+            self.stop_us, self.engine, self.side.value, self.context, self.context_kind,
         )
 
 

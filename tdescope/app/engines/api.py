@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tdescope.app.events import Event, PlaintextSide, WorkloadProgress, default_plaintext_side
+from tdescope.app.events import CaptureContext, Event, PlaintextSide, WorkloadProgress, default_plaintext_side
 
 __all__ = [
     "ArgRef",
@@ -101,6 +101,10 @@ class ProbeRecipe:
         Number of bytes to copy on each side.
     pgno : ArgRef or None
         Page or block number, when the function receives one.
+    context, context_kind : ArgRef or None, str
+        What the call belongs to, as a number each capture carries, and what it is (a
+        :class:`~tdescope.app.events.ContextKind` value): a relation's OID or file node,
+        a cipher context's address (the chunks of one message share it).
     condition : tuple of (ArgRef, int) or None
         Fire only when this argument equals the value (e.g. mode == decrypt).
     direction : str
@@ -130,6 +134,8 @@ class ProbeRecipe:
     max_length: int = 65536
     plaintext_side: str = ""
     requires: str = ""
+    context: ArgRef | None = None
+    context_kind: str = ""
 
     @property
     def side(self) -> PlaintextSide:
@@ -200,8 +206,9 @@ class DecodedPage:
 class PageDecoder(Protocol):
     """Turns raw page bytes into structure."""
 
-    def decode(self, data: bytes, pgno: int = -1) -> DecodedPage:
-        """Decode ``data`` (one page); never raises on bad bytes, reports problems instead."""
+    def decode(self, data: bytes, pgno: int = -1, context: CaptureContext | None = None) -> DecodedPage:
+        """Decode ``data`` (one page; ``context``: the capture's ``where``, what its call belonged to);
+        never raises on bad bytes, reports problems instead."""
         ...
 
 

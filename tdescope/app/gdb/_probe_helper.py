@@ -70,10 +70,10 @@ class _State:
     busy_said = 0.0  # when the running total of stopped time was last written to the spool
 
 
-def _write(kind, seq, pgno, mode, data, busy_us):
+def _write(kind, seq, pgno, context, data, busy_us):
     if _State.spool is None:
         return
-    _State.spool.write(pack(kind, seq, pgno, mode, data, busy_us))
+    _State.spool.write(pack(kind, seq, pgno, context, data, busy_us))
 
 
 def _notice(notice, **fields):
@@ -173,14 +173,14 @@ def _count_hit():
 class _AfterBreakpoint(gdb.FinishBreakpoint):
     """Copies the output buffer when the probed call returns."""
 
-    def __init__(self, frame, seq, pgno, mode, address, length):
+    def __init__(self, frame, seq, pgno, context, address, length):
         super().__init__(frame, internal=True)
         self.silent = True
-        self.args = (seq, pgno, mode, address, length)
+        self.args = (seq, pgno, context, address, length)
 
     def stop(self):
         t0 = time.perf_counter()
-        seq, pgno, mode, address, length = self.args
+        seq, pgno, context, address, length = self.args
         try:
             data = bytes(gdb.selected_inferior().read_memory(address, length))
         except Exception as exc:  # noqa: BLE001 - an exception here would stop the target
@@ -188,14 +188,14 @@ class _AfterBreakpoint(gdb.FinishBreakpoint):
             _notice(Notice.READ_FAILED, seq=seq, side="after", message=str(exc))
         busy = time.perf_counter() - t0 + _State.spec["stop_overhead_s"]
         _charge(busy)
-        _write(AFTER, seq, pgno, mode, data, busy * 1e6)
+        _write(AFTER, seq, pgno, context, data, busy * 1e6)
         _State.done += 1
         _maybe_pause()
         return False
 
     def out_of_scope(self):
-        seq, pgno, mode, _, _ = self.args
-        _write(AFTER, seq, pgno, mode, b"", 0.0)
+        seq, pgno, context, _, _ = self.args
+        _write(AFTER, seq, pgno, context, b"", 0.0)
 
 
 class _ReturnBreakpoint(gdb.Breakpoint):
@@ -206,11 +206,11 @@ class _ReturnBreakpoint(gdb.Breakpoint):
     The thread and the stack pointer tell this call's return from another's.
     """
 
-    def __init__(self, ret_address, thread, rsp_after, seq, pgno, mode, address, length):
+    def __init__(self, ret_address, thread, rsp_after, seq, pgno, context, address, length):
         super().__init__("*%#x" % ret_address, internal=True)
         self.silent = True
         self.key = (thread, rsp_after)
-        self.args = (seq, pgno, mode, address, length)
+        self.args = (seq, pgno, context, address, length)
         self.fired = False
 
     def stop(self):
@@ -252,15 +252,14 @@ class _ProbeBreakpoint(gdb.Breakpoint):
         try:
             frame = gdb.selected_frame()
             cond = spec.get("condition")
-            mode = -1
-            if cond is not None:
-                mode = _int32(_value(frame, cond[0]))
-                if mode != cond[1]:
-                    return False
+            if cond is not None and _int32(_value(frame, cond[0])) != cond[1]:
+                return False
             # a length is a C (unsigned) int or a small size_t: the register's upper half may be garbage
             length = min(_value(frame, spec["length"]) & 0xFFFFFFFF, spec["max_length"])
             address = _value(frame, spec["before"])
             pgno = _int32(_value(frame, spec["pgno"])) if spec.get("pgno") else -1
+            context = _value(frame, spec["context"]) if spec.get("context") else -1
+            context = context - (1 << 64) if context >= 1 << 63 else context  # the frame's field is signed
             data = bytes(gdb.selected_inferior().read_memory(address, length))
             _State.seq += 1
             seq = _State.seq
@@ -273,15 +272,15 @@ class _ProbeBreakpoint(gdb.Breakpoint):
                         _State.return_sites.add(ret)  # the workbench tells the guard
                         _notice(Notice.RETURN_SITE, address=ret)
                     _ReturnBreakpoint(ret, gdb.selected_thread().num, rsp + 8, seq,
-                                      pgno if pgno is not None else -1, mode, out, length)
+                                      pgno if pgno is not None else -1, context, out, length)
                 else:
-                    _AfterBreakpoint(frame, seq, pgno if pgno is not None else -1, mode, out, length)
+                    _AfterBreakpoint(frame, seq, pgno if pgno is not None else -1, context, out, length)
         except Exception as exc:  # noqa: BLE001 - an exception here would stop the target
             _notice(Notice.PROBE_ERROR, message=str(exc))
             return False
         busy = time.perf_counter() - t0 + spec["stop_overhead_s"]  # the step over the breakpoint
         _charge(busy)
-        _write(BEFORE, seq, pgno, mode, data, busy * 1e6)
+        _write(BEFORE, seq, pgno, context, data, busy * 1e6)
         _maybe_pause()
         return False
 

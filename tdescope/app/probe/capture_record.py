@@ -92,7 +92,7 @@ def describe_capture(
         page_type, cells = decoder.summarize(plain, capture.pgno)
         decoded = DecodedPage(page_type, cells=cells)
     else:
-        decoded = decoder.decode(plain, capture.pgno) if decoder is not None and plain else None
+        decoded = decoder.decode(plain, capture.pgno, capture.where) if decoder is not None and plain else None
     record = CaptureRecord(
         seq=capture.seq,
         ts=capture.ts,

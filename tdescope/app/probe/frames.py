@@ -5,7 +5,7 @@ runs inside gdb's own Python, outside the workbench's environment, and loads
 this file by its path; the workbench's spool reader imports it as a module.
 So the header layout, the frame kinds and the notice names exist once.
 
-A frame is a ``<BIiiIdd`` header (kind, seq, pgno, mode, length, ts, busy_us)
+A frame is a ``<BIiqIdd`` header (kind, seq, pgno, context, length, ts, busy_us)
 followed by ``length`` bytes: the buffer at entry (:attr:`FrameKind.BEFORE`),
 at return (:attr:`FrameKind.AFTER`), or a notice (:attr:`FrameKind.NOTICE`):
 UTF-8 JSON ``{"event": <Notice value>, ...fields}``.
@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 __all__ = ["HEADER", "Frame", "FrameKind", "Notice", "notice_of", "pack", "pack_notice", "unpack"]
 
-HEADER = struct.Struct("<BIiiIdd")
+HEADER = struct.Struct("<BIiqIdd")
 
 
 class FrameKind(enum.IntEnum):
@@ -53,15 +53,15 @@ class Frame(NamedTuple):
     kind: FrameKind
     seq: int
     pgno: int
-    mode: int
+    context: int  #: what the call belongs to (:attr:`ProbeRecipe.context`); -1: none
     ts: float
     busy_us: float
     data: bytes
 
 
-def pack(kind, seq, pgno, mode, data, busy_us, ts=None):
+def pack(kind, seq, pgno, context, data, busy_us, ts=None):
     """The bytes of one frame (``ts`` defaults to now)."""
-    return HEADER.pack(int(kind), seq, pgno, mode, len(data), time.time() if ts is None else ts, busy_us) + data
+    return HEADER.pack(int(kind), seq, pgno, context, len(data), time.time() if ts is None else ts, busy_us) + data
 
 
 def pack_notice(notice, **fields):
@@ -83,11 +83,11 @@ def unpack(buf):
     pos = 0
     size = HEADER.size
     while len(buf) - pos >= size:
-        kind, seq, pgno, mode, length, ts, busy = HEADER.unpack_from(buf, pos)
+        kind, seq, pgno, context, length, ts, busy = HEADER.unpack_from(buf, pos)
         end = pos + size + length
         if end > len(buf):
             break
-        frames.append(Frame(FrameKind(kind), seq, pgno, mode, ts, busy, bytes(buf[pos + size:end])))
+        frames.append(Frame(FrameKind(kind), seq, pgno, context, ts, busy, bytes(buf[pos + size:end])))
         pos = end
     return frames, pos
 

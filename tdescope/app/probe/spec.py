@@ -22,7 +22,7 @@ STOP_OVERHEAD_S = 0.00025
 
 def at_entry(recipe: ProbeRecipe) -> bool:
     """True when the recipe reads registers and stack only: it breaks at the first instruction."""
-    refs = (recipe.before, recipe.after, recipe.length, recipe.pgno, recipe.condition[0] if recipe.condition else None)
+    refs = (recipe.before, recipe.after, recipe.length, recipe.pgno, recipe.context, recipe.condition[0] if recipe.condition else None)
     return all(r is None or r.name is None for r in refs)
 
 
@@ -42,6 +42,8 @@ class ProbeSpec:
         the ELF files before attaching; None lets the backend look the symbols up.
     before, after, length, pgno : ArgRef or None
         Where the input buffer, output buffer, length and page number are.
+    context : ArgRef or None
+        What the call belongs to, as a number (:attr:`~tdescope.app.engines.api.ProbeRecipe.context`).
     condition : tuple of (ArgRef, int) or None
         Capture only when this argument equals the value.
     max_length : int
@@ -69,6 +71,7 @@ class ProbeSpec:
     length: ArgRef | None
     after: ArgRef | None = None
     pgno: ArgRef | None = None
+    context: ArgRef | None = None
     condition: tuple[ArgRef, int] | None = None
     max_length: int = 65536
     max_captures: int = 200
@@ -88,7 +91,7 @@ class ProbeSpec:
         """The spec for ``recipe`` within ``limits`` (a :class:`~tdescope.app.probe.window.CaptureLimits`)."""
         return cls(
             symbols=tuple(recipe.symbols), at_entry=at_entry(recipe), before=recipe.before, length=recipe.length,
-            after=recipe.after, pgno=recipe.pgno, condition=recipe.condition, max_length=recipe.max_length,
+            after=recipe.after, pgno=recipe.pgno, context=recipe.context, condition=recipe.condition, max_length=recipe.max_length,
             max_captures=limits.max_captures, max_seconds=limits.max_seconds, duty=limits.max_busy_fraction,
             burst_s=limits.max_burst_s, max_hits_per_s=limits.max_hits_per_s,
             allow_pending=recipe.library is not None, address=address, followers=tuple(followers),
@@ -97,7 +100,7 @@ class ProbeSpec:
     def to_json(self) -> dict:
         """The JSON object the gdb-side helper reads: ArgRefs as objects, the condition as ``[ref, value]``."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for key in ("before", "after", "length", "pgno"):
+        for key in ("before", "after", "length", "pgno", "context"):
             out[key] = _ref(out[key])
         out["symbols"] = list(self.symbols)
         out["followers"] = list(self.followers)

@@ -52,7 +52,7 @@ class FramePairs:
     Parameters
     ----------
     make : callable
-        ``make(seq, ts, pgno, before, after, stop_us) -> PageCapture``.
+        ``make(seq, ts, pgno, before, after, stop_us, context) -> PageCapture``.
     entry_only : bool
         The recipe copies nothing at return: a "before" frame is a whole capture.
     keep : callable, optional
@@ -110,13 +110,14 @@ class FramePairs:
                     self.not_kept += 1
                 continue
             if frame.kind is FrameKind.BEFORE and not self._entry_only:
-                self.pending[frame.seq] = (frame.ts, frame.pgno, frame.data, frame.busy_us)
+                self.pending[frame.seq] = (frame.ts, frame.pgno, frame.data, frame.busy_us, frame.context)
                 continue
             if frame.kind is FrameKind.BEFORE:
-                self._done[frame.seq] = (frame.seq, frame.ts, frame.pgno, frame.data, b"", frame.busy_us)
+                self._done[frame.seq] = (frame.seq, frame.ts, frame.pgno, frame.data, b"", frame.busy_us,
+                                         frame.context)
             elif frame.seq in self.pending:
-                t0, pgno, before, busy0 = self.pending.pop(frame.seq)
-                self._done[frame.seq] = (frame.seq, t0, pgno, before, frame.data, busy0 + frame.busy_us)
+                t0, pgno, before, busy0, context = self.pending.pop(frame.seq)
+                self._done[frame.seq] = (frame.seq, t0, pgno, before, frame.data, busy0 + frame.busy_us, context)
             else:
                 continue
             yield from self._release(limit, final)

@@ -180,10 +180,12 @@ class CaptureWindow:
         self._cancel_reason = reason
         self._cancel.set()
 
-    def _capture(self, seq: int, ts: float, pgno: int, before: bytes, after: bytes, stop_us: float) -> PageCapture:
+    def _capture(self, seq: int, ts: float, pgno: int, before: bytes, after: bytes, stop_us: float,
+                 context: int = -1) -> PageCapture:
         return PageCapture(ts=ts, seq=seq + self.limits.first_seq - 1, symbol=self._symbol, direction=self.recipe.direction, pgno=pgno,
                            before=before, after=after, stop_us=stop_us, engine=self.engine,
-                           plaintext_side=self.recipe.side.value)
+                           plaintext_side=self.recipe.side.value, context=context,
+                           context_kind=self.recipe.context_kind if context != -1 else "")
 
     # -- the one place states change -------------------------------------------
     def _enter(self, phase: Phase, message: str = "") -> None:

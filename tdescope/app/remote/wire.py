@@ -47,7 +47,7 @@ def recipe_of(fields: object) -> ProbeRecipe:
     if not isinstance(fields, dict):
         raise ProtocolError("recipe is not an object")
     f = dict(fields)
-    for key in ("before", "length", "after", "pgno"):
+    for key in ("before", "length", "after", "pgno", "context"):
         f[key] = _ref(f.get(key))
     f["symbols"] = tuple(f.get("symbols") or ())
     cond = f.get("condition")
@@ -68,30 +68,33 @@ def rules_of(items: object) -> tuple[CriticalProcess, ...]:
 
 def batch_key(capture: PageCapture) -> tuple:
     """What the captures of one ``CAPTURES`` frame share (one window's): sent once per batch."""
-    return capture.symbol, capture.direction, capture.engine, capture.plaintext_side
+    return capture.symbol, capture.direction, capture.engine, capture.plaintext_side, capture.context_kind
 
 
 def captures_frame(captures: list[PageCapture]) -> tuple[dict, bytes]:
-    """A batch's header (shared fields, then one ``[ts, seq, pgno, stop_us, len(before), len(after)]``
-    row per capture) and its payload (each capture's ``before`` then ``after``)."""
-    symbol, direction, engine, side = batch_key(captures[0])
-    rows = [[c.ts, c.seq, c.pgno, c.stop_us, len(c.before), len(c.after)] for c in captures]
+    """A batch's header (shared fields, then one ``[ts, seq, pgno, stop_us, len(before), len(after),
+    context]`` row per capture) and its payload (each capture's ``before`` then ``after``)."""
+    symbol, direction, engine, side, context_kind = batch_key(captures[0])
+    rows = [[c.ts, c.seq, c.pgno, c.stop_us, len(c.before), len(c.after), c.context] for c in captures]
     payload = b"".join(part for c in captures for part in (c.before, c.after))
-    return {"symbol": symbol, "direction": direction, "engine": engine, "side": side, "caps": rows}, payload
+    return {"symbol": symbol, "direction": direction, "engine": engine, "side": side,
+            "context_kind": context_kind, "caps": rows}, payload
 
 
 def captures_of(head: dict, payload: bytes) -> list[PageCapture]:
     """The :class:`PageCapture` events of one ``CAPTURES`` frame."""
     out, pos = [], 0
     try:
-        symbol, direction, engine, side = (str(head[k]) for k in ("symbol", "direction", "engine", "side"))
-        for ts, seq, pgno, stop_us, nb, na in head["caps"]:
+        symbol, direction, engine, side, context_kind = (
+            str(head[k]) for k in ("symbol", "direction", "engine", "side", "context_kind"))
+        for ts, seq, pgno, stop_us, nb, na, context in head["caps"]:
             nb, na = int(nb), int(na)
             if nb < 0 or na < 0 or pos + nb + na > len(payload):
                 raise ValueError("page lengths past the payload")
             out.append(PageCapture(ts=float(ts), seq=int(seq), symbol=symbol, direction=direction, pgno=int(pgno),
                                    before=payload[pos:pos + nb], after=payload[pos + nb:pos + nb + na],
-                                   stop_us=float(stop_us), engine=engine, plaintext_side=side))
+                                   stop_us=float(stop_us), engine=engine, plaintext_side=side,
+                                   context=int(context), context_kind=context_kind))
             pos += nb + na
     except (KeyError, TypeError, ValueError) as exc:
         raise ProtocolError(f"captures frame: bad field {exc}") from None

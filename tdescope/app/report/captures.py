@@ -96,7 +96,7 @@ def capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plain
     mask_before = cap.holds_plaintext("before") and not include_plaintext
     mask_after = cap.holds_plaintext("after") and not include_plaintext
     plain = cap.plaintext
-    decoded = decoder.decode(plain, cap.pgno) if decoder is not None and plain else None
+    decoded = decoder.decode(plain, cap.pgno, cap.where) if decoder is not None and plain else None
     start = min((n.target.start for n in notes if n.target.kind == "bytes" and n.target.start is not None), default=0)
     label = (f"{side_label(cap, 'before')} (input)", f"{side_label(cap, 'after')} (output)")
     return CaptureSection(
@@ -147,7 +147,7 @@ def selected_captures(reader: SessionReader, notes: list[Note], limit: int, deco
             short.append(c)
             continue
         plain = c.plaintext
-        decoded = decoder.decode(plain, c.pgno) if decoder is not None and plain else None
+        decoded = decoder.decode(plain, c.pgno, c.where) if decoder is not None and plain else None
         kind = (c.direction, decoded.page_type if decoded else "unknown", bool(decoded and decoded.records))
         if c.ts in why:
             kinds.add(kind)

@@ -112,7 +112,7 @@ class InnoDbPageDecoder:
 
         return {"layouts": layouts_to_json(self.layouts)} if self.layouts else {}
 
-    def decode(self, data: bytes, pgno: int = -1) -> DecodedPage:
+    def decode(self, data: bytes, pgno: int = -1, context=None) -> DecodedPage:
         """Structure of ``data``; problems instead of exceptions."""
         size = len(data)
         if size < FIL_HEADER + 8:

@@ -222,7 +222,7 @@ class OracleBlockDecoder:
     def __init__(self, byteorder: str = "little") -> None:
         self.byteorder = byteorder
 
-    def decode(self, data: bytes, pgno: int = -1) -> DecodedPage:
+    def decode(self, data: bytes, pgno: int = -1, context=None) -> DecodedPage:
         """Decode one block; never raises, reports what did not decode in ``problems``."""
         try:
             return self._decode(bytes(data), pgno)

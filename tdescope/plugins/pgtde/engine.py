@@ -14,7 +14,7 @@ class PgTdeEngine(PostgresEngine):
 
     name = "pg-tde"
     label = "PostgreSQL + pg_tde"
-    abilities = PostgresEngine.abilities | {Ability.CATALOG_DECODER, Ability.KEEP_CATALOG, Ability.RESTORE_DECODER}
+    abilities = PostgresEngine.abilities
 
     def connect(self, params: ConnectParams):
         """``options["lab"]``: start the private pg_tde server (``options["pg_tde_source"]``: its source);

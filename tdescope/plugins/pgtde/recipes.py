@@ -21,10 +21,11 @@ unverified on a real server (none can be built here).
 from __future__ import annotations
 
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.events import ContextKind
 
 __all__ = ["BLOCK_DECRYPT", "RECIPES", "TUPLE_DECRYPT"]
 
-_T_LEN, _T_SELF, _T_DATA = 0, 4, 16
+_T_LEN, _T_SELF, _T_TABLE_OID, _T_DATA = 0, 4, 12, 16
 #: The first four bytes of every decrypt call's context string, "DECRYPT-TUPLE…", as the C int the condition reads.
 _DECRYPT_CONTEXT = int.from_bytes(b"DECR", "little")
 
@@ -41,6 +42,8 @@ TUPLE_DECRYPT = ProbeRecipe(
     library="pg_tde",
     max_length=8192,
     requires="pg_tde",
+    context=ArgRef(register="rdi", field=_T_TABLE_OID, width=4),
+    context_kind=ContextKind.RELATION.value,
 )
 
 #: Unverified on a real server. In place (``in == out``: the shared buffer), BLCKSZ bytes; the fork

@@ -24,8 +24,8 @@ class PgTdeSession(PostgresSession):
     """:class:`PostgresSession` on a server with pg_tde: captures are tuples, decoded by :meth:`catalog_decoder`."""
 
     def catalog_decoder(self) -> PgTupleDecoder:
-        """Tuple headers (no statement: on a user's server the capture does not say its table)."""
-        return PgTupleDecoder()
+        """Tuples decoded as the table their capture names (its ``t_tableOid``), with that table's columns."""
+        return PgTupleDecoder(relations=self.relations())
 
 
 class PgTdeLabSession(PgTdeSession):
@@ -76,8 +76,9 @@ class PgTdeLabSession(PgTdeSession):
         return [*mine, *(w for w in super().workloads() if w.name not in taken)]
 
     def catalog_decoder(self) -> PgTupleDecoder:
-        """Tuples with the lab's encrypted table's columns (the lab's probes catch that table's fetches)."""
-        return PgTupleDecoder(self.columns(ENCRYPTED_TABLE), ENCRYPTED_TABLE)
+        """Tuples as the table their capture names; the lab's encrypted table's columns for a capture that names
+        none (a recipe without the tuple's OID)."""
+        return PgTupleDecoder(self.columns(ENCRYPTED_TABLE), ENCRYPTED_TABLE, self.relations())
 
     def close(self) -> None:
         try:

@@ -23,7 +23,8 @@ class PostgresEngine:
     critical_processes = CRITICAL_PROCESSES
     abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES, Ability.CHOOSE_TARGET, Ability.RUN_SQL,
                            Ability.REQUIRE_EXTENSIONS, Ability.SAMPLE_COLUMNS, Ability.FIT_RECIPES,
-                           Ability.FOLLOW_PROCESSES})
+                           Ability.FOLLOW_PROCESSES, Ability.CATALOG_DECODER, Ability.KEEP_CATALOG,
+                           Ability.RESTORE_DECODER})
 
     def connect(self, params: ConnectParams):
         """Open the workload and control connections.
@@ -54,6 +55,12 @@ class PostgresEngine:
         from tdescope.plugins.postgres.pages import PgPageDecoder
 
         return PgPageDecoder(columns)
+
+    def decoder_from_catalog(self, catalog: dict) -> PageDecoder:
+        """The window's page decoder again, from the relations a recording kept."""
+        from tdescope.plugins.postgres.pages import PgPageDecoder
+
+        return PgPageDecoder.from_catalog(catalog or {})
 
     @cache
     def glossary(self) -> Mapping[str, str]:

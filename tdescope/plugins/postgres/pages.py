@@ -14,6 +14,7 @@ import struct
 from tdescope.app.engines.api import DecodedField, DecodedPage
 from tdescope.plugins.postgres import _btree
 from tdescope.plugins.postgres._tuples import PgColumn, decode_tuple, format_value
+from tdescope.plugins.postgres.relations import RelationMap
 
 __all__ = ["PgPageDecoder", "PgColumn", "PAGE_SIZE", "LP_FLAGS"]
 
@@ -32,14 +33,33 @@ class PgPageDecoder:
     columns : tuple of PgColumn, optional
         The relation's attributes in attnum order (the session fetches them
         from pg_attribute with :meth:`PostgresSession.columns`).
+    relations : RelationMap, optional
+        The server's relations: a capture whose context names one (``mdread``'s
+        relfilenode) is said to be of it and decoded with its columns.
     """
 
-    def __init__(self, columns: tuple[PgColumn, ...] | None = None) -> None:
+    def __init__(self, columns: tuple[PgColumn, ...] | None = None, relations: RelationMap | None = None) -> None:
         self.columns = tuple(columns) if columns is not None else None
+        self.relations = relations if relations is not None else RelationMap()
 
-    def decode(self, data: bytes, pgno: int = -1) -> DecodedPage:
-        """Decode ``data``; never raises on bad bytes, reports problems instead."""
-        data = bytes(data)
+    def catalog(self) -> dict:
+        """The relations as JSON data (empty without any): what a recording keeps."""
+        return {"relations": self.relations.catalog()} if self.relations else {}
+
+    @classmethod
+    def from_catalog(cls, catalog: dict) -> "PgPageDecoder":
+        """Inverse of :meth:`catalog`."""
+        return cls(relations=RelationMap.from_catalog(catalog.get("relations")))
+
+    def decode(self, data: bytes, pgno: int = -1, context=None) -> DecodedPage:
+        """Decode ``data`` (``context``: the capture's relation, when its probe read one); never raises on bad
+        bytes, reports problems instead."""
+        relation = self.relations.find(context)
+        columns = relation.columns if relation is not None and relation.columns is not None else self.columns
+        where = ", ".join(w for w in (f"block {pgno}" if pgno >= 0 else "", RelationMap.label(context, relation)) if w)
+        return self._decode(bytes(data), where, columns)
+
+    def _decode(self, data: bytes, where: str, columns: tuple[PgColumn, ...] | None) -> DecodedPage:
         if len(data) < HEADER_SIZE or len(data) % 1024:
             # a decrypt probe's buffer (a pgcrypto value), not a page: nothing to complain about
             return DecodedPage("data buffer", (DecodedField("buffer", 0, len(data), f"{len(data)} bytes"),))
@@ -48,7 +68,7 @@ class PgPageDecoder:
         lsn_hi, lsn_lo, checksum, flags, lower, upper, special, size_version, prune = _HEADER.unpack_from(data)
         size, version = size_version & 0xFF00, size_version & 0x00FF
         problems: list[str] = []
-        header = DecodedField("PageHeaderData", 0, HEADER_SIZE, f"block {pgno}" if pgno >= 0 else "", (
+        header = DecodedField("PageHeaderData", 0, HEADER_SIZE, where, (
             DecodedField("pd_lsn", 0, 8, f"{lsn_hi:X}/{lsn_lo:X}"),
             DecodedField("pd_checksum", 8, 10, f"0x{checksum:04x}"),
             DecodedField("pd_flags", 10, 12, f"0x{flags:04x} " + "|".join(n for b, n in _PD_FLAGS if flags & b)),
@@ -105,11 +125,11 @@ class PgPageDecoder:
             if special_size:
                 tuples.append(DecodedField(f"item {lp}", off, off + lp_len, f"{lp_len} bytes"))
                 continue
-            res = decode_tuple(data, off, lp_len, self.columns)
+            res = decode_tuple(data, off, lp_len, columns)
             problems.extend(f"lp {lp}: {p}" for p in res.problems)
-            if self.columns is not None:
+            if columns is not None:
                 records.append(tuple(res.values))
-            shown = ", ".join(format_value(v) for v in res.values) if self.columns is not None else ""
+            shown = ", ".join(format_value(v) for v in res.values) if columns is not None else ""
             tuples.append(DecodedField(f"tuple {lp}", off, off + lp_len, shown or f"{lp_len} bytes",
                                        tuple(res.fields)))
         tuples.sort(key=lambda f: f.start)

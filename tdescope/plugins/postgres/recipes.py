@@ -8,6 +8,7 @@ machinery breaks at ``*symbol`` when every reference is a register).
 from __future__ import annotations
 
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.events import ContextKind
 
 __all__ = ["PGP_DECRYPT", "EVP_DECRYPT", "PAGE_READ", "RECIPES"]
 
@@ -23,6 +24,8 @@ PGP_DECRYPT = ProbeRecipe(
     direction="decrypt",
     library="pgcrypto",
     requires="pgcrypto",
+    context=ArgRef(register="rdi"),
+    context_kind=ContextKind.CIPHER.value,
 )
 
 #: decrypt()/decrypt_iv() go to OpenSSL: EVP_DecryptUpdate(ctx, out, outl, in, inl).
@@ -37,7 +40,9 @@ EVP_DECRYPT = ProbeRecipe(
     library="libcrypto",
 )
 
-#: mdread(reln, forknum, blocknum, buffer): the 8 KB block as it came from disk, main fork only.
+#: mdread(reln, forknum, blocknum, buffer): the 8 KB block as it came from disk, main fork only. ``reln``
+#: points to SMgrRelationData, whose first member (RelFileNodeBackend in 15, RelFileLocatorBackend in 16
+#: and 17) starts with three OIDs: tablespace, database, then the relfilenode at byte 8.
 PAGE_READ = ProbeRecipe(
     key="postgres.page-read",
     label="Page read from disk (mdread, 8 KB)",
@@ -48,6 +53,8 @@ PAGE_READ = ProbeRecipe(
     pgno=ArgRef(register="rdx"),
     condition=(ArgRef(register="rsi"), 0),
     direction="read",
+    context=ArgRef(register="rdi", field=8, width=4),
+    context_kind=ContextKind.RELFILENODE.value,
 )
 
 RECIPES = (PGP_DECRYPT, EVP_DECRYPT, PAGE_READ)

@@ -20,6 +20,8 @@ from tdescope.plugins.postgres import workloads as wl
 from tdescope.plugins.postgres._tuples import PgColumn
 from tdescope.plugins.postgres.connection import ConnectionSpec, open_connection
 from tdescope.plugins.postgres.inventory import build_inventory, sampling_reads
+from tdescope.plugins.postgres.pages import PgPageDecoder
+from tdescope.plugins.postgres.relations import RelationMap, read_relations
 from tdescope.plugins.postgres.target import Backend, check_backend, list_backends
 from tdescope.plugins.postgres.waits import PgWaitSource
 
@@ -183,6 +185,15 @@ class PostgresSession:
                             f"CREATE EXTENSION {name} (needs a privileged role)")
         if name == "pgcrypto" and self.target.pid == self.own_pid:
             self.conn.execute(f"SELECT {row[0]}.digest('', 'md5')")
+
+    def relations(self) -> RelationMap:
+        """The server's relations and its user tables' columns, from the catalogs: what captures name."""
+        with self._lock:
+            return read_relations(self.control)
+
+    def catalog_decoder(self) -> PgPageDecoder:
+        """Pages decoded as the relation their read names (``mdread``'s relfilenode), with its columns."""
+        return PgPageDecoder(relations=self.relations())
 
     def columns(self, relation: str) -> tuple[PgColumn, ...]:
         """The relation's attributes in attnum order (dropped ones too: they still occupy tuple slots)."""

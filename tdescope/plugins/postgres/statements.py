@@ -18,7 +18,7 @@ from __future__ import annotations
 __all__ = [
     "BACKEND", "BACKENDS", "BYTEA_COLUMNS", "COLUMNS", "EXTENSIONS_AVAILABLE", "EXTENSIONS_INSTALLED",
     "BLOCK_SIZE", "EXTENSION_SCHEMA", "SAMPLE_BYTES", "SAMPLE_ROWS", "SETTINGS", "TDE_CALLABLE", "TDE_KEY_PROVIDERS",
-    "TDE_TABLES", "WAIT_HISTORY", "WAIT_POLL", "WATCH_STATEMENTS", "sample_column",
+    "RELATIONS", "RELATION_COLUMNS", "TDE_TABLES", "WAIT_HISTORY", "WAIT_POLL", "WATCH_STATEMENTS", "sample_column",
 ]
 
 _ACTIVITY_COLUMNS = ("SELECT pid, coalesce(backend_type, ''), coalesce(usename, ''), coalesce(application_name, ''), "
@@ -51,6 +51,18 @@ COLUMNS = (
     "LEFT JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s::regclass AND a.attnum > 0 "
     "ORDER BY a.attnum"
 )
+#: The relations a capture can name (its table OID or relfilenode): names from pg_class only, no row read.
+RELATIONS = ("SELECT c.oid, c.relfilenode, c.oid::regclass::text FROM pg_class c "
+             "WHERE c.relkind IN ('r', 'm', 't', 'i') AND c.relfilenode <> 0 ORDER BY c.oid LIMIT %s")
+#: The attributes of the user tables among them, to decode their tuples by the capture's relation.
+RELATION_COLUMNS = (
+    "SELECT a.attrelid, CASE WHEN a.attisdropped THEN '(dropped)' ELSE a.attname END, "
+    "coalesce(t.typname, 'dropped'), a.attlen, a.attalign::text FROM pg_attribute a "
+    "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "LEFT JOIN pg_type t ON t.oid = a.atttypid WHERE a.attnum > 0 AND c.relkind IN ('r', 'm') "
+    "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%%' "
+    "ORDER BY a.attrelid, a.attnum LIMIT %s"
+)
 #: One engine-wait poll without pg_wait_sampling: the one backend's row, at the stated rate.
 WAIT_POLL = "SELECT wait_event_type, wait_event, state FROM pg_stat_activity WHERE pid = %s"
 #: One engine-wait poll with pg_wait_sampling: the server's own samples of the backend since the last
@@ -72,7 +84,7 @@ BLOCK_SIZE = "SHOW block_size"
 #: What watch mode may run on a server tdescope did not start, as psycopg sends them.
 WATCH_STATEMENTS = (BACKEND, BACKENDS, EXTENSIONS_INSTALLED, EXTENSIONS_AVAILABLE, SETTINGS, BYTEA_COLUMNS,
                     EXTENSION_SCHEMA, COLUMNS, WAIT_POLL, WAIT_HISTORY, BLOCK_SIZE, TDE_TABLES, TDE_CALLABLE,
-                    TDE_KEY_PROVIDERS)
+                    TDE_KEY_PROVIDERS, RELATIONS, RELATION_COLUMNS)
 
 #: Rows of each bytea column read by the explicit sampling, and how much of each value.
 SAMPLE_ROWS = 20

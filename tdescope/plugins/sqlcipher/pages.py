@@ -65,7 +65,7 @@ class SqlitePageDecoder:
         self.page_size = page_size
         self.encoding = encoding
 
-    def decode(self, data: bytes, pgno: int = -1) -> DecodedPage:
+    def decode(self, data: bytes, pgno: int = -1, context=None) -> DecodedPage:
         """Decode one page (or page 1 minus its first 16 bytes); see the class notes.
 
         Parameters

@@ -56,8 +56,8 @@ def prepare_capture(decoder: PageDecoder, capture: PageCapture) -> ShownCapture:
     """Decode both sides of ``capture`` and compute its entropy and diff (any thread). A decoder that
     raises leaves both sides undecoded and says why in :attr:`ShownCapture.problem`."""
     try:
-        after = decoder.decode(capture.after, capture.pgno) if capture.after else None
-        before = decoder.decode(capture.before, capture.pgno) if capture.before else None
+        after = decoder.decode(capture.after, capture.pgno, capture.where) if capture.after else None
+        before = decoder.decode(capture.before, capture.pgno, capture.where) if capture.before else None
         problem = ""
     except Exception as exc:  # noqa: BLE001 - a decoder's bug must not hide the bytes
         after = before = None

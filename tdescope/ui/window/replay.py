@@ -40,7 +40,7 @@ class _RecordedEngine:
     def page_decoder(self):
         return self
 
-    def decode(self, data: bytes, pgno: int = -1) -> DecodedPage:
+    def decode(self, data: bytes, pgno: int = -1, context=None) -> DecodedPage:
         return DecodedPage("unknown", problems=(f"no {self.name} decoder installed here",))
 
     def glossary(self):

@@ -4,7 +4,7 @@
  * copies the input buffer, one uretprobe copies the output buffer, both into a
  * BPF ring buffer the workbench reads from user space.
  *
- * Nothing here knows an engine. Where the buffers, length, page number and
+ * Nothing here knows an engine. Where the buffers, length, page number, context and
  * condition live (a register, a stack slot at the first instruction, a constant,
  * or a field of the struct one of those points to)
  * is data: the workbench writes `struct config` into the `config` map after load
@@ -42,7 +42,7 @@ struct argloc {
 };
 
 struct config {
-    struct argloc before, after, length, pgno, cond;
+    struct argloc before, after, length, pgno, cond, context;
     __s64 cond_value;
     __u32 has_cond;
     __u32 entry_only;
@@ -82,7 +82,7 @@ struct record {
     __u64 seq;
     __u64 ts_ns;
     __s64 pgno;
-    __s64 mode;
+    __s64 context;   /* what the call belongs to (a relation's OID, a cipher context's address); -1: none */
     __u64 cost_ns;   /* this probe's time so far, this record's copy included */
     __u32 tid;
     __u32 len;       /* bytes of buffer that follow */
@@ -93,7 +93,7 @@ struct inflight {
     __u64 seq;
     __u64 out;
     __s64 pgno;
-    __s64 mode;
+    __s64 context;
     __u32 len;
     __u32 pad;
 };
@@ -216,7 +216,7 @@ static __always_inline int rate_allows(const struct config *cfg, __u64 now, __u6
 
 /* One record of a buffer class: header plus SZ bytes reserved, `total` (<= SZ) copied. Returns 0
  * when the ring had no room. SZ is a constant after inlining, as bpf_ringbuf_reserve requires. */
-static __always_inline int emit_sz(const __u32 SZ, __u32 kind, __u64 seq, __s64 pgno, __s64 mode, __u64 src,
+static __always_inline int emit_sz(const __u32 SZ, __u32 kind, __u64 seq, __s64 pgno, __s64 context, __u64 src,
                                    __u32 total, __u64 t0)
 {
     struct record *r = bpf_ringbuf_reserve(&events, sizeof(*r) + SZ, 0);
@@ -231,7 +231,7 @@ static __always_inline int emit_sz(const __u32 SZ, __u32 kind, __u64 seq, __s64 
     r->seq = seq;
     r->ts_ns = t0;
     r->pgno = pgno;
-    r->mode = mode;
+    r->context = context;
     r->tid = (__u32)bpf_get_current_pid_tgid();
     r->len = (__u32)n;
     if (n && bpf_probe_read_user(r->data, n, (void *)src)) {
@@ -246,19 +246,19 @@ static __always_inline int emit_sz(const __u32 SZ, __u32 kind, __u64 seq, __s64 
 }
 
 /* Copy `total` bytes at `src` into the ring as one record of the smallest class that holds them. */
-static __always_inline int emit(__u32 kind, __u64 seq, __s64 pgno, __s64 mode, __u64 src, __u32 total, __u64 t0)
+static __always_inline int emit(__u32 kind, __u64 seq, __s64 pgno, __s64 context, __u64 src, __u32 total, __u64 t0)
 {
     if (total <= 1024)
-        return emit_sz(1024, kind, seq, pgno, mode, src, total, t0);
+        return emit_sz(1024, kind, seq, pgno, context, src, total, t0);
     if (total <= 4096)
-        return emit_sz(4096, kind, seq, pgno, mode, src, total, t0);
+        return emit_sz(4096, kind, seq, pgno, context, src, total, t0);
     if (total <= 8192)
-        return emit_sz(8192, kind, seq, pgno, mode, src, total, t0);
+        return emit_sz(8192, kind, seq, pgno, context, src, total, t0);
     if (total <= 16384)
-        return emit_sz(16384, kind, seq, pgno, mode, src, total, t0);
+        return emit_sz(16384, kind, seq, pgno, context, src, total, t0);
     if (total <= 32768)
-        return emit_sz(32768, kind, seq, pgno, mode, src, total, t0);
-    return emit_sz(MAX_BUFFER, kind, seq, pgno, mode, src, total, t0);
+        return emit_sz(32768, kind, seq, pgno, context, src, total, t0);
+    return emit_sz(MAX_BUFFER, kind, seq, pgno, context, src, total, t0);
 }
 
 SEC("uprobe")
@@ -272,14 +272,12 @@ int on_entry(struct pt_regs *ctx)
     bump(S_HITS, 1);
     struct regs g;
     snapshot(ctx, &g);
-    __s64 mode = -1;
     __u64 v = 0;
     __u32 outcome = S_LOST;  /* where this hit is counted: exactly one outcome per hit */
     if (cfg->has_cond) {
         if (!arg(&g, &cfg->cond, &v))
             goto out;
-        mode = (__s32)v;  /* a C int argument: the register's upper half is undefined */
-        if ((__s32)v != (__s32)cfg->cond_value) {
+        if ((__s32)v != (__s32)cfg->cond_value) {  /* a C int argument: the upper half is undefined */
             outcome = S_CONDITION;
             goto out;
         }
@@ -305,6 +303,10 @@ int on_entry(struct pt_regs *ctx)
     __s64 pgno = -1;
     if (cfg->pgno.kind != ARG_NONE && arg(&g, &cfg->pgno, &pg))
         pgno = (__s32)pg;
+    __s64 context = -1;
+    __u64 cx = 0;
+    if (cfg->context.kind != ARG_NONE && arg(&g, &cfg->context, &cx))
+        context = (__s64)cx;
     if (!rate_allows(cfg, t0, cfg->entry_only ? len : 2 * len)) {
         outcome = S_RATE_CAPPED;
         goto out;
@@ -319,12 +321,12 @@ int on_entry(struct pt_regs *ctx)
         goto out;
     }
     __u64 seq = __sync_fetch_and_add(seqp, 1) + 1;
-    if (!emit(REC_BEFORE, seq, pgno, mode, src, (__u32)len, t0))
+    if (!emit(REC_BEFORE, seq, pgno, context, src, (__u32)len, t0))
         goto out;  /* the ring is full: lost */
     __sync_fetch_and_add(in_ring, 1);
     outcome = S_EMITTED;
     if (!cfg->entry_only) {
-        struct inflight call = {.seq = seq, .pgno = pgno, .mode = mode, .len = (__u32)len};
+        struct inflight call = {.seq = seq, .pgno = pgno, .context = context, .len = (__u32)len};
         if (arg(&g, &cfg->after, &call.out)) {
             __u64 id = bpf_get_current_pid_tgid();
             bpf_map_update_elem(&calls, &id, &call, BPF_ANY);
@@ -346,7 +348,7 @@ int on_return(struct pt_regs *ctx)
     if (call) {
         struct inflight c = *call;
         bpf_map_delete_elem(&calls, &id);
-        if (!emit(REC_AFTER, c.seq, c.pgno, c.mode, c.out, c.len, t0))
+        if (!emit(REC_AFTER, c.seq, c.pgno, c.context, c.out, c.len, t0))
             bump(S_LOST_RETURN, 1);
     }
     bump(S_PROG_NS, bpf_ktime_get_ns() - t0);

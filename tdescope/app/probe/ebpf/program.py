@@ -43,7 +43,7 @@ class Config(ctypes.Structure):
     """``struct config`` of ``capture.bpf.c``."""
 
     _fields_ = [("before", ArgLoc), ("after", ArgLoc), ("length", ArgLoc), ("pgno", ArgLoc), ("cond", ArgLoc),
-                ("cond_value", ctypes.c_int64), ("has_cond", ctypes.c_uint32), ("entry_only", ctypes.c_uint32),
+                ("context", ArgLoc), ("cond_value", ctypes.c_int64), ("has_cond", ctypes.c_uint32), ("entry_only", ctypes.c_uint32),
                 ("max_length", ctypes.c_uint32), ("sample_every", ctypes.c_uint32),
                 ("max_captures", ctypes.c_uint64), ("max_bytes_per_s", ctypes.c_uint64)]
 
@@ -71,7 +71,7 @@ class Stat(enum.IntEnum):
 N_STATS = 11
 #: The outcomes of an entry hit: one each, so they add up to HITS.
 OUTCOMES = (Stat.CONDITION, Stat.SAMPLED_OUT, Stat.RATE_CAPPED, Stat.OVER_LIMIT, Stat.LOST, Stat.EMITTED)
-#: ``struct record``'s header: kind, flags, seq, ts_ns, pgno, mode, cost_ns, tid, len; the buffer follows.
+#: ``struct record``'s header: kind, flags, seq, ts_ns, pgno, context, cost_ns, tid, len; the buffer follows.
 RECORD = struct.Struct("<IIQQqqQII")
 _KINDS = (FrameKind.BEFORE, FrameKind.AFTER)
 #: What one uprobe trap costs the target on top of the program's own time, measured on these
@@ -94,7 +94,7 @@ def object_path() -> str:
 def unsupported(spec: ProbeSpec) -> str | None:
     """Why ``spec`` cannot run on eBPF (None: it can): a DWARF argument name, an unknown register."""
     for label, ref in (("input buffer", spec.before), ("output buffer", spec.after), ("length", spec.length),
-                       ("page number", spec.pgno), ("condition", spec.condition[0] if spec.condition else None)):
+                       ("page number", spec.pgno), ("context", spec.context), ("condition", spec.condition[0] if spec.condition else None)):
         if ref is None:
             continue
         if ref.constant is None and ref.stack is None and ref.register is None:
@@ -128,7 +128,7 @@ def config_of(spec: ProbeSpec, sample_every: int = 1, max_bytes_per_s: float = 0
     cond = spec.condition
     return Config(
         before=_loc(spec.before), after=_loc(spec.after), length=_loc(spec.length), pgno=_loc(spec.pgno),
-        cond=_loc(cond[0] if cond else None), cond_value=int(cond[1]) if cond else 0, has_cond=1 if cond else 0,
+        context=_loc(spec.context), cond=_loc(cond[0] if cond else None), cond_value=int(cond[1]) if cond else 0, has_cond=1 if cond else 0,
         entry_only=1 if spec.after is None else 0, max_length=min(int(spec.max_length), MAX_BUFFER),
         sample_every=max(1, int(sample_every)), max_captures=int(spec.max_captures),
         max_bytes_per_s=int(max_bytes_per_s),
@@ -152,10 +152,10 @@ class FrameAssembler:
 
     def add(self, rec: memoryview) -> None:
         """One ring record (the bytes after the ring's own header)."""
-        kind, flags, seq, ts_ns, pgno, mode, cost_ns, _tid, length = _unpack_record(rec)
+        kind, flags, seq, ts_ns, pgno, context, cost_ns, _tid, length = _unpack_record(rec)
         if flags & _READ_ERROR:
             self.read_errors += 1
-        self.frames.append(Frame(_KINDS[kind], seq, pgno, mode, ts_ns / 1e9 + self._offset,
+        self.frames.append(Frame(_KINDS[kind], seq, pgno, context, ts_ns / 1e9 + self._offset,
                                  cost_ns / 1e3 + TRAP_COST_US, rec[_BODY:_BODY + length].tobytes()))
 
     def take(self) -> list[Frame]:
