@@ -17,6 +17,7 @@ import pytest
 
 from conftest import assert_one_line_error, probe_backend, run_tdescope, tracer_pid
 from tdescope.app.errors import UserError
+from tdescope.app.events import CaptureContext, ContextKind
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.pgtde import build
 from tdescope.plugins.pgtde.lab import ENCRYPTED_TABLE, MARKER, PLAIN_MARKER, PLAIN_TABLE, ROWS
@@ -78,20 +79,47 @@ def test_the_tuple_decrypt_gives_the_row_after_and_ciphertext_before(pgtde_lab, 
                             lambda: conn.execute(f"SELECT id, name FROM {ENCRYPTED_TABLE}").fetchall())
     assert len(caps) == 50
     decoder = pgtde_lab.catalog_decoder()
+    oid = conn.execute("SELECT %s::regclass::oid", (ENCRYPTED_TABLE,)).fetchone()[0]
+    assert {c.where for c in caps} == {CaptureContext(ContextKind.RELATION, oid)}  # the tuple's own t_tableOid
     for c in caps:
         assert len(c.before) == len(c.after)  # t_len of the tuple: its length came from the call
         hoff = c.after[22]
         assert c.before[:hoff] == c.after[:hoff]  # the tuple header stays plaintext
         assert MARKER.encode() not in c.before and MARKER.encode() in c.after
         assert c.pgno == 0 or c.pgno > 0  # a block number from t_self, never a made-up -1
-        page = decoder.decode(c.after, c.pgno)
+        page = decoder.decode(c.after, c.pgno, c.where)
         assert page.page_type == "heap tuple" and not page.problems, page.problems
+        assert page.fields[0].name == f"heap tuple (relation {ENCRYPTED_TABLE} (oid {oid}), block {c.pgno})"
         (row,) = page.records
         assert row[1] == f"{MARKER}-{row[0]}" and len(row[2]) == 128
         assert row not in decoder.decode(c.before, c.pgno).records  # the same header, the data encrypted
     ids = [decoder.decode(c.after).records[0][0] for c in caps]
     assert ids == list(range(1, 51))  # a seq scan's fetch order, each tuple decrypted once on this pass
     assert tracer_pid(pgtde_lab.server_pid()) == 0
+
+
+@pytest.mark.ebpf
+def test_a_tuple_of_another_table_decodes_with_that_tables_columns(pgtde_lab):
+    # the capture names its table (t_tableOid): a second encrypted table with other columns decodes as itself,
+    # not with the lab table's columns (which the decoder would otherwise assume)
+    conn = pgtde_lab.conn
+    conn.execute("CREATE TABLE tde_other (k int8, flag bool, note text) USING tde_heap_basic")
+    try:
+        conn.execute("INSERT INTO tde_other SELECT g, g % 2 = 0, 'OTHER-ROW-' || g FROM generate_series(1, 7) g")
+        oid = conn.execute("SELECT 'tde_other'::regclass::oid").fetchone()[0]
+        caps = _captured_during(pgtde_lab, "ebpf", lambda: conn.execute("SELECT * FROM tde_other").fetchall(), 7)
+        decoder = pgtde_lab.catalog_decoder()
+        assert len(caps) == 7 and {c.where for c in caps} == {CaptureContext(ContextKind.RELATION, oid)}
+        rows = [decoder.decode(c.after, c.pgno, c.where).records for c in caps]
+        assert rows == [((k, k % 2 == 0, f"OTHER-ROW-{k}"),) for k in range(1, 8)]
+        assert not decoder.decode(caps[0].after, caps[0].pgno).records  # without its context: the lab's columns
+        # a recording keeps the relations: the rebuilt decoder names and decodes the same
+        from tdescope.plugins.pgtde import ENGINE
+
+        again = ENGINE.decoder_from_catalog(decoder.catalog())
+        assert [again.decode(c.after, c.pgno, c.where).records for c in caps] == rows
+    finally:
+        conn.execute("DROP TABLE tde_other")
 
 
 @pytest.mark.ebpf

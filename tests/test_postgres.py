@@ -15,7 +15,7 @@ from pgcluster import PASSWORD, PASSWORD_ROLE
 from tdescope.app.probe.window import CaptureLimits
 from tdescope.app.engines.api import ConnectParams, WorkloadControl
 from tdescope.app.errors import UserError
-from tdescope.app.events import PageCapture, WaitSample
+from tdescope.app.events import CaptureContext, ContextKind, PageCapture, WaitSample
 from tdescope.app.experiment import Experiment
 from tdescope.plugins.postgres import ENGINE
 from tdescope.plugins.postgres.pages import PgPageDecoder
@@ -89,19 +89,20 @@ def test_page_read_decodes_like_heap_page_items(session, filled, backend):
     cur = session.conn
     cur.execute("SELECT count(*) FROM big").fetchone()  # catalogs cached: the next scan reads big's blocks
     caps = _capture(session, PAGE_READ, "SELECT count(*) FROM big", 6, backend=backend)
-    decoder = PgPageDecoder(session.columns("big"))
+    decoder = session.catalog_decoder()  # the server's relations: each block decodes as the one its read names
     ctl = session.control
     nblocks = ctl.execute("SELECT pg_relation_size('big') / 8192").fetchone()[0]
     assert nblocks * 8192 > 256 * 1024  # bigger than shared_buffers: blocks come through mdread
-    matched = 0
-    for cap in caps:
-        page = decoder.decode(cap.after, cap.pgno)
-        if page.page_type != "heap" or page.problems or not 0 <= cap.pgno < nblocks:
-            continue
+    node = ctl.execute("SELECT pg_relation_filenode('big')").fetchone()[0]
+    ours = [c for c in caps if c.where == CaptureContext(ContextKind.RELFILENODE, node)]
+    assert ours, [c.where for c in caps]  # the read itself says which relation (mdread's SMgrRelation)
+    for cap in ours:
+        page = decoder.decode(cap.after, cap.pgno, cap.where)  # no columns given: big's, found by its file node
+        assert page.page_type == "heap" and not page.problems and 0 <= cap.pgno < nblocks, page.problems
+        assert page.fields[0].value == f"block {cap.pgno}, relation big (relfilenode {node})"
         raw = bytes(ctl.execute("SELECT get_raw_page('big', %s)", (cap.pgno,)).fetchone()[0])
         lower = int.from_bytes(raw[12:14], "little")
-        if cap.after[24:lower] != raw[24:lower]:
-            continue  # the same block number of another relation (a catalog)
+        assert cap.after[24:lower] == raw[24:lower]  # big's block, as pageinspect reads it
         ids = [r[0] for r in page.records]
         items = ctl.execute("SELECT lp, lp_off, lp_len FROM heap_page_items(get_raw_page('big', %s))",
                             (cap.pgno,)).fetchall()
@@ -112,8 +113,10 @@ def test_page_read_decodes_like_heap_page_items(session, filled, backend):
         attrs = ctl.execute("SELECT t_attrs FROM heap_page_item_attrs(get_raw_page('big', %s), 'big'::regclass) "
                             "WHERE lp_len > 0 ORDER BY lp_off", (cap.pgno,)).fetchall()
         assert sorted(ids) == sorted(int.from_bytes(a[0][0], "little", signed=True) for a in attrs)
-        matched += 1
-    assert matched >= 1, [(c.pgno, decoder.decode(c.after).page_type) for c in caps]
+    for cap in caps:  # every other block is named by its own relation, never decoded with big's columns
+        if cap not in ours and cap.where is not None:
+            head = decoder.decode(cap.after, cap.pgno, cap.where).fields[0].value
+            assert "relation big" not in head and f"relfilenode {cap.where.value}" in head, head
 
 
 def test_decoder_against_pageinspect(session, filled):
