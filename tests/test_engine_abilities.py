@@ -29,7 +29,8 @@ ENGINES, ERRORS = discover_engines()
 @pytest.mark.parametrize("name, declared, session_class", [
     ("sqlcipher", {A.OWN_TARGET, A.SUMMARIZE_PAGES}, LabSession),
     ("postgres", {A.PANEL, A.CRITICAL_PROCESSES, A.CHOOSE_TARGET, A.RUN_SQL, A.REQUIRE_EXTENSIONS,
-                  A.SAMPLE_COLUMNS, A.FIT_RECIPES, A.FOLLOW_PROCESSES}, PostgresSession),
+                  A.SAMPLE_COLUMNS, A.FIT_RECIPES, A.FOLLOW_PROCESSES, A.CATALOG_DECODER, A.KEEP_CATALOG,
+                  A.RESTORE_DECODER}, PostgresSession),
     ("oracle", {A.PANEL, A.CRITICAL_PROCESSES, A.FIT_RECIPES}, OracleSession),
     ("mariadb", {A.RUN_SQL, A.SUMMARIZE_PAGES, A.CATALOG_DECODER, A.CRITICAL_PROCESSES, A.REQUIRE_EXTENSIONS,
                  A.KEEP_CATALOG, A.RESTORE_DECODER},
@@ -217,8 +218,9 @@ def test_doctor_reports_each_broken_plugin_and_lists_the_good_ones(broken_plugin
     checks = {c["name"]: c for c in json.loads(out.stdout)}
     assert checks["engine sqlcipher"]["ok"] is True
     assert checks["engine sqlcipher"]["abilities"] == ["own_target", "summarize_pages"]
-    assert checks["engine postgres"]["abilities"] == ["choose_target", "critical_processes", "fit_recipes",
-                                                      "follow_processes", "panel", "require_extensions", "run_sql",
+    assert checks["engine postgres"]["abilities"] == ["catalog_decoder", "choose_target", "critical_processes",
+                                                      "fit_recipes", "follow_processes", "keep_catalog", "panel",
+                                                      "require_extensions", "restore_decoder", "run_sql",
                                                       "sample_columns"]
     for name, fragment in [("broken_panel", "panel must be 'package.module:function', not 42"),
                            ("broken_critical", "critical_processes must be a non-empty tuple"),
@@ -229,5 +231,5 @@ def test_doctor_reports_each_broken_plugin_and_lists_the_good_ones(broken_plugin
     human = subprocess.run([*TDESCOPE, "doctor"], capture_output=True, text=True, env=env, timeout=120)
     assert "Traceback" not in human.stderr
     lines = human.stdout.splitlines()
-    assert any(ln.startswith("ok") and "engine postgres" in ln and "abilities: choose_target" in ln for ln in lines)
+    assert any(ln.startswith("ok") and "engine postgres" in ln and "abilities: catalog_decoder, choose_target" in ln for ln in lines)
     assert any(ln.startswith("FAIL") and "engine broken_panel" in ln for ln in lines)

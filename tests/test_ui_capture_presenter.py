@@ -24,10 +24,10 @@ class GatedDecoder:
         self.gate = threading.Event()
         self.calls = 0
 
-    def decode(self, data, pgno):
+    def decode(self, data, pgno, context=None):
         self.calls += 1
         assert self.gate.wait(30)
-        return self.inner.decode(data, pgno)
+        return self.inner.decode(data, pgno, context)
 
 
 def _page(seq: int) -> PageCapture:

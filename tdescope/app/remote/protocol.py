@@ -22,7 +22,7 @@ __all__ = ["MAX_HEADER", "MAX_PAYLOAD", "PREFIX", "PROTOCOL_VERSION", "REQUESTS"
            "encode", "pack_fields", "read_frame", "unpack_fields", "write_frame"]
 
 #: Bumped whenever a kind or a field changes meaning; both ends must speak the same one.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: a capture row carries its call's context
 PREFIX = struct.Struct("<2sBHI")
 MAGIC = b"td"
 MAX_HEADER = 60000

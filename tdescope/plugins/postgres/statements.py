@@ -52,8 +52,10 @@ COLUMNS = (
     "ORDER BY a.attnum"
 )
 #: The relations a capture can name (its table OID or relfilenode): names from pg_class only, no row read.
-RELATIONS = ("SELECT c.oid, c.relfilenode, c.oid::regclass::text FROM pg_class c "
-             "WHERE c.relkind IN ('r', 'm', 't', 'i') AND c.relfilenode <> 0 ORDER BY c.oid LIMIT %s")
+#: (``pg_relation_filenode``, not ``relfilenode``: the mapped catalogs, pg_class itself among them, have 0 there.)
+RELATIONS = ("SELECT c.oid, pg_relation_filenode(c.oid), c.oid::regclass::text FROM pg_class c "
+             "WHERE c.relkind IN ('r', 'm', 't', 'i') AND pg_relation_filenode(c.oid) IS NOT NULL "
+             "ORDER BY c.oid LIMIT %s")
 #: The attributes of the user tables among them, to decode their tuples by the capture's relation.
 RELATION_COLUMNS = (
     "SELECT a.attrelid, CASE WHEN a.attisdropped THEN '(dropped)' ELSE a.attname END, "
