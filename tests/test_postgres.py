@@ -73,6 +73,21 @@ def test_decrypt_capture_plaintext_holds_marker_ciphertext_does_not(session, bac
 
 @pytest.mark.gdb
 @pytest.mark.parametrize("backend", ["gdb", "ebpf"])
+def test_one_capture_per_pgp_message_its_chunks_joined(session, filled, backend):
+    # pgp_cfb_decrypt runs per chunk (the 18-byte prefix, each packet-header byte, the data): the window joins
+    # a message's chunks, so --count 3 gives three whole messages, each with its plaintext
+    caps = _capture(session, PGP_DECRYPT, "SELECT pgp_sym_decrypt(s, 'k') FROM secrets WHERE id <= 3 ORDER BY id",
+                    3, backend=backend)
+    messages = [bytes(r[0]) for r in session.control.execute("SELECT s FROM secrets WHERE id <= 3 ORDER BY id")]
+    assert [c.seq for c in caps] == [1, 2, 3]
+    for cap in caps:  # gdb's stop budget may pause the probe mid-message: that message is dropped, not cut
+        (i,) = [i for i in (1, 2, 3) if f"{MARKER} {i}".encode() in cap.after]
+        assert len(cap.before) == len(cap.after) > 40 and MARKER.encode() not in cap.before
+        assert cap.before in messages[i - 1]  # the whole encrypted data packet's body, as stored in the row
+
+
+@pytest.mark.gdb
+@pytest.mark.parametrize("backend", ["gdb", "ebpf"])
 def test_evp_decrypt_in_the_system_libcrypto(session, backend):
     # decrypt() is pgcrypto's raw AES-CBC through OpenSSL (pgp_sym_decrypt's CFB only encrypts blocks)
     # (OpenSSL holds the last block back for EVP_DecryptFinal: the marker goes first, padding after)

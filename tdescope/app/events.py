@@ -89,8 +89,9 @@ class ContextKind(str, Enum):
     """A relation's OID (PostgreSQL ``HeapTupleData.t_tableOid``)."""
     RELFILENODE = "relfilenode"
     """A relation's file node (PostgreSQL ``mdread``'s ``SMgrRelation``): ``pg_class.relfilenode``."""
-    CIPHER = "cipher"
-    """The address of a cipher context: calls with the same one are chunks of one message."""
+    CIPHER_BLOCK = "cipher-block"
+    """A stream cipher's block counter at entry (pgcrypto's ``PGP_CFB.block_no``): 0 on a message's first
+    chunk, so the calls up to the next 0 are one message's chunks (:mod:`~tdescope.app.probe.joining`)."""
 
 
 @dataclass(frozen=True, slots=True)

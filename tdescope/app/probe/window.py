@@ -21,13 +21,14 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture, WindowState
 from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
+from tdescope.app.probe.joining import CHUNKS_PER_MESSAGE, MessageJoin, joins
 from tdescope.app.probe.keep_rate import KeepRate
 from tdescope.app.probe.limits import BUSY_FRACTION, KEEP_PER_S, LAB_STOP_BUDGET, CaptureLimits, stop_budget
 from tdescope.app.probe.spec import ProbeSpec
@@ -155,7 +156,12 @@ class CaptureWindow:
         self.recipe = recipe
         self.limits = limits
         self.engine = engine
-        self._on_capture = on_capture
+        #: A recipe whose calls are chunks of messages: one capture per message (joining.py); the probe and
+        #: the pairing then count chunks, the window messages.
+        self._join = (MessageJoin(on_capture, limits.first_seq, limits.max_captures) if joins(recipe.context_kind)
+                      else None)
+        self._on_capture = self._join.add if self._join else on_capture
+        self._chunk_limit = limits.max_captures * (CHUNKS_PER_MESSAGE if self._join else 1)
         self._on_state = on_state or (lambda _s: None)
         self._backend = backend or GdbBackend(gdb_path, limits.watchdog_s)
         self._allow_critical = allow_critical
@@ -168,7 +174,7 @@ class CaptureWindow:
         self.handle: ProbeHandle | None = None
         self.phase = Phase.ATTACHING
         self._symbol = ""
-        keep = KeepRate(limits.max_kept_per_s).allow if limits.max_kept_per_s else None
+        keep = KeepRate(limits.max_kept_per_s).allow if limits.max_kept_per_s and not self._join else None
         self._pairs = FramePairs(self._capture, entry_only=recipe.after is None, keep=keep)
         self._reason = "cancelled"
         self._error: str | None = None
@@ -224,12 +230,16 @@ class CaptureWindow:
         handle = self.handle
         felt = getattr(handle, "stops", None)
         return CaptureSummary(
-            self._pairs.captures, self._reason, handle.armed.symbol if handle else None,
+            self._kept(), self._reason, handle.armed.symbol if handle else None,
             handle.armed.locations if handle else (), self._pairs.stopped_total_s, time.monotonic() - t_start,
             self._error, handle.arming_stop_s if handle else 0.0, guard, self._backend.name,
             self._counts(), self._pairs.thinned, felt.threads if felt else 0,
             felt.longest_s if felt else 0.0, felt.most_stopped_s if felt else 0.0,
         )
+
+    def _kept(self) -> int:
+        """Captures handed over so far: messages when chunks are joined, else page pairs."""
+        return self._join.messages if self._join else self._pairs.captures
 
     def _counts(self) -> dict | None:
         """The probe's counters (None without), the window's own added (:mod:`~tdescope.app.probe.tally`)."""
@@ -254,7 +264,8 @@ class CaptureWindow:
         # find the address before attaching: the backend then loads no library symbols while
         # the target is stopped, and a process without the function is never stopped
         address = refuse_unused_target(self.pid, self.recipe, self.engine)
-        self.handle = self._backend.attach(self.pid, ProbeSpec.of(self.recipe, self.limits, address, self.followers))
+        limits = replace(self.limits, max_captures=self._chunk_limit)
+        self.handle = self._backend.attach(self.pid, ProbeSpec.of(self.recipe, limits, address, self.followers))
         if self.handle.armed.symbol is None:
             raise not_used(self.pid, self.recipe, self.engine)
         self._symbol = self.handle.armed.symbol
@@ -279,15 +290,17 @@ class CaptureWindow:
             self._reason = self._cancel_reason
             return
         deadline = self._armed_at + limits.max_seconds
-        for capture in pairs.drain(self.handle.frames(), limits.max_captures, deadline, self._cancel.is_set):
+        for capture in pairs.drain(self.handle.frames(), self._chunk_limit, deadline, self._cancel.is_set):
             self._on_capture(capture)
         if pairs.closed_reason:
             self._reason = pairs.closed_reason
-        if pairs.captures >= limits.max_captures:
+        if self._kept() >= limits.max_captures or pairs.captures >= self._chunk_limit:
             self._reason = self._reason or "limit: max captures"
             return
         now = time.monotonic()
         if pairs.paused_for is not None:
+            if self._join is not None:  # the paused probe misses the open message's other chunks: drop it
+                self._join.flush(keep=False)
             self._resume_at, pairs.paused_for = now + pairs.paused_for, None
             if self.phase is Phase.ARMED:
                 self._enter(Phase.PAUSED,
@@ -343,7 +356,7 @@ class CaptureWindow:
                 if late and discard is not None:  # the rest is counted, not read; the notices still come
                     self._pairs.not_kept, discard = self._pairs.not_kept + discard(), None
                 frames = self.handle.frames()
-                for capture in self._pairs.drain(frames, self.limits.max_captures, until, final=True):
+                for capture in self._pairs.drain(frames, self._chunk_limit, until, final=True):
                     self._on_capture(capture)
                 if late or not frames:
                     break
@@ -351,7 +364,9 @@ class CaptureWindow:
                 self._pairs.not_kept += discard()
             self._pairs.not_kept += len(self._pairs.pending)
             self._pairs.pending.clear()
+        if self._join is not None:  # the last message: whole unless the window already has its count
+            self._join.flush(keep=not self._join.full)
         if self._reason == Happened.TARGET_EXITED.value:
-            self._error = f"pid {self.pid} exited while armed ({self._pairs.captures} pages captured)"
+            self._error = f"pid {self.pid} exited while armed ({self._kept()} pages captured)"
         self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)
         return guard

@@ -12,8 +12,13 @@ from tdescope.app.events import ContextKind
 
 __all__ = ["PGP_DECRYPT", "EVP_DECRYPT", "PAGE_READ", "RECIPES"]
 
-#: pgcrypto's PGP CFB decrypt, pgp_cfb_decrypt(ctx, data, len, dst): ciphertext in, plaintext out.
-#: pgcrypto.so loads on a backend's first pgcrypto call, so the probe may wait for the library.
+#: ``struct PGP_CFB`` (pgp-cfb.c): ``ciph`` pointer, then int ``block_size``, ``pos``, ``block_no`` at byte 16.
+_CFB_BLOCK_NO = 16
+
+#: pgcrypto's PGP CFB decrypt, pgp_cfb_decrypt(ctx, data, len, dst): ciphertext in, plaintext out, in chunks
+#: (the 18-byte prefix, each packet header byte, the data): ``block_no`` is 0 only on a message's first call,
+#: so the window joins each message's chunks into one capture. pgcrypto.so loads on a backend's first
+#: pgcrypto call, so the probe may wait for the library.
 PGP_DECRYPT = ProbeRecipe(
     key="postgres.pgp-decrypt",
     label="pgcrypto PGP decrypt (pgp_cfb_decrypt)",
@@ -24,8 +29,8 @@ PGP_DECRYPT = ProbeRecipe(
     direction="decrypt",
     library="pgcrypto",
     requires="pgcrypto",
-    context=ArgRef(register="rdi"),
-    context_kind=ContextKind.CIPHER.value,
+    context=ArgRef(register="rdi", field=_CFB_BLOCK_NO, width=4),
+    context_kind=ContextKind.CIPHER_BLOCK.value,
 )
 
 #: decrypt()/decrypt_iv() go to OpenSSL: EVP_DecryptUpdate(ctx, out, outl, in, inl).
