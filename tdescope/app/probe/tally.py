@@ -16,6 +16,9 @@ Each call the entry probe sees ends in exactly one place::
   None of these is copied.
 - **other calls**: the recipe's condition did not hold (an encrypt call on a decrypt probe).
 
+A recipe whose calls are chunks of messages (pgcrypto) counts calls here; the captured ones were joined
+into :attr:`Tally.messages` captures, and the chunks of a message the window did not keep are not kept.
+
 The probe (``capture.bpf.c``) counts its side per CPU; the window counts captured and not kept.
 """
 
@@ -44,6 +47,7 @@ class Tally:
     rate_capped: int
     over_limit: int
     other_calls: int
+    messages: int = 0
 
     @property
     def accounted(self) -> int:
@@ -59,6 +63,8 @@ class Tally:
         terms = [f"{getattr(self, name)} {words}" for name, words in _TERMS
                  if getattr(self, name) or name == "captured"]
         text = f"{self.hits} hits = " + " + ".join(terms)
+        if self.messages:
+            text += f" (the captured calls joined into {self.messages} messages)"
         return text if self.adds_up else f"{text} (off by {self.hits - self.accounted})"
 
     def to_json(self) -> dict:
@@ -75,5 +81,5 @@ def tally_of(counters: dict | None) -> Tally | None:
         not_kept=int(counters.get("not_kept", 0)) - lost_return,  # their pages are in not_kept once: lost
         lost=int(counters.get("lost", 0)) + lost_return, sampled_out=int(counters.get("sampled_out", 0)),
         rate_capped=int(counters.get("rate_capped", 0)), over_limit=int(counters.get("over_limit", 0)),
-        other_calls=int(counters.get("skipped", 0)),
+        other_calls=int(counters.get("skipped", 0)), messages=int(counters.get("messages", 0)),
     )

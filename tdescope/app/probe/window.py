@@ -246,8 +246,10 @@ class CaptureWindow:
         if not self._pairs.counters:
             return None
         pairs = self._pairs
-        return {**pairs.counters, "captured": pairs.captures - pairs.thinned, "thinned": pairs.thinned,
-                "not_kept": pairs.not_kept}
+        dropped = self._join.partial if self._join else 0  # chunks of messages the window did not keep
+        counts = {**pairs.counters, "captured": pairs.captures - pairs.thinned - dropped, "thinned": pairs.thinned,
+                  "not_kept": pairs.not_kept + dropped}
+        return {**counts, "messages": self._join.messages} if self._join else counts
 
     def _attach(self) -> None:
         """ATTACHING -> ARMED: refuse a critical process, resolve, attach, arm, let the target run."""
