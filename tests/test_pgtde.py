@@ -259,6 +259,7 @@ def test_the_window_shows_the_decoded_row(qtbot, qsettings, pgtde_lab):
         texts = _tree_texts(win.page_view.model)
         assert any(t.startswith(f"1, {MARKER}-1, ") or f"{MARKER}-1" in t for t in texts), texts[:40]
         assert any("heap tuple" in t for t in texts), texts[:40]
+        assert any(f"relation {ENCRYPTED_TABLE} (oid " in t for t in texts), texts[:40]  # from the capture itself
         # the report made from this window decodes with the window's decoder: the same row (issue #22 item 7)
         from tdescope.app.report.captures import capture_section
 
