@@ -338,6 +338,9 @@ def memory_operations(run: LessonRun) -> LessonCard:
         workload = run.workload()
         steps = [(workload, run.params(workload))]
         what = workload.label
+    if run.remote is not None:
+        return run.card([], NO_COMPARISON, f"traces the server's syscalls with eBPF on this machine; the server "
+                        f"is on {run.remote}: run `tdescope lessons run` on that host")
     pid = run.session.server_pid()
     run.step(1, f"tracing pid {pid}'s syscalls with eBPF")
     try:
