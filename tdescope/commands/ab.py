@@ -49,6 +49,7 @@ def _params(defaults: dict, settings: list[str]) -> dict:
 
 
 def run(args) -> int:
+    from tdescope.app.engines.capabilities import Ability, has_ability
     from tdescope.app.events import ABResult, PageCapture, Problem, WorkloadProgress
     from tdescope.app.experiment import Experiment
     from tdescope.app.probe.window import CaptureLimits, stop_budget
@@ -82,6 +83,8 @@ def run(args) -> int:
         target = resolve_target(args, engine, default_workload=first_ab, remote=agent)
         try:
             params = _params(dict(target.params), args.set)
+            if recipe is not None and recipe.requires and has_ability(target.session, Ability.REQUIRE_EXTENSIONS):
+                target.session.require_extension(recipe.requires)  # loaded before the probe goes in
             limits = CaptureLimits(max_captures=max(args.captures, 1), max_seconds=30.0, first_hit_timeout=30.0,
                                    **stop_budget(target.own_target))
             exp = Experiment(target.session, target.workload, params, recipe, limits, engine.name, sink,
