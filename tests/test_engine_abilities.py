@@ -32,7 +32,7 @@ ENGINES, ERRORS = discover_engines()
                   A.SAMPLE_COLUMNS, A.FIT_RECIPES, A.FOLLOW_PROCESSES, A.CONNECT_THROUGH}, PostgresSession),
     ("oracle", {A.PANEL, A.CRITICAL_PROCESSES, A.FIT_RECIPES}, OracleSession),
     ("mariadb", {A.RUN_SQL, A.SUMMARIZE_PAGES, A.CATALOG_DECODER, A.CRITICAL_PROCESSES, A.REQUIRE_EXTENSIONS,
-                 A.KEEP_CATALOG, A.RESTORE_DECODER},
+                 A.KEEP_CATALOG, A.RESTORE_DECODER, A.CONNECT_THROUGH},
      MariaDbSession),
 ])
 def test_each_real_plugin_declares_what_it_has(name, declared, session_class):

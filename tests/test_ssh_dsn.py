@@ -218,3 +218,29 @@ def test_lessons_run_over_ssh(sshd, db_host):
     memory = run_tdescope("lessons", "run", "pga-memory-operation", *common, timeout=300)
     assert "traces the server's syscalls with eBPF on this machine; the server is on dbhost via ssh" in \
         json.loads(memory.stdout)["verdict_text"], memory.stdout
+
+
+def test_mariadb_dsn_over_ssh_finds_its_server_on_the_host(sshd):
+    """MariaDB: the lab's server socket (skip-networking) forwarded over ssh; the ``mariadbd`` is found in
+    the host's process table by its pid file's folder (other MariaDB servers run on this machine too).
+    Unlike the PostgreSQL tests, root here could open that socket directly: this one proves the forward
+    and the host-side lookup, not unreachability."""
+    from tdescope.app.engines.api import ConnectParams
+    from tdescope.plugins.mariadb import ENGINE as MARIADB
+
+    lab = MARIADB.connect(ConnectParams(options={"lab": True}))
+    try:
+        lab.lab.dir.chmod(0o711)  # the ssh account reaches the socket in it
+        result = run_tdescope("capture", *_ssh(sshd, "ops"), "--engine", "mariadb", "--dsn",
+                              f"socket={lab.lab.socket} user=root", "--workload", "io_path", "--count", "3",
+                              "--json", timeout=240)
+        assert result.returncode == 0, result.stderr
+        pairs, summary = _captures(result.stdout)
+        assert len(pairs) == 3 and summary["backend"] == "ebpf"
+        assert all(p["page_type"] for p in pairs)
+        wrong = run_tdescope("capture", *_ssh(sshd, "ops"), "--engine", "mariadb", "--dsn",
+                             f"socket={lab.lab.socket} user=root", "--target-pid", str(sshd.proc.pid),
+                             "--count", "1", timeout=120)
+        assert_one_line_error(wrong, f"pid {sshd.proc.pid} is no MariaDB server on ops via ssh")
+    finally:
+        lab.close()
