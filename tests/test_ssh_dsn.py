@@ -21,7 +21,6 @@ from conftest import assert_one_line_error, run_tdescope, wait_for
 from pgcluster import PgCluster
 
 psycopg = pytest.importorskip("psycopg")
-pytestmark = pytest.mark.ebpf
 
 DECRYPT_SQL = "SELECT sum(length(pgp_sym_decrypt(s, 'k'))) FROM watched"
 
@@ -244,3 +243,30 @@ def test_mariadb_dsn_over_ssh_finds_its_server_on_the_host(sshd):
         assert_one_line_error(wrong, f"pid {sshd.proc.pid} is no MariaDB server on ops via ssh")
     finally:
         lab.close()
+
+
+@pytest.mark.parametrize("dsn, options, expected", [
+    ("dbname=shop user=support", {}, ("/var/run/postgresql/.s.PGSQL.5432", 5432)),  # libpq's default folder there
+    ("host=/run/pg port=5433 dbname=shop", {}, ("/run/pg/.s.PGSQL.5433", 5433)),
+    ("postgresql://support@localhost:6543/shop", {}, (("localhost", 6543), 6543)),
+    ("host=db1 dbname=shop", {"port": 7000}, (("db1", 7000), 7000)),  # fields win over the DSN, as in connect
+])
+def test_where_the_server_listens_as_the_host_sees_it(dsn, options, expected):
+    from tdescope.plugins.postgres.tunnel import server_endpoint
+
+    assert server_endpoint(dsn, options) == expected
+
+
+@pytest.mark.parametrize("dsn, fragment", [
+    ("host=a,b dbname=x", "names one server"),
+    ("hostaddr=10.0.0.1 dbname=x", "not hostaddr="),
+    ("host=@abstract dbname=x", "abstract socket"),
+    ("host=db1 port=five", "not a number"),
+    ("host='unclosed", "bad connection string"),
+])
+def test_a_dsn_that_cannot_be_carried_is_one_line(dsn, fragment):
+    from tdescope.app.errors import UserError
+    from tdescope.plugins.postgres.tunnel import server_endpoint
+
+    with pytest.raises(UserError, match=fragment):
+        server_endpoint(dsn, {})
