@@ -270,3 +270,42 @@ def test_a_dsn_that_cannot_be_carried_is_one_line(dsn, fragment):
 
     with pytest.raises(UserError, match=fragment):
         server_endpoint(dsn, {})
+
+
+def test_top_over_ssh_on_a_dsn(sshd, db_host, busy_backend):
+    alias, cluster = db_host
+    result = run_tdescope("top", *_ssh(sshd, alias), "--engine", "postgres", "--dsn", cluster.tcp_dsn(),
+                          "--target-pid", str(busy_backend), "--seconds", "3", "--json", timeout=120)
+    assert result.returncode == 0, result.stderr
+    symbols = [json.loads(line).get("symbol", "") for line in result.stdout.splitlines() if line.startswith("{")]
+    assert symbols, result.stdout  # perf ran on the host, on the backend the DSN's server runs
+
+
+def test_a_dropped_connection_mid_capture_on_a_dsn_is_one_line(sshd, db_host):
+    """The ssh master killed while the window is armed and tdescope's SQL runs through the forward: whichever
+    notices first (the window or the SQL), the line is the connection's; the agent goes, the server runs on."""
+    import os
+    import signal
+    import sys
+
+    from test_ssh_capture import _agents, _is_master
+
+    alias, cluster = db_host
+    proc = subprocess.Popen([sys.executable, "-m", "tdescope", "capture", *_ssh(sshd, alias), "--engine",
+                             "postgres", "--dsn", cluster.tcp_dsn(), "--sql", DECRYPT_SQL, "--count", "100000",
+                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout.readline(), "no capture came"
+        agent = wait_for(_agents, 10, what="the agent on the host")[0]
+        masters = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_master(p, proc.pid)]
+        assert len(masters) == 1
+        os.kill(masters[0], signal.SIGKILL)
+        wait_for(lambda: not Path(f"/proc/{agent}").exists(), 5, what="the agent exiting after the drop")
+        _, err = proc.communicate(timeout=60)
+        lines = [ln for ln in err.strip().splitlines() if not ln.startswith("capturing on")]
+        assert proc.returncode == 2 and "Traceback" not in err, err
+        assert lines == ["tdescope: connection to dbhost lost (the ssh connection ended)"], err
+        assert cluster.psql("SELECT 1").strip() == "1"  # the server runs on
+    finally:
+        proc.kill()
