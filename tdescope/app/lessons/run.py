@@ -181,6 +181,12 @@ class LessonRun:
             raise UserError(exp.error)
         return ran
 
+    def probe_name(self, ran: Ran) -> str:
+        """What placed ``ran``'s probe, as the evidence says it: ``ebpf``, ``gdb``, or the agent's on a host."""
+        if self.remote is not None:
+            return f"ebpf, by the agent on {self.remote}"
+        return ran.experiment.backend.name if ran.experiment.backend else "gdb"
+
     # -- the card --------------------------------------------------------------
     def card(self, ours: list[str], verdict: str, verdict_text: str, evidence: list[str] | None = None,
              figures: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> LessonCard:
