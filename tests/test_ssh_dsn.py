@@ -324,3 +324,16 @@ def test_a_dropped_connection_mid_capture_on_a_dsn_is_one_line(sshd, db_host):
         assert cluster.psql("SELECT 1").strip() == "1"  # the server runs on
     finally:
         proc.kill()
+
+
+def test_waits_over_ssh_follow_a_pgbench_client_checked_on_the_host(sshd, db_host):
+    """pgbench (run here, through the forward) does the work on its own connections: one of its client
+    backends is chosen and checked in the host's process table, then watched there."""
+    alias, cluster = db_host
+    result = run_tdescope("waits", *_ssh(sshd, alias), "--engine", "postgres", "--dsn", cluster.tcp_dsn(),
+                          "--workload", "pgbench", "--seconds", "3", "--json", timeout=180)
+    cluster.psql("DROP DATABASE IF EXISTS tdescope_pgbench")
+    assert result.returncode == 0, result.stderr
+    assert "watching pgbench's client backend pid" in result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert sum(r.get("samples", 0) for r in rows) > 20, rows[:3]

@@ -191,14 +191,28 @@ def _observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str) -> Ob
 
     if exact_waits == "ebpf" and waits:
         raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
+    import dataclasses
+
+    from tdescope.app.engines.api import WorkloadControl
+
     engine = engine_named(args.engine or "postgres") if args.dsn else None
     agent = connect(args)
+    control, runner = WorkloadControl(), None
     try:
         target = resolve_target(args, engine, remote=agent)
         try:
+            if target.workload is not None and target.workload.clients is not None and target.session is not None:
+                # pgbench's clients do the work: watch one of them, checked on the host like any target
+                runner = threading.Thread(target=_repeat_workload, args=(target.workload, target.params, control),
+                                          daemon=True)
+                runner.start()
+                target = dataclasses.replace(target, pid=_await_client(target, deadline_s=60.0), workload=None)
             return Observed(*observe_over_ssh(args, agent, target, hotspots, waits, exact_waits,
                                               _await_window_after, _repeat_workload))
         finally:
+            control.cancel()
+            if runner is not None:
+                runner.join(30)
             target.close()
     finally:
         agent.close()
