@@ -352,7 +352,6 @@ def _captures_in(path: Path) -> int:
         return 0
 
 
-@pytest.mark.xfail(strict=True, reason="over --ssh record does not watch its target's end (lambda: None)")
 def test_record_over_ssh_notices_its_backend_ending(sshd, db_host, tmp_path):
     """Watch mode over ssh: the watched backend terminated mid-recording is the promised line (exit 2), seen
     in the host's process table, as a local recording sees it in /proc."""

@@ -149,6 +149,29 @@ def _exit_watch(pid: int, captured: list[int]):
     return exited
 
 
+def _exit_watch_on(agent, pid: int, captured: list[int]):
+    """:func:`_exit_watch` for a pid on the ``--ssh`` host: its row in the host's process table gone or
+    changed (another process with its number), asked of the agent at most twice a second."""
+    from tdescope.app.remote.over_ssh import HostProcesses
+
+    table = HostProcesses(agent)
+    first = table.rows([pid])
+    state: dict = {"asked": 0.0, "said": None}
+
+    def exited() -> str | None:
+        if state["said"] is None and time.monotonic() - state["asked"] >= 0.5:
+            state["asked"] = time.monotonic()
+            try:
+                now = table.rows([pid])
+            except UserError:
+                return None  # the connection ended: that is said as such
+            if now != first:
+                state["said"] = f"pid {pid} exited while armed ({captured[0]} pages captured)"
+        return state["said"]
+
+    return exited
+
+
 def _inventory(session, engine, sample_columns: bool) -> tuple:
     """The session's inventory rows (catalogs only), with user tables sampled when ``--sample-columns`` asks."""
     from tdescope.app.engines.capabilities import Ability, has_ability
@@ -251,7 +274,7 @@ def run(args) -> int:
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
                                max_kept_per_s=KEEP_PER_S,  # the GUI's window keeps the same
                                **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
-        exited = _exit_watch(pid, captured) if agent is None else (lambda: None)  # the agent's window says it
+        exited = _exit_watch(pid, captured) if agent is None else _exit_watch_on(agent, pid, captured)
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:
             run_no += 1

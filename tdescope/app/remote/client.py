@@ -86,6 +86,7 @@ class AgentClient:
         #: The agent's last stderr lines (one-line diagnostics), read as they come so the pipe never fills.
         self.diagnostics: collections.deque[str] = collections.deque(maxlen=20)
         self._stderr_done = threading.Event()
+        self._asking = threading.Lock()  #: one process-table question at a time (a reply is matched by order)
         self._gone = threading.Event()  #: set once the agent's stdout ended and :attr:`lost` says why
         threading.Thread(target=self._read_stderr, name="agent-stderr", daemon=True).start()
         threading.Thread(target=self._read, name="agent-reader", daemon=True).start()
@@ -193,8 +194,9 @@ class AgentClient:
 
     def processes(self, pids=None) -> list[ProcRow]:
         """The host's process table: the rows of ``pids`` that exist there (every process when None)."""
-        self.send(Kind.PROCESSES, {"pids": None if pids is None else [int(p) for p in pids]})
-        rows = self._reply(Kind.PROCESS_ROWS)[0].get("rows") or []
+        with self._asking:
+            self.send(Kind.PROCESSES, {"pids": None if pids is None else [int(p) for p in pids]})
+            rows = self._reply(Kind.PROCESS_ROWS)[0].get("rows") or []
         return [ProcRow(int(pid), int(ppid), str(title)) for pid, ppid, title in rows]
 
     def read_function(self, path: str, symbol: str) -> tuple[dict, bytes]:
