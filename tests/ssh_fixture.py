@@ -220,17 +220,18 @@ class NetnsSshd:
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
 
 
-def start_netns_sshd(server: SshServer) -> NetnsSshd:
-    """Start :class:`NetnsSshd` beside ``server``; adds the alias ``cut`` (the ops account) to its config."""
-    s = server.suffix
+def start_netns_sshd(server: SshServer, alias: str = "cut", tag: str = "") -> NetnsSshd:
+    """Start :class:`NetnsSshd` beside ``server``; adds the alias ``alias`` (the ops account) to its config.
+    ``tag`` (one letter) names a second namespace that may exist beside the first (its own link and net)."""
+    s = server.suffix + tag
     octet = int(s[:2], 16) % 250 + 1
-    net = NetnsSshd(server, name=f"tds{s}", host_if=f"tdsh{s}", address=f"10.231.{octet}.2")
+    net = NetnsSshd(server, name=f"tds{s}", host_if=f"tdsh{s}", address=f"10.{231 + len(tag)}.{octet}.2")
     peer = f"tdsn{s}"
     try:
         for cmd in (["ip", "netns", "add", net.name],
                     ["ip", "link", "add", net.host_if, "type", "veth", "peer", "name", peer],
                     ["ip", "link", "set", peer, "netns", net.name],
-                    ["ip", "addr", "add", f"10.231.{octet}.1/30", "dev", net.host_if],
+                    ["ip", "addr", "add", f"10.{231 + len(tag)}.{octet}.1/30", "dev", net.host_if],
                     ["ip", "link", "set", net.host_if, "up"],
                     ["ip", "-n", net.name, "addr", "add", f"{net.address}/30", "dev", peer],
                     ["ip", "-n", net.name, "link", "set", peer, "up"],
@@ -239,19 +240,19 @@ def start_netns_sshd(server: SshServer) -> NetnsSshd:
         f = server.folder
         config = (f / "sshd_config").read_text()
         config = config.replace("ListenAddress 127.0.0.1", f"ListenAddress {net.address}")
-        config = config.replace(f"PidFile {f / 'sshd.pid'}", f"PidFile {f / 'sshd-netns.pid'}")
+        config = config.replace(f"PidFile {f / 'sshd.pid'}", f"PidFile {f / f'sshd-netns{tag}.pid'}")
         config = config.replace("LogLevel VERBOSE\n", "LogLevel VERBOSE\nClientAliveInterval 1\nClientAliveCountMax 2\n")
-        (f / "sshd_netns_config").write_text(config)
+        (f / f"sshd_netns{tag}_config").write_text(config)
         host_pub = (f / "host_key.pub").read_text().split()
         with open(f / "known_hosts", "a") as fh:
             fh.write(f"[{net.address}]:{server.port} {host_pub[0]} {host_pub[1]}\n")
-        text = server.config.read_text().split("\nHost cut\n")[0]  # an earlier test's netns is gone
+        text = server.config.read_text().split(f"\nHost {alias}\n")[0]  # an earlier test's netns is gone
         with open(server.config, "w") as fh:
-            fh.write(text + f"\nHost cut\n  HostName {net.address}\n  Port {server.port}\n  User {server.accounts['ops']}\n"
+            fh.write(text + f"\nHost {alias}\n  HostName {net.address}\n  Port {server.port}\n  User {server.accounts['ops']}\n"
                      f"  IdentityFile {f / 'client_key'}\n  UserKnownHostsFile {f / 'known_hosts'}\n"
                      "  StrictHostKeyChecking yes\n  IdentitiesOnly yes\n  ConnectTimeout 5\n")
-        net.proc = subprocess.Popen(["ip", "netns", "exec", net.name, SSHD, "-D", "-f", str(f / "sshd_netns_config"),
-                                     "-E", str(f / "sshd-netns.log")], stdin=subprocess.DEVNULL,
+        net.proc = subprocess.Popen(["ip", "netns", "exec", net.name, SSHD, "-D", "-f",
+                                     str(f / f"sshd_netns{tag}_config"), "-E", str(f / f"sshd-netns{tag}.log")], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 10
         while True:
@@ -262,7 +263,7 @@ def start_netns_sshd(server: SshServer) -> NetnsSshd:
             except OSError:
                 pass
             if net.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the netns sshd did not start: " + (f / "sshd-netns.log").read_text())
+                raise RuntimeError("the netns sshd did not start: " + (f / f"sshd-netns{tag}.log").read_text())
             time.sleep(0.02)
     except BaseException:
         net.stop()

@@ -180,3 +180,15 @@ def test_the_report_shows_the_median_its_interval_and_keeps_the_capture_round_ou
     assert table.rows[0] == ("total", "1.500", "1.000", "1.50×", "1.40–1.60")
     assert "Encrypted / plain = <b>1.50×</b> (median; 95 % interval 1.40–1.60×)" in page
     assert "captures: separate round" in page and "9.00×" not in page
+
+
+def test_ab_captures_in_an_untimed_round_first():
+    """``--captures N``: a capture round before the timed rounds (no probe in a timed round); its pairs counted."""
+    proc = _tdescope("ab", "--lab", "sqlcipher", "--rounds", "1", "--warmup", "0", "--set", "groups=2",
+                     "--set", "ids_per_group=200", "--set", "cache_pages=20", "--captures", "3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["capture"] == "separate round" and out["rounds"] == 1
+    assert "3 pairs captured in the untimed capture round" in proc.stderr
+    bad = _tdescope("ab", "--lab", "sqlcipher", "--captures", "-1")
+    assert bad.returncode != 0 and bad.stderr.strip() == "tdescope: --captures must be 0 or more"

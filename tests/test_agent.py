@@ -121,6 +121,24 @@ def test_a_function_is_read_from_an_elf_file_on_the_host(agent):
     assert [(i.address, i.mnemonic, i.op_str) for i in there] == [(i.address, i.mnemonic, i.op_str) for i in here]
 
 
+def test_the_host_process_table_comes_as_rows_and_bad_pids_are_refused(agent):
+    """``PROCESSES``: what a plugin checks its server's backends against over ssh (pid, parent, title)."""
+    from tdescope.app.system.process_table import read_proc
+
+    with AgentClient(local_argv(agent)) as client:
+        client.hello()
+        rows = client.processes([os.getpid(), 2**22 + 7])  # this process, and a pid nobody has
+        assert rows == read_proc(pids=[os.getpid()])
+        assert rows[0].ppid == os.getppid()
+        everyone = {r.pid for r in client.processes()}
+        assert {1, os.getpid(), client.pid} <= everyone
+        for bad in (["1"], [True], [-1], list(range(1, 5000))):
+            client.send(Kind.PROCESSES, {"pids": bad})
+            with pytest.raises(UserError, match="pids must be a list of at most 4096 process ids"):
+                client._reply(Kind.PROCESS_ROWS)
+        assert client.processes([1])[0].pid == 1  # the agent went on
+
+
 # -- real eBPF capture through the pipe ----------------------------------------------------------
 
 def _bpf_ids_of(pid: int) -> set:

@@ -30,10 +30,10 @@ ENGINES, ERRORS = discover_engines()
     ("sqlcipher", {A.OWN_TARGET, A.SUMMARIZE_PAGES}, LabSession),
     ("postgres", {A.PANEL, A.CRITICAL_PROCESSES, A.CHOOSE_TARGET, A.RUN_SQL, A.REQUIRE_EXTENSIONS,
                   A.SAMPLE_COLUMNS, A.FIT_RECIPES, A.FOLLOW_PROCESSES, A.CATALOG_DECODER, A.KEEP_CATALOG,
-                  A.RESTORE_DECODER}, PostgresSession),
+                  A.RESTORE_DECODER, A.CONNECT_THROUGH}, PostgresSession),
     ("oracle", {A.PANEL, A.CRITICAL_PROCESSES, A.FIT_RECIPES}, OracleSession),
     ("mariadb", {A.RUN_SQL, A.SUMMARIZE_PAGES, A.CATALOG_DECODER, A.CRITICAL_PROCESSES, A.REQUIRE_EXTENSIONS,
-                 A.KEEP_CATALOG, A.RESTORE_DECODER},
+                 A.KEEP_CATALOG, A.RESTORE_DECODER, A.CONNECT_THROUGH},
      MariaDbSession),
 ])
 def test_each_real_plugin_declares_what_it_has(name, declared, session_class):
@@ -218,9 +218,10 @@ def test_doctor_reports_each_broken_plugin_and_lists_the_good_ones(broken_plugin
     checks = {c["name"]: c for c in json.loads(out.stdout)}
     assert checks["engine sqlcipher"]["ok"] is True
     assert checks["engine sqlcipher"]["abilities"] == ["own_target", "summarize_pages"]
-    assert checks["engine postgres"]["abilities"] == ["catalog_decoder", "choose_target", "critical_processes",
-                                                      "fit_recipes", "follow_processes", "keep_catalog", "panel",
-                                                      "require_extensions", "restore_decoder", "run_sql",
+    assert checks["engine postgres"]["abilities"] == ["catalog_decoder", "choose_target", "connect_through",
+                                                      "critical_processes", "fit_recipes", "follow_processes",
+                                                      "keep_catalog", "panel", "require_extensions",
+                                                      "restore_decoder", "run_sql",
                                                       "sample_columns"]
     for name, fragment in [("broken_panel", "panel must be 'package.module:function', not 42"),
                            ("broken_critical", "critical_processes must be a non-empty tuple"),

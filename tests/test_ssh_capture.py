@@ -137,9 +137,9 @@ def test_each_bad_host_is_one_line(sshd, dest, fragment):
                           fragment)
 
 
-def test_what_is_not_carried_over_ssh_yet_is_one_line(sshd):
+def test_what_is_not_carried_over_ssh_is_one_line(sshd):
     assert_one_line_error(run_tdescope("capture", *_ssh(sshd), "--lab", "--count", "1"),
-                          "--ssh works with --pid PID")
+                          "--ssh does not start a lab on the host")
     assert_one_line_error(run_tdescope("capture", "--ssh-option", "Port=22", "--pid", "1"),
                           "--ssh-option and --ssh-config need --ssh DEST")
     assert_one_line_error(run_tdescope("capture", "--ssh=-oProxyCommand=x", "--pid", "1"), "not a host")

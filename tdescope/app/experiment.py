@@ -61,6 +61,12 @@ class Experiment:
         ending in one :class:`~tdescope.app.events.ABResult`.
     warmup : int
         Untimed rounds before the timed ones.
+    windows : callable, optional
+        Makes the capture window instead of :class:`CaptureWindow` / :class:`RemoteWindow`, with their
+        arguments (``followers`` too): over ``--ssh`` the agent's window on the database host.
+    local_server : bool
+        The server runs on this machine: A/B rounds read its CPU time from /proc. False over ``--ssh``
+        (this machine's pid of that number is another process): the rounds carry no server CPU.
     """
 
     def __init__(
@@ -79,7 +85,10 @@ class Experiment:
         isolated: bool = False,
         rounds: int = 0,
         warmup: int = 1,
+        windows: Callable[..., Any] | None = None,
+        local_server: bool = True,
     ) -> None:
+        self.windows = windows
         self.session = session
         self.backend = backend
         self.isolated = isolated
@@ -99,7 +108,7 @@ class Experiment:
         self.capture_summary: CaptureSummary | None = None
         self.results: list[WorkloadResult] = []
         self.ab_result: ABResult | None = None
-        self.runner = (ABRunner(workload, params, self.pid, rounds, warmup,
+        self.runner = (ABRunner(workload, params, self.pid if local_server else None, rounds, warmup,
                                 capture="separate round" if recipe is not None else "off")
                        if rounds > 0 and workload is not None else None)
         self.error: str | None = None
@@ -148,7 +157,7 @@ class Experiment:
     def _run(self) -> None:
         try:
             if self.recipe is not None and self.pid is not None:
-                window_class = RemoteWindow if self.isolated else CaptureWindow
+                window_class = self.windows or (RemoteWindow if self.isolated else CaptureWindow)
                 # PostgreSQL 18's I/O workers, where page reads decrypt (the isolated window probes the target only)
                 more = {} if self.isolated or not has_ability(self.session, Ability.FOLLOW_PROCESSES) \
                     else {"followers": self.session.probe_followers(self.pid, self.recipe)}

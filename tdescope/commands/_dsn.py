@@ -52,12 +52,25 @@ def prompt_password(where: str) -> str | None:
     return getpass.getpass(f"password for {where}: ")
 
 
-def open_dsn_session(engine, args):
-    """The engine's session on the DSN, with a password prompt and the target options."""
+def open_dsn_session(engine, args, remote=None):
+    """The engine's session on the DSN, with a password prompt and the target options.
+
+    ``remote`` (a :class:`~tdescope.app.remote.over_ssh.RemoteAgent`): the DSN is the server as the ``--ssh``
+    host sees it; the engine connects through a forward on that ssh connection and checks the server's
+    processes there (:class:`~tdescope.app.engines.capabilities.ConnectsThrough`)."""
     from tdescope.app.engines.api import ConnectParams
+    from tdescope.app.engines.capabilities import Ability, has_ability
     from tdescope.app.engines.registry import open_session
 
     refuse_password_in_dsn(args.dsn, engine.name)
     options = {"prompt": prompt_password, "pid": getattr(args, "target_pid", None),
                "allow_critical": getattr(args, "allow_critical", False)}
-    return open_session(engine, ConnectParams(dsn=args.dsn, options=options))
+    params = ConnectParams(dsn=args.dsn, options=options)
+    if remote is not None:
+        if not has_ability(engine, Ability.CONNECT_THROUGH):
+            raise UserError(f"the {engine.name} engine's --dsn is not carried over --ssh: give --pid PID of its "
+                            "server process on the host")
+        from tdescope.app.remote.over_ssh import HostProcesses
+
+        params = engine.through(params, remote.host.forward, HostProcesses(remote))
+    return open_session(engine, params)

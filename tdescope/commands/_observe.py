@@ -118,7 +118,7 @@ def observe(args, hotspots: bool, waits: bool, exact_waits: str = "proc") -> Obs
     from tdescope.app.events import Problem
     from tdescope.app.observe.sampling import ENGINE_WAIT_HZ, Observation, engine_poll_text
     if ssh_host(args) is not None:  # a bad DEST, or ssh options without --ssh: one line first
-        return Observed(*observe_over_ssh(args, hotspots, waits, exact_waits, _await_window_after))
+        return _observe_over_ssh(args, hotspots, waits, exact_waits)
     events: list = []
     lock = threading.Lock()
     window_s = min(1.0, max(0.25, args.seconds / 4))
@@ -183,6 +183,39 @@ def observe(args, hotspots: bool, waits: bool, exact_waits: str = "proc") -> Obs
     used = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
     seconds_seen = round(time.monotonic() - started, 1) if interrupted else args.seconds
     return Observed(events, problems, engine, target.pid, seconds_seen, used, interrupted, os_source)
+
+
+def _observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str) -> Observed:
+    """:func:`observe` on the ``--ssh`` host: the agent samples there, a ``--dsn`` goes through the connection."""
+    from tdescope.commands._ssh import connect
+
+    if exact_waits == "ebpf" and waits:
+        raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
+    import dataclasses
+
+    from tdescope.app.engines.api import WorkloadControl
+
+    engine = engine_named(args.engine or "postgres") if args.dsn else None
+    agent = connect(args)
+    control, runner = WorkloadControl(), None
+    try:
+        target = resolve_target(args, engine, remote=agent)
+        try:
+            if target.workload is not None and target.workload.clients is not None and target.session is not None:
+                # pgbench's clients do the work: watch one of them, checked on the host like any target
+                runner = threading.Thread(target=_repeat_workload, args=(target.workload, target.params, control),
+                                          daemon=True)
+                runner.start()
+                target = dataclasses.replace(target, pid=_await_client(target, deadline_s=60.0), workload=None)
+            return Observed(*observe_over_ssh(args, agent, target, hotspots, waits, exact_waits,
+                                              _await_window_after, _repeat_workload))
+        finally:
+            control.cancel()
+            if runner is not None:
+                runner.join(30)
+            target.close()
+    finally:
+        agent.close()
 
 
 def interrupted_line(seen: Observed, what: str) -> KeyboardInterrupt:

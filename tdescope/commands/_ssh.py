@@ -53,11 +53,17 @@ def ssh_host(args):
     return SshHost(args.ssh, ssh_options(args), allow_prompts=bool(getattr(args, "ssh_prompt", False)))
 
 
+#: Said for ``--lab`` with ``--ssh``: a lab's worker needs Python packages (sqlcipher3, a MariaDB build) that a
+#: database host does not have, and would be started by tdescope there; the agent only probes.
+LAB_NOT_CARRIED = ("--ssh does not start a lab on the host (the agent only probes; a lab needs tdescope installed "
+                   "there): start the lab on the host with `tdescope capture --lab ...` there, or probe a process "
+                   "there with --ssh DEST --pid PID or a server with --ssh DEST --dsn DSN")
+
+
 def refuse_not_carried(args) -> None:
-    """One line for what ``--ssh`` does not carry yet: a lab or ``--dsn`` on the host, gdb."""
-    if getattr(args, "lab", None) or getattr(args, "dsn", None):
-        raise UserError("--ssh works with --pid PID (a process on the host) for now; --lab and --dsn are not "
-                        "carried over ssh yet")
+    """One line for what ``--ssh`` does not carry: a lab on the host, gdb."""
+    if getattr(args, "lab", None):
+        raise UserError(LAB_NOT_CARRIED)
     if getattr(args, "backend", "auto") == "gdb":
         raise UserError("over --ssh the agent probes with eBPF only; leave out --backend gdb")
 
@@ -78,57 +84,70 @@ def connect(args):
     return connect_agent(ssh_host(args))
 
 
-class RemoteCapture:
-    """A capture window run by the agent on the ``--ssh`` host, with the Experiment's face the commands use:
-    ``start``/``wait``/``cancel``, then ``error`` and ``capture_summary``. Events go to ``sink`` (on the
-    window's thread), states too."""
+def agent_windows(agent, ebpf: dict):
+    """What :class:`~tdescope.app.experiment.Experiment` takes as ``windows``: its capture windows run by the
+    agent on the ``--ssh`` host (eBPF, with ``ebpf``'s bounds), I/O-worker followers included."""
 
-    def __init__(self, agent, pid: int, recipe, limits, engine: str, sink, allow_critical: bool = False,
-                 ebpf: dict | None = None) -> None:
-        import threading
+    def window(pid, recipe, limits, engine, on_capture, on_state=None, allow_critical=False, backend=None,
+               followers=()):
+        return agent.client.window(pid, recipe, limits, engine, on_capture, on_state, allow_critical=allow_critical,
+                                   ebpf=ebpf, followers=followers)
 
-        self.agent = agent
-        self.label = agent.label
-        self.error: str | None = None
-        self.capture_summary = None
-        self._done = threading.Event()
-        self._window = agent.client.window(pid, recipe, limits, engine, sink, sink, allow_critical=allow_critical,
-                                           ebpf=ebpf or {})
-        self._thread = threading.Thread(target=self._run, name="ssh-capture", daemon=True)
-
-    def _run(self) -> None:
-        try:
-            summary = self._window.run()
-            self.capture_summary = summary
-            self.error = summary.error
-            if self.error and not self.agent.host.alive():  # the frame it broke off in is no news
-                self.error = f"connection to {self.agent.host.dest} lost (the ssh connection ended)"
-        finally:
-            self._done.set()
-
-    def start(self) -> RemoteCapture:
-        self._thread.start()
-        return self
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
-
-    def cancel(self, reason: str = "cancelled") -> None:
-        self._window.cancel(reason)
+    return window
 
 
-def observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str, await_window) -> tuple:
-    """``top`` / ``waits`` on a ``--pid`` of the ``--ssh`` host: perf and the /proc wait sampler run in the
-    agent there. Returns the fields of :class:`~tdescope.commands._observe.Observed`, as a local run (no CPU
-    figure: the host's /proc is not this machine's). ``await_window(events, lock, epoch, grace_s)`` waits
-    for the hotspot window covering the end."""
+def lost_line(agent, error: str | None) -> str | None:
+    """``error`` as the user reads it: once the ssh connection is gone, that is the news (the frame or the
+    statement it broke off in is not)."""
+    if error and not agent.host.alive():
+        return f"connection to {agent.host.dest} lost (the ssh connection ended)"
+    return error
+
+
+def poll_engine_waits(source, hz: float, sink, problem):
+    """Sample the engine's own waits (pg_stat_activity...) through the forwarded connection at ``hz`` on a
+    thread, as the local Observation does; a failure is one ``problem`` line. Returns the stop function."""
     import threading
     import time
 
+    stop = threading.Event()
+
+    def loop() -> None:
+        next_tick = time.monotonic()
+        while not stop.is_set():
+            try:
+                for ev in source.sample():
+                    sink(ev)
+            except Exception as exc:  # noqa: BLE001 - a broken connection: one line, the recording goes on
+                problem(f"engine waits stopped: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}")
+                return
+            next_tick = max(next_tick + 1.0 / hz, time.monotonic())
+            stop.wait(next_tick - time.monotonic())
+
+    thread = threading.Thread(target=loop, name="engine-waits", daemon=True)
+    thread.start()
+
+    def stop_it() -> None:
+        stop.set()
+        thread.join(5)
+
+    return stop_it
+
+
+def observe_over_ssh(args, agent, target, hotspots: bool, waits: bool, exact_waits: str, await_window,
+                     repeat_workload) -> tuple:
+    """``top`` / ``waits`` on the ``--ssh`` host's ``target`` (a ``--pid`` there, or the backend of a ``--dsn``
+    reached through the ssh connection): perf and the /proc wait sampler run in the agent there, the
+    engine's waits and the workload (``--sql``), if any, through the forwarded connection here. Returns
+    the fields of :class:`~tdescope.commands._observe.Observed`, as a local run (no CPU figure: the host's
+    /proc is not this machine's). ``await_window(events, lock, epoch, grace_s)`` waits for the hotspot
+    window covering the end; ``repeat_workload(workload, params, control)`` runs the workload until cancelled."""
+    import threading
+    import time
+
+    from tdescope.app.engines.api import WorkloadControl
     from tdescope.app.events import Problem
 
-    if exact_waits == "ebpf" and waits:
-        raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
     events: list = []
     lock = threading.Lock()
     problems: list[str] = []
@@ -143,15 +162,24 @@ def observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str, await_
             problems.append(message)
             events.append(Problem(time.time(), "ssh", message))
 
-    agent = connect(args)
+    pid = target.pid
     started = time.monotonic()
     interrupted = False
+    stops: list = []
+    control = WorkloadControl()
+    runner = None
     try:
+        if waits and target.session is not None and (source := target.session.wait_source()) is not None:
+            stops.append(poll_engine_waits(source, getattr(args, "engine_wait_hz", 10.0), sink, error))
+        if target.workload is not None:
+            runner = threading.Thread(target=repeat_workload, args=(target.workload, target.params, control),
+                                      daemon=True)
+            runner.start()
         if hotspots:
-            agent.client.start_hotspots(args.pid, getattr(args, "perf_hz", 99), window_s, on_window=sink,
+            agent.client.start_hotspots(pid, getattr(args, "perf_hz", 99), window_s, on_window=sink,
                                         on_error=error)
         if waits:
-            agent.client.start_waits(args.pid, on_sample=sink, on_error=error)
+            agent.client.start_waits(pid, on_sample=sink, on_error=error)
         deadline = started + args.seconds
         try:
             while time.monotonic() < deadline and agent.host.alive():
@@ -168,6 +196,10 @@ def observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str, await_
             except UserError as exc:
                 error(str(exc))
     finally:
-        agent.close()
+        for stop in stops:
+            stop()
+        control.cancel()
+        if runner is not None:
+            runner.join(30)
     seconds_seen = round(time.monotonic() - started, 1) if interrupted else args.seconds
-    return events, problems, None, args.pid, seconds_seen, None, interrupted, "proc"
+    return events, problems, target.engine, pid, seconds_seen, None, interrupted, "proc"

@@ -92,7 +92,8 @@ def _workload(engine: Engine, session: EngineSession, args,
 
 
 def resolve_target(args, engine: Engine | None, probing: bool = False, stops_target: bool = True,
-                   default_workload: Callable[[list[Workload]], Workload | None] | None = None) -> CommandTarget:
+                   default_workload: Callable[[list[Workload]], Workload | None] | None = None,
+                   remote=None) -> CommandTarget:
     """Open what ``args`` (``--lab``/``--dsn``/``--pid``, ``--sql``/``--workload``) name, on ``engine``.
 
     Parameters
@@ -107,6 +108,9 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
         The probe stops the target (gdb): the rules that only matter then apply too.
     default_workload : callable, optional
         Picks the workload among the session's when no ``--workload``/``--sql`` names one.
+    remote : RemoteAgent, optional
+        The agent on the ``--ssh`` host: ``--pid`` is a process there (the agent's window checks the
+        deny-list), ``--dsn`` a server there reached through the ssh connection.
 
     Raises
     ------
@@ -115,6 +119,12 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
     """
     if not getattr(args, "dsn", None) and not getattr(args, "lab", None):
         pid = args.pid
+        if remote is not None:
+            from tdescope.app.remote.over_ssh import HostProcesses
+
+            if not HostProcesses(remote).rows([pid]):
+                raise UserError(f"pid {pid} is gone on {remote.label} (no such process)")
+            return CommandTarget(engine, None, pid)
         if not os.path.exists(f"/proc/{pid}"):
             raise UserError(f"pid {pid} is gone (no such process)")
         if probing:
@@ -126,7 +136,7 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
     from tdescope.app.engines.registry import open_session
 
     if getattr(args, "dsn", None):
-        session = open_dsn_session(engine, args)
+        session = open_dsn_session(engine, args, remote)
     else:
         session = open_session(engine, ConnectParams(options={"lab": True}))
     try:

@@ -7,8 +7,9 @@ import math
 import sys
 
 from tdescope.app.errors import UserError
-from tdescope.commands._args import engine_named, positive_int
+from tdescope.commands._args import engine_named, positive_int, recipe_named
 from tdescope.commands._dsn import add_dsn_arguments
+from tdescope.commands._ssh import add_ssh_arguments, agent_windows, lost_line, ssh_host
 from tdescope.commands._target import resolve_target, run_to_end
 
 HELP = "time a workload encrypted vs plain over interleaved rounds: median ratio and its 95 % interval"
@@ -25,8 +26,12 @@ def add_arguments(ab) -> None:
                     help="untimed warm-up rounds first (default 1)")
     ab.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a workload parameter, e.g. --set groups=10 (repeatable)")
+    ab.add_argument("--captures", type=int, default=0, metavar="N",
+                    help="first capture N pairs in a separate, untimed round (no probe in a timed round; default 0)")
+    ab.add_argument("--recipe", default="decrypt", help="with --captures: decrypt (default), encrypt or a recipe key")
     ab.add_argument("--json", action="store_true", help="one JSON object: per phase and total ratio_median, "
                     "ratio_ci_low, ratio_ci_high, rounds, and the raw per-round times")
+    add_ssh_arguments(ab)
 
 
 def _params(defaults: dict, settings: list[str]) -> dict:
@@ -44,15 +49,23 @@ def _params(defaults: dict, settings: list[str]) -> dict:
 
 
 def run(args) -> int:
-    from tdescope.app.events import ABResult, Problem, WorkloadProgress
+    from tdescope.app.engines.capabilities import Ability, has_ability
+    from tdescope.app.events import ABResult, PageCapture, Problem, WorkloadProgress
     from tdescope.app.experiment import Experiment
-    from tdescope.app.probe.window import CaptureLimits
+    from tdescope.app.probe.window import CaptureLimits, stop_budget
 
+    ssh_host(args)  # a bad --ssh DEST, or ssh options without it: one line before anything starts
+    if args.captures < 0:
+        raise UserError("--captures must be 0 or more")
     engine = engine_named(args.lab or args.engine)
+    recipe = recipe_named(engine, args.recipe) if args.captures else None
     progress_line = [""]
+    captured = [0]
 
     def sink(event) -> None:
-        if isinstance(event, WorkloadProgress) and event.run_fraction is not None and sys.stderr.isatty():
+        if isinstance(event, PageCapture):
+            captured[0] += 1
+        elif isinstance(event, WorkloadProgress) and event.run_fraction is not None and sys.stderr.isatty():
             line = f"{event.run_fraction * 100:5.1f} %  {event.message}"[:100]
             print("\r" + line.ljust(len(progress_line[0])), end="", file=sys.stderr, flush=True)
             progress_line[0] = line
@@ -62,20 +75,37 @@ def run(args) -> int:
     def first_ab(workloads):
         return next((w for w in workloads if {"encrypted", "plain"} <= set(w.sides)), None)
 
-    target = resolve_target(args, engine, default_workload=first_ab)
+    from tdescope.commands._ssh import connect
+
+    agent = connect(args) if args.ssh else None  # the server on the host, its connection through ssh
     interrupted = False
     try:
-        params = _params(dict(target.params), args.set)
-        exp = Experiment(target.session, target.workload, params, None, CaptureLimits(), engine.name, sink,
-                         rounds=args.rounds, warmup=args.warmup)
+        target = resolve_target(args, engine, default_workload=first_ab, remote=agent)
         try:
-            run_to_end(exp, 60)
-        except KeyboardInterrupt:
-            interrupted = True  # Ctrl+C: the rounds that completed are still a (wider) answer
+            params = _params(dict(target.params), args.set)
+            if recipe is not None and recipe.requires and has_ability(target.session, Ability.REQUIRE_EXTENSIONS):
+                target.session.require_extension(recipe.requires)  # loaded before the probe goes in
+            limits = CaptureLimits(max_captures=max(args.captures, 1), max_seconds=30.0, first_hit_timeout=30.0,
+                                   **stop_budget(target.own_target))
+            exp = Experiment(target.session, target.workload, params, recipe, limits, engine.name, sink,
+                             rounds=args.rounds, warmup=args.warmup, backend=_backend(recipe, agent),
+                             windows=agent_windows(agent, {}) if agent is not None else None,
+                             local_server=agent is None)
+            if agent is not None:
+                print(f"timing on {agent.label} (the server's CPU per round is not read over ssh)", file=sys.stderr)
+            try:
+                run_to_end(exp, 60)
+            except KeyboardInterrupt:
+                interrupted = True  # Ctrl+C: the rounds that completed are still a (wider) answer
+        finally:
+            if progress_line[0]:
+                print("\r" + " " * len(progress_line[0]) + "\r", end="", file=sys.stderr, flush=True)
+            target.close()
     finally:
-        if progress_line[0]:
-            print("\r" + " " * len(progress_line[0]) + "\r", end="", file=sys.stderr, flush=True)
-        target.close()
+        if agent is not None:
+            agent.close()
+    if agent is not None:
+        exp.error = lost_line(agent, exp.error)
     result: ABResult | None = exp.ab_result
     if interrupted and (result is None or result.total() is None):
         raise KeyboardInterrupt("interrupted before a timed round completed: nothing to compare")
@@ -84,6 +114,9 @@ def run(args) -> int:
     if result is None or result.total() is None:
         raise UserError("no round completed: nothing to compare")
     where = f"{engine.name} lab" if args.lab else f"{engine.name} at {args.dsn}"
+    where += f" on {agent.label}" if agent is not None else ""
+    if recipe is not None:
+        print(f"{captured[0]} pairs captured in the untimed capture round", file=sys.stderr)
     if args.json:
         print(json.dumps(to_json(result, engine.name)), flush=True)
     else:
@@ -94,6 +127,18 @@ def run(args) -> int:
         raise KeyboardInterrupt(f"interrupted after {done} of {args.rounds} timed rounds: the figures above are "
                                 "from those")
     return 0
+
+
+def _backend(recipe, agent):
+    """What places the capture round's probe here (auto: eBPF where it loads); over ssh the agent's."""
+    if recipe is None or agent is not None:
+        return None
+    from tdescope.app.probe.selection import ProbeOptions, choose_backend
+
+    backend, note = choose_backend(ProbeOptions("auto"), recipe)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    return backend
 
 
 def _num(value: float | None, digits: int = 4):

@@ -13,7 +13,7 @@ from tdescope.commands._args import (
     add_probe_arguments, add_stop_budget_argument, engine_named, positive_int, probe_backend, recipe_named, seconds,
 )
 from tdescope.commands._dsn import add_dsn_arguments
-from tdescope.commands._ssh import add_ssh_arguments, ssh_host
+from tdescope.commands._ssh import add_ssh_arguments, agent_windows, connect, ebpf_options, lost_line, ssh_host
 from tdescope.commands._stdout import ReaderGone, emit
 from tdescope.commands._target import resolve_target, run_to_end
 
@@ -46,11 +46,8 @@ def add_arguments(cap) -> None:
 
 
 def run(args) -> int:
-    from tdescope.app.probe.window import CaptureLimits, stop_budget
     from tdescope.app.probe.capture_record import describe_capture, side_label
-    from tdescope.app.engines.capabilities import Ability, has_ability
     from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WindowState
-    from tdescope.app.experiment import Experiment
 
     ssh_host(args)  # a bad --ssh DEST, or ssh options without it: one line before anything starts
     engine = engine_named(args.engine)
@@ -61,7 +58,7 @@ def run(args) -> int:
         backend, fell_back = probe_backend(args, recipe)  # before anything connects
     if fell_back:
         print(fell_back, file=sys.stderr, flush=True)
-    decoder = engine.page_decoder()  # the session's, which knows the tables, once connected (below)
+    decoder = [engine.page_decoder()]  # the session's, which knows the tables, once connected (_run)
     dump = _dump_folder(args) if args.dump else None
     lock = threading.Lock()
     written = [0]
@@ -73,7 +70,7 @@ def run(args) -> int:
         if isinstance(event, PageCapture):
             if reader_gone.is_set():
                 return
-            record, _ = describe_capture(event, decoder)
+            record, _ = describe_capture(event, decoder[0])
             with lock:
                 if dump is not None:
                     for side, data in (("before", event.before), ("after", event.after)):
@@ -94,12 +91,28 @@ def run(args) -> int:
         elif isinstance(event, Problem) and not args.json:
             pass  # reported once, below
 
-    if args.ssh:
-        return _finish(args, _run_over_ssh(args, engine, recipe, sink, running, written, dump), written, pages,
-                       reader_gone, dump)
-    target = resolve_target(args, engine, probing=True, stops_target=backend.stops_target)
+    agent = connect(args) if args.ssh else None  # the agent on the host probes; --dsn goes through its ssh
+    try:
+        exp = _run(args, engine, recipe, backend, agent, sink, running, written, dump, decoder)
+    finally:
+        if agent is not None:
+            agent.close()
+    if agent is not None:
+        exp.error = lost_line(agent, exp.error)
+    return _finish(args, exp, written, pages, reader_gone, dump)
+
+
+def _run(args, engine, recipe, backend, agent, sink, running, written, dump, decoder):
+    """Resolve the target (over ``--ssh``: on the host, through the agent), run the window and the
+    workload, if any, to their end; the finished :class:`~tdescope.app.experiment.Experiment`."""
+    from tdescope.app.engines.capabilities import Ability, has_ability
+    from tdescope.app.experiment import Experiment
+    from tdescope.app.probe.window import CaptureLimits, stop_budget
+
+    target = resolve_target(args, engine, probing=True, stops_target=backend is not None and backend.stops_target,
+                            remote=agent)
     if target.session is not None and has_ability(target.session, Ability.CATALOG_DECODER):
-        decoder = target.session.catalog_decoder()
+        decoder[0] = target.session.catalog_decoder()
     own_idle = (target.session is not None and target.workload is None and args.target_pid is None
                 and has_ability(target.session, Ability.CHOOSE_TARGET))
     if own_idle:  # watching the backend of tdescope's own connection, which runs nothing: say so up front
@@ -111,7 +124,10 @@ def run(args) -> int:
                                **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
         exp = Experiment(target.session, target.workload, target.params, recipe, limits, engine.name, sink,
                          pid=target.pid, repeat_until_captured=target.workload is not None,
-                         allow_critical=args.allow_critical, backend=backend)
+                         allow_critical=args.allow_critical, backend=backend,
+                         windows=agent_windows(agent, ebpf_options(args)) if agent is not None else None)
+        if agent is not None:
+            print(f"capturing on {agent.label}", file=sys.stderr, flush=True)
         running.append(exp)
         try:
             run_to_end(exp, 15)
@@ -120,28 +136,6 @@ def run(args) -> int:
             raise KeyboardInterrupt(f"interrupted: {written[0]} pairs captured{kept}") from None
     finally:
         target.close()
-    return _finish(args, exp, written, pages, reader_gone, dump)
-
-
-def _run_over_ssh(args, engine, recipe, sink, running, written, dump):
-    """The capture window in the agent on the ``--ssh`` host (see :class:`~tdescope.commands._ssh.RemoteCapture`)."""
-    from tdescope.app.probe.limits import CaptureLimits, stop_budget
-    from tdescope.commands._ssh import RemoteCapture, connect, ebpf_options
-
-    limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
-                           **stop_budget(False, args.stop_budget, args.accept_stop))
-    agent = connect(args)
-    try:
-        exp = RemoteCapture(agent, args.pid, recipe, limits, engine.name, sink, args.allow_critical,
-                            ebpf_options(args))
-        print(f"capturing on {exp.label}", file=sys.stderr, flush=True)
-        running.append(exp)
-        run_to_end(exp, 15)
-    except KeyboardInterrupt:
-        kept = f", dumped to {dump}" if dump is not None and written[0] else ""
-        raise KeyboardInterrupt(f"interrupted: {written[0]} pairs captured{kept}") from None
-    finally:
-        agent.close()
     return exp
 
 

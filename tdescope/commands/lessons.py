@@ -8,6 +8,7 @@ import sys
 
 from tdescope.app.errors import UserError
 from tdescope.commands._args import engine_named
+from tdescope.commands._ssh import add_ssh_arguments, ssh_host
 from tdescope.commands._stdout import emit
 
 HELP = "the lessons (published experiments): list them, or run one to its result card (published vs ours)"
@@ -31,6 +32,7 @@ def add_arguments(parser) -> None:
                      help="what places the probes of lessons that count or show pages (default auto)")
     run.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                      help="the card as one JSON object (figures by name: ratio_median, first_scan_decrypts...)")
+    add_ssh_arguments(run)
 
 
 def listing(lessons) -> list[dict]:
@@ -63,6 +65,7 @@ def run(args) -> int:
                 emit(f"{lesson.id:<22} {lesson.title}  [{engines}]")
                 emit(f"{'':<22} published: " + "; ".join(f"{p.label}: {p.text}" for p in lesson.published))
         return 0
+    ssh_host(args)  # a bad --ssh DEST, or ssh options without it: one line before anything starts
     lesson = lesson_named(args.lesson)
     engine_name = args.lab or args.engine
     if engine_name not in lesson.bindings:
@@ -84,16 +87,31 @@ def _run_one(args, lesson, engine) -> int:
         if sys.stderr.isatty():
             print(f"step {done}/{total}: {text}", file=sys.stderr, flush=True)
 
-    session = open_dsn_session(engine, args) if args.dsn else open_session(engine, ConnectParams(options={"lab": True}))
+    from tdescope.commands._ssh import agent_windows, connect, lost_line
+
+    agent = connect(args) if args.ssh else None  # the server on the host: probes there, SQL through ssh
     try:
-        lesson_run = LessonRun(lesson, engine, session, fast=args.fast, backend_choice=args.backend, on_step=on_step)
+        session = open_dsn_session(engine, args, agent) if args.dsn else \
+            open_session(engine, ConnectParams(options={"lab": True}))
         try:
-            card = run_lesson(lesson_run)
-        except KeyboardInterrupt:
-            lesson_run.cancel()
-            raise
+            over = {} if agent is None else {"windows": agent_windows(agent, {}), "remote": agent.label}
+            if agent is not None:
+                print(f"tdescope: on {agent.label}: captures through the agent there; perf hotspots and the "
+                      "server's CPU per round are not recorded", file=sys.stderr, flush=True)
+            lesson_run = LessonRun(lesson, engine, session, fast=args.fast, backend_choice=args.backend,
+                                   on_step=on_step, **over)
+            try:
+                card = run_lesson(lesson_run)
+            except KeyboardInterrupt:
+                lesson_run.cancel()
+                raise
+            except UserError as exc:
+                raise UserError(lost_line(agent, str(exc)) if agent is not None else str(exc)) from None
+        finally:
+            session.close()
     finally:
-        session.close()
+        if agent is not None:
+            agent.close()
     emit(json.dumps(card_json(card)) if args.json else card.text())
     if card.verdict in ("failed", "cannot run"):
         raise UserError(f"lesson {lesson.id}: {card.verdict_text}")

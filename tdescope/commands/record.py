@@ -22,8 +22,8 @@ from tdescope.commands._args import (
     positive_int, probe_backend,
     recipe_named, seconds,
 )
-from tdescope.commands._ssh import add_ssh_arguments, ssh_host
-from tdescope.commands._target import CommandTarget, resolve_target
+from tdescope.commands._ssh import add_ssh_arguments, lost_line, ssh_host
+from tdescope.commands._target import resolve_target
 
 HELP = "record a session (workload, captures, hotspots, waits) to a .tds file, headless"
 
@@ -97,14 +97,23 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
     return [obs.stop]
 
 
-def _start_remote_samplers(agent, pid: int, args, record, notes: list[str]):
-    """perf hotspots and /proc OS waits in the agent on the ``--ssh`` host; returns their stop functions."""
+def _start_remote_samplers(agent, pid: int, args, record, notes: list[str], wait_source=None):
+    """perf hotspots and /proc OS waits in the agent on the ``--ssh`` host, the engine's waits (``--dsn``)
+    through the forwarded connection here; returns their stop functions."""
+    from tdescope.commands._ssh import poll_engine_waits
+
     stops = []
     client = agent.client
 
     def problem(message: str) -> None:
         if message not in notes:
             notes.append(message)
+
+    if wait_source is not None and not args.no_waits:
+        from tdescope.app.observe.sampling import engine_poll_text
+
+        print(f"tdescope: {engine_poll_text(wait_source, args.engine_wait_hz)}", file=sys.stderr)
+        stops.append(poll_engine_waits(wait_source, args.engine_wait_hz, record, problem))
 
     if not args.no_hotspots:
         client.start_hotspots(pid, args.perf_hz, 1.0, on_window=record, on_error=problem)
@@ -136,6 +145,29 @@ def _exit_watch(pid: int, captured: list[int]):
         if now is None or now[0] in ("Z", "X") or now[19] != started:
             return f"pid {pid} exited while armed ({captured[0]} pages captured)"
         return None
+
+    return exited
+
+
+def _exit_watch_on(agent, pid: int, captured: list[int]):
+    """:func:`_exit_watch` for a pid on the ``--ssh`` host: its row in the host's process table gone or
+    changed (another process with its number), asked of the agent at most twice a second."""
+    from tdescope.app.remote.over_ssh import HostProcesses
+
+    table = HostProcesses(agent)
+    first = table.rows([pid])
+    state: dict = {"asked": 0.0, "said": None}
+
+    def exited() -> str | None:
+        if state["said"] is None and time.monotonic() - state["asked"] >= 0.5:
+            state["asked"] = time.monotonic()
+            try:
+                now = table.rows([pid])
+            except UserError:
+                return None  # the connection ended: that is said as such
+            if now != first:
+                state["said"] = f"pid {pid} exited while armed ({captured[0]} pages captured)"
+        return state["said"]
 
     return exited
 
@@ -178,8 +210,6 @@ def run(args) -> int:
 
         passphrase = ask_passphrase("Passphrase for the session file", confirm=True)
     ssh_host(args)  # a bad --ssh DEST, or ssh options without it: one line before anything starts
-    if args.ssh and not args.captures:
-        raise UserError("over --ssh, record carries the probe's captures only: give --captures N (1 or more)")
     engine = engine_named(args.lab or args.engine)
     recipe = recipe_named(engine, args.recipe) if args.captures else None
     backend = None
@@ -212,13 +242,11 @@ def run(args) -> int:
         if args.ssh:
             from tdescope.commands._ssh import connect
 
-            agent = connect(args)  # the pid is the host's; the agent checks it (deny-list, the function mapped)
-            target = CommandTarget(engine, None, args.pid)
             if args.os_waits == "ebpf" and not args.no_waits:
                 raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
-        else:
-            target = resolve_target(args, engine, probing=recipe is not None,
-                                    stops_target=backend.stops_target if backend is not None else True)
+            agent = connect(args)  # a --pid is the host's; the agent checks it (deny-list, the function mapped)
+        target = resolve_target(args, engine, probing=recipe is not None,
+                                stops_target=backend.stops_target if backend is not None else True, remote=agent)
         session, pid, workload = target.session, target.pid, target.workload
         if recipe is not None and session is None and agent is None:
             # as capture does, before any file exists: a process without the probed function is one line
@@ -240,27 +268,21 @@ def run(args) -> int:
                                     session.wait_source() if session is not None and not args.no_waits else None,
                                     notes)
         else:
-            stops = _start_remote_samplers(agent, pid, args, live.publish, notes)
+            stops = _start_remote_samplers(agent, pid, args, live.publish, notes,
+                                           session.wait_source() if session is not None else None)
         deadline = time.monotonic() + args.seconds
         limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
                                max_kept_per_s=KEEP_PER_S,  # the GUI's window keeps the same
                                **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
-        exited = _exit_watch(pid, captured) if agent is None else (lambda: None)  # the agent's window says it
+        exited = _exit_watch(pid, captured) if agent is None else _exit_watch_on(agent, pid, captured)
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:
             run_no += 1
             want = recipe if captured[0] < args.captures and run_no == 1 else None
-            if agent is not None and want is None:
-                break  # over ssh: the one window is all there is to record (no samplers there yet)
             label = live.run_started(workload.name if workload else None)
-            if agent is not None:
-                from tdescope.commands._ssh import RemoteCapture, ebpf_options
-
-                exp = RemoteCapture(agent, pid, want, limits, engine.name, live.publish, args.allow_critical,
-                                    ebpf_options(args))
-            else:
-                exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
-                                 live.publish, pid=pid, allow_critical=args.allow_critical, backend=backend)
+            exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
+                             live.publish, pid=pid, allow_critical=args.allow_critical, backend=backend,
+                             windows=_agent_windows(agent, args))
             exp.start()
             while not exp.wait(0.1):
                 if recorder.error:
@@ -270,6 +292,8 @@ def run(args) -> int:
                     exp.wait(15)
                     break
             live.run_ended(label)
+            if agent is not None:
+                exp.error = lost_line(agent, exp.error)
             failure = failure or exited() or exp.error  # the target's exit explains a workload's broken connection
             if failure:
                 break
@@ -320,6 +344,13 @@ def run(args) -> int:
         print(f"tdescope: {n}", file=sys.stderr)
     print(f"recorded {recorder.written} events ({captured[0]} captures) to {args.output}", file=sys.stderr)
     return 0
+
+
+def _agent_windows(agent, args):
+    """The agent's capture windows over ``--ssh`` (None: this machine's)."""
+    from tdescope.commands._ssh import agent_windows, ebpf_options
+
+    return agent_windows(agent, ebpf_options(args)) if agent is not None else None
 
 
 def _decoder_catalog(session) -> dict:

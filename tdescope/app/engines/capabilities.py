@@ -21,11 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from tdescope.app.engines.api import Inventory, PageDecoder, ProbeRecipe, TargetChoice, Workload
+from tdescope.app.engines.api import ConnectParams, Inventory, PageDecoder, ProbeRecipe, TargetChoice, Workload
 
 __all__ = [
     "Ability",
     "ChoosesTargets",
+    "ConnectsThrough",
     "DecodesWithCatalog",
     "FitsRecipes",
     "FollowsProcesses",
@@ -183,6 +184,20 @@ class ListsCriticalProcesses(Protocol):
     """``tdescope.app.system.critical.CriticalProcess`` rules: each has ``match(title)``."""
 
 
+@runtime_checkable
+class ConnectsThrough(Protocol):
+    """An engine whose ``--dsn`` can be carried over ``--ssh``: its connections go through a forward on the
+    ssh connection (the server need not listen beyond its host's localhost) and its session looks the
+    server's processes up on that host (the agent), not in this machine's /proc."""
+
+    def through(self, params: ConnectParams, forward: Any, processes: Any) -> ConnectParams:
+        """``params`` rewritten to connect through ``forward(remote, local_socket) -> local socket path``
+        (``remote``: where the server listens as its host sees it, a unix socket path or ``(host, port)``),
+        with ``processes`` (a :class:`~tdescope.app.system.process_table.ProcessTable`) for its checks.
+        UserError (one line) for a DSN that cannot be carried (several hosts, ``hostaddr``)."""
+        ...
+
+
 class Ability(enum.Enum):
     """The optional abilities, named as ``tdescope doctor`` shows them."""
 
@@ -199,6 +214,7 @@ class Ability(enum.Enum):
     KEEP_CATALOG = "keep_catalog"
     FOLLOW_PROCESSES = "follow_processes"
     RESTORE_DECODER = "restore_decoder"
+    CONNECT_THROUGH = "connect_through"
 
     @property
     def protocol(self) -> type:
@@ -232,6 +248,7 @@ _SPECS: dict[Ability, _Spec] = {
     Ability.KEEP_CATALOG: _Spec(KeepsCatalog, Role.DECODER, ("catalog",)),
     Ability.FOLLOW_PROCESSES: _Spec(FollowsProcesses, Role.SESSION, ("probe_followers",)),
     Ability.RESTORE_DECODER: _Spec(RestoresDecoder, Role.ENGINE, ("decoder_from_catalog",)),
+    Ability.CONNECT_THROUGH: _Spec(ConnectsThrough, Role.ENGINE, ("through",)),
 }
 
 

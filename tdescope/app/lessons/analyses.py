@@ -97,7 +97,7 @@ def scan_decrypts(run: LessonRun) -> LessonCard:
     verb = "reads" if recipe.direction == "read" else "decrypts"
     ours = [f"{recipe.symbols[0]} calls in the first (cold) scan: {first}",
             f"{recipe.symbols[0]} calls in the second (warm) scan: {second}"]
-    evidence = [f"probe: {recipe.label} ({ran.experiment.backend.name if ran.experiment.backend else 'gdb'})",
+    evidence = [f"probe: {recipe.label} ({run.probe_name(ran)})",
                 f"cold scan {(spans['cold'][1] - spans['cold'][0]) * 1000:.0f} ms, "
                 f"warm scan {(spans['warm'][1] - spans['warm'][0]) * 1000:.0f} ms"]
     for result in ran.of(WorkloadResult):
@@ -338,6 +338,9 @@ def memory_operations(run: LessonRun) -> LessonCard:
         workload = run.workload()
         steps = [(workload, run.params(workload))]
         what = workload.label
+    if run.remote is not None:
+        return run.card([], NO_COMPARISON, f"traces the server's syscalls with eBPF on this machine; the server "
+                        f"is on {run.remote}: run `tdescope lessons run` on that host")
     pid = run.session.server_pid()
     run.step(1, f"tracing pid {pid}'s syscalls with eBPF")
     try:

@@ -59,12 +59,19 @@ class LessonRun:
         The number the next capture gets (a window numbers its captures on across runs).
     hotspots : bool
         Record perf on the engine's process during timed rounds (the DML lesson's evidence).
+    windows : callable, optional
+        Makes the capture windows (:class:`~tdescope.app.experiment.Experiment`'s ``windows``): over
+        ``--ssh`` the agent's on the database host.
+    remote : str, optional
+        Where the server runs when not here ("db1 via ssh"): what samples this machine (perf, the
+        eBPF wait tracer, the server's CPU in A/B rounds) is left out, and an analysis that needs it says so.
     """
 
     def __init__(self, lesson: Lesson, engine: Engine, session: EngineSession,
                  sink: Callable[[Event], None] | None = None, fast: bool = False, backend_choice: str = "auto",
                  on_step: Callable[[int, int, str], None] | None = None,
-                 first_seq: Callable[[], int] | None = None, hotspots: bool = True) -> None:
+                 first_seq: Callable[[], int] | None = None, hotspots: bool = True,
+                 windows: Callable[..., Any] | None = None, remote: str | None = None) -> None:
         self.lesson = lesson
         self.engine = engine
         self.binding: Binding = lesson.binding(engine.name)
@@ -74,7 +81,9 @@ class LessonRun:
         self.backend_choice = backend_choice
         self.on_step = on_step or (lambda done, total, text: None)
         self.first_seq = first_seq or (lambda: 1)
-        self.hotspots = hotspots
+        self.hotspots = hotspots and remote is None  # perf runs here: on another host's pid it would be wrong
+        self.windows = windows
+        self.remote = remote
         self._cancel = threading.Event()
         self._current: Experiment | None = None
         self.backend_note: str | None = None
@@ -141,9 +150,10 @@ class LessonRun:
             raise _Cancelled
         backend = None
         if recipe is not None:
-            from tdescope.app.probe.selection import ProbeOptions, choose_backend
+            if self.windows is None:  # over --ssh the agent on the host places the probe (eBPF)
+                from tdescope.app.probe.selection import ProbeOptions, choose_backend
 
-            backend, self.backend_note = choose_backend(ProbeOptions(self.backend_choice), recipe)
+                backend, self.backend_note = choose_backend(ProbeOptions(self.backend_choice), recipe)
             if recipe.requires and has_ability(self.session, Ability.REQUIRE_EXTENSIONS):
                 self.session.require_extension(recipe.requires)
         ran = Ran(None)  # type: ignore[arg-type]
@@ -156,7 +166,8 @@ class LessonRun:
         limits = dataclasses.replace(limits or CaptureLimits(), first_seq=self.first_seq(),
                                      **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, keep,
-                         backend=backend, rounds=rounds, warmup=1 if rounds else 0)
+                         backend=backend, rounds=rounds, warmup=1 if rounds else 0, windows=self.windows,
+                         local_server=self.remote is None)
         ran.experiment = exp
         self._current = exp
         exp.start()
@@ -169,6 +180,12 @@ class LessonRun:
         if exp.error:
             raise UserError(exp.error)
         return ran
+
+    def probe_name(self, ran: Ran) -> str:
+        """What placed ``ran``'s probe, as the evidence says it: ``ebpf``, ``gdb``, or the agent's on a host."""
+        if self.remote is not None:
+            return f"ebpf, by the agent on {self.remote}"
+        return ran.experiment.backend.name if ran.experiment.backend else "gdb"
 
     # -- the card --------------------------------------------------------------
     def card(self, ours: list[str], verdict: str, verdict_text: str, evidence: list[str] | None = None,

@@ -31,7 +31,7 @@ from tdescope.app.probe.ebpf.backend import DEFAULT_RING_MB, EbpfBackend
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.window import CaptureSummary, CaptureWindow
 from tdescope.app.remote import wire
-from tdescope.app.remote.host_reads import list_processes, read_function
+from tdescope.app.remote.host_reads import follower_pids, list_processes, process_rows, read_function
 from tdescope.app.hotspots.perf_record import HotspotSampler
 from tdescope.app.waits.ebpf import tracer as waits_tracer
 from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
@@ -171,6 +171,8 @@ class Agent:
                     return self._refuse(kind, "no hotspot sampling is running")
                 self._hotspots.stop()
                 self._hotspots = None
+            elif kind is Kind.PROCESSES:
+                self._out.send(Kind.PROCESS_ROWS, {"rows": process_rows(header.get("pids"))})
             elif kind is Kind.READ_FUNCTION:
                 head, code = read_function(str(header.get("path", "")), str(header.get("symbol", "")))
                 self._out.send(Kind.FUNCTION, head, code)
@@ -209,7 +211,8 @@ class Agent:
                                wire.limits_of(header.get("limits", {})), str(header.get("engine", "")),
                                self._capture, self._state, backend=backend,
                                allow_critical=bool(header.get("allow_critical")),
-                               critical=wire.rules_of(header.get("critical", [])))
+                               critical=wire.rules_of(header.get("critical", [])),
+                               followers=follower_pids(header.get("followers")))
         self._window = window
         self._thread = threading.Thread(target=self._run, args=(window,), name="window", daemon=True)
         self._thread.start()

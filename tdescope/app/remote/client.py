@@ -28,6 +28,7 @@ from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, 
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary
 from tdescope.app.remote import wire
 from tdescope.app.system.child_env import PYTHON, child_env
+from tdescope.app.system.process_table import ProcRow
 from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame, unpack_fields
 
 __all__ = ["AgentClient", "AgentWindow", "backend_request", "local_argv"]
@@ -85,6 +86,7 @@ class AgentClient:
         #: The agent's last stderr lines (one-line diagnostics), read as they come so the pipe never fills.
         self.diagnostics: collections.deque[str] = collections.deque(maxlen=20)
         self._stderr_done = threading.Event()
+        self._asking = threading.Lock()  #: one process-table question at a time (a reply is matched by order)
         self._gone = threading.Event()  #: set once the agent's stdout ended and :attr:`lost` says why
         threading.Thread(target=self._read_stderr, name="agent-stderr", daemon=True).start()
         threading.Thread(target=self._read, name="agent-reader", daemon=True).start()
@@ -190,6 +192,13 @@ class AgentClient:
                                       "library": library})
         return list(self._reply(Kind.TARGETS)[0]["processes"])
 
+    def processes(self, pids=None) -> list[ProcRow]:
+        """The host's process table: the rows of ``pids`` that exist there (every process when None)."""
+        with self._asking:
+            self.send(Kind.PROCESSES, {"pids": None if pids is None else [int(p) for p in pids]})
+            rows = self._reply(Kind.PROCESS_ROWS)[0].get("rows") or []
+        return [ProcRow(int(pid), int(ppid), str(title)) for pid, ppid, title in rows]
+
     def read_function(self, path: str, symbol: str) -> tuple[dict, bytes]:
         """``symbol``'s bytes in the ELF file ``path`` on the host, for disassembly here."""
         self.send(Kind.READ_FUNCTION, {"path": path, "symbol": symbol})
@@ -264,12 +273,16 @@ class AgentClient:
                on_capture: Callable[[PageCapture], None],
                on_state: Callable[[CaptureWindowState], None] | None = None,
                allow_critical: bool = False, critical: tuple | None = None, ebpf: dict | None = None,
-               backend: tuple[str, dict] | None = None) -> "AgentWindow":
+               backend: tuple[str, dict] | None = None, followers: tuple[int, ...] = ()) -> "AgentWindow":
         """A capture window run by the agent; call its :meth:`AgentWindow.run`.
 
-        ``backend``: ``(name, options)`` from :func:`backend_request` (default eBPF with ``ebpf`` options)."""
-        return AgentWindow(self, pid, recipe, limits, engine, on_capture, on_state, allow_critical,
-                           _engines_rules() if critical is None else critical, backend or ("ebpf", ebpf or {}))
+        ``backend``: ``(name, options)`` from :func:`backend_request` (default eBPF with ``ebpf`` options);
+        ``followers``: more processes on the host the probe goes into (PostgreSQL 18's I/O workers)."""
+        window = AgentWindow(self, pid, recipe, limits, engine, on_capture, on_state, allow_critical,
+                             _engines_rules() if critical is None else critical, backend or ("ebpf", ebpf or {}))
+        if followers:
+            window._request["followers"] = [int(p) for p in followers]
+        return window
 
     def close(self, timeout: float = 3.0) -> int | None:
         """Say bye, close the pipe and reap the agent (killed when it does not go); its exit code."""

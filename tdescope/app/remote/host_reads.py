@@ -12,11 +12,14 @@ import os
 from tdescope.app.errors import UserError
 from tdescope.app.system.critical import critical_role
 from tdescope.app.system.elf import elf_index, resolve_in_process
+from tdescope.app.system.process_table import read_proc
 
-__all__ = ["MAX_FUNCTION", "list_processes", "read_function"]
+__all__ = ["MAX_FUNCTION", "MAX_PIDS", "follower_pids", "list_processes", "process_rows", "read_function"]
 
 #: The most bytes one function read returns.
 MAX_FUNCTION = 256 * 1024
+#: The most pids one process-table request may name.
+MAX_PIDS = 4096
 
 
 def _read(path: str) -> str:
@@ -47,6 +50,26 @@ def list_processes(rules, symbols: tuple = (), library: str | None = None) -> li
                 entry["maps"] = False
         out.append(entry)
     return out
+
+
+def process_rows(pids) -> list[list]:
+    """``[pid, ppid, title]`` of each of ``pids`` that exists (every process when None): what an engine
+    plugin checks its server's processes against (:mod:`tdescope.app.system.process_table`)."""
+    if pids is not None:
+        if not isinstance(pids, list) or len(pids) > MAX_PIDS or \
+                not all(isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in pids):
+            raise UserError(f"pids must be a list of at most {MAX_PIDS} process ids")
+    return [[r.pid, r.ppid, r.title[:4096]] for r in read_proc(pids=pids)]
+
+
+def follower_pids(value) -> tuple[int, ...]:
+    """The ``followers`` of an ``ARM`` request (PostgreSQL 18's I/O workers): at most 64 process ids."""
+    if not value:
+        return ()
+    if not isinstance(value, list) or len(value) > 64 or \
+            not all(isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in value):
+        raise UserError("followers must be a list of at most 64 process ids")
+    return tuple(value)
 
 
 def read_function(path: str, symbol: str) -> tuple[dict, bytes]:

@@ -18,7 +18,7 @@ from tdescope.app.remote.client import AgentClient
 from tdescope.app.remote.ssh import SshHost
 from tdescope.app.system.child_env import SSH, child_env
 
-__all__ = ["RemoteAgent", "connect_agent", "tools_problem"]
+__all__ = ["HostProcesses", "RemoteAgent", "connect_agent", "tools_problem"]
 
 
 @dataclass
@@ -40,6 +40,18 @@ class RemoteAgent:
             self.client.close()
         finally:
             self.host.close()
+
+
+class HostProcesses:
+    """The host's process table, asked of its agent (a :class:`~tdescope.app.system.process_table.ProcessTable`):
+    what an engine plugin checks its server's processes against over ``--ssh``."""
+
+    def __init__(self, agent: RemoteAgent) -> None:
+        self._client = agent.client
+        self.where = agent.label
+
+    def rows(self, pids=None) -> list:
+        return self._client.processes(None if pids is None else list(pids))
 
 
 def tools_problem(dest: str, welcome: dict) -> str | None:

@@ -47,6 +47,7 @@ class Kind(enum.IntEnum):
     WAITS_STOP = 8
     READ_FUNCTION = 9  #: ``path`` (an ELF file on the host), ``symbol``
     BYE = 10
+    PROCESSES = 11  #: ``pids``: a list (at most 4096), or null for every process: the host's process table
 
     WELCOME = 64  #: ``version``, ``python``, ``tools`` (what the host has), ``euid``, ``pid``, ``spool``
     TARGETS = 65  #: ``processes``: list of ``{pid, comm, cmdline, critical, maps}``
@@ -61,6 +62,7 @@ class Kind(enum.IntEnum):
     HOTSPOTS = 74  #: one perf window: a :class:`~tdescope.app.events.HotspotWindow`'s fields
     WAIT_TOTALS = 75  #: exact waits (eBPF), cumulative: ``rows`` of ``[nr, flags, size, count, total_ns, max_ns, lat]``
     WAIT_SPANS = 76  #: sampled long calls (eBPF): ``rows`` of ``[start, duration_s, tid, nr, flags, size]``
+    PROCESS_ROWS = 77  #: ``rows`` of ``[pid, ppid, title]``: the processes asked for that exist
 
 
 #: The kinds the agent accepts; anything else it refuses.

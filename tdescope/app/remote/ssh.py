@@ -261,12 +261,22 @@ class SshHost:
         return subprocess.Popen(self.agent_argv(remote_pyz, args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=child_env(SSH), start_new_session=True)
 
-    def forward(self, remote: str | tuple[str, int]) -> str | tuple[str, int]:
+    def forward(self, remote: str | tuple[str, int], local_socket: str | None = None) -> str | tuple[str, int]:
         """Forward a local end to ``remote`` on the host: a unix socket path, or ``(host, port)`` as seen there.
 
-        Returns the local end: a socket path in our folder for a socket, ``("127.0.0.1", port)`` for TCP."""
-        if isinstance(remote, str):
-            local: str | tuple[str, int] = os.path.join(self._dir or self.control_path, f"fwd-{len(os.listdir(self._dir))}.sock")
+        Returns the local end: a socket path in our folder for a socket, ``("127.0.0.1", port)`` for TCP.
+        ``local_socket`` (a relative path such as ``pg0/.s.PGSQL.5432``) makes the local end that unix
+        socket in our 0700 folder whatever ``remote`` is: only this user can reach it, where a local TCP
+        port would let every user of this machine through to the database as the ssh account."""
+        if local_socket is not None:
+            if os.path.isabs(local_socket) or ".." in local_socket.split("/"):
+                raise ValueError(f"not a name inside the connection's folder: {local_socket!r}")
+            local: str | tuple[str, int] = os.path.join(self._dir or self.control_path, local_socket)
+            os.makedirs(os.path.dirname(local), mode=0o700, exist_ok=True)
+            target = remote if isinstance(remote, str) else f"{remote[0]}:{remote[1]}"
+            spec = f"{local}:{target}"
+        elif isinstance(remote, str):
+            local = os.path.join(self._dir or self.control_path, f"fwd-{len(os.listdir(self._dir))}.sock")
             spec = f"{local}:{remote}"
         else:
             local = ("127.0.0.1", _free_port())

@@ -36,9 +36,10 @@ class ConnectionSpec:
     dbname: str = ""
     socket: str = ""
     password: str | None = None
+    via: str = ""  #: where the server is when the connection is forwarded ("/run/mysqld/mysqld.sock on db1 via ssh")
 
     def where(self) -> str:
-        place = self.socket or f"{self.host}:{self.port}"
+        place = self.via or self.socket or f"{self.host}:{self.port}"
         return f"{self.user}@{place}/{self.dbname}" if self.dbname else f"{self.user}@{place}"
 
 
@@ -116,6 +117,7 @@ def _one_line(exc, spec: ConnectionSpec) -> UserError:
     if code == _ACCESS_DENIED:
         return UserError(f"wrong password for {spec.where()} (or the user may not connect from here)")
     if code in _CANT_CONNECT:
-        return UserError(f"cannot reach MariaDB at {spec.socket or f'{spec.host}:{spec.port}'}: is the server up?")
+        return UserError(f"cannot reach MariaDB at {spec.via or spec.socket or f'{spec.host}:{spec.port}'}: "
+                         "is the server up?")
     text = str(exc.args[1] if len(exc.args) > 1 else exc).strip().splitlines()[0]
     return UserError(f"MariaDB {spec.where()}: {text}")

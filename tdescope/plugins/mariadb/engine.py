@@ -22,7 +22,7 @@ class MariaDbEngine:
     # every server thread at a hit); eBPF, the default, stops nothing.
     abilities = frozenset({Ability.RUN_SQL, Ability.SUMMARIZE_PAGES, Ability.CATALOG_DECODER,
                            Ability.CRITICAL_PROCESSES, Ability.REQUIRE_EXTENSIONS, Ability.KEEP_CATALOG,
-                           Ability.RESTORE_DECODER})
+                           Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH})
     #: One process serves every connection: gdb, whose stops halt every thread, needs --allow-critical on
     #: a server others use; eBPF does not stop it. The lab's own server (under tdescope-mariadb-*) is free.
     critical_processes = (CriticalProcess(
@@ -42,12 +42,21 @@ class MariaDbEngine:
         if opts.get("lab"):
             return MariaDbSession(parse_dsn(""), lab=True, progress=opts.get("progress"),
                                   lab_page_size=int(opts.get("page_size") or 16384))
+        from dataclasses import replace
+
         spec = parse_dsn(params.dsn)
         if params.password is not None:
-            from dataclasses import replace
-
             spec = replace(spec, password=params.password)
-        return MariaDbSession(spec, opts.get("prompt"), target_pid=opts.get("pid"))
+        if opts.get("socket"):  # over --ssh: the forward's socket here
+            spec = replace(spec, socket=str(opts["socket"]), via=str(opts.get("via") or ""))
+        return MariaDbSession(spec, opts.get("prompt"), target_pid=opts.get("pid"), processes=opts.get("processes"))
+
+    def through(self, params: ConnectParams, forward, processes) -> ConnectParams:
+        """``--dsn`` over ``--ssh``: the server's socket or port on the host, forwarded to a socket here
+        (:mod:`~tdescope.plugins.mariadb.tunnel`); the server found in the host's ``processes``."""
+        from tdescope.plugins.mariadb.tunnel import through
+
+        return through(params, forward, processes, getattr(processes, "where", ""))
 
     def probe_recipes(self) -> list[ProbeRecipe]:
         """Page decrypt (the default), page encrypt, and the libcrypto-level fallback."""

@@ -61,12 +61,15 @@ class MariaDbSession:
         ``--target-pid``: refused (UserError, one line) unless it is the server's own pid.
     lab_page_size : int
         The lab server's ``innodb_page_size``.
+    processes : ProcessTable, optional
+        The server's machine when it is not this one (``--ssh``): the server is found in its process table.
     """
 
     def __init__(self, spec: ConnectionSpec, prompt: Callable[[str], str | None] | None = None, lab: bool = False,
                  progress: Callable[[str], None] | None = None, target_pid: int | None = None,
-                 lab_page_size: int = 16384) -> None:
+                 lab_page_size: int = 16384, processes=None) -> None:
         self.lab = MariaLab(progress, page_size=lab_page_size) if lab else None
+        self.processes = processes
         self._lock = threading.Lock()
         try:
             if self.lab is not None:
@@ -74,7 +77,14 @@ class MariaDbSession:
                 spec = ConnectionSpec(user="root", socket=self.lab.socket, password="")
             self.conn, self._spec = open_connection(spec, prompt)
             self.control, _ = open_connection(self._spec)
-            self.pid = self.lab.pid if self.lab is not None else server_pid(self.control)
+            if processes is not None:
+                from tdescope.plugins.mariadb.tunnel import server_pid_on
+
+                cur = self.control.cursor()
+                cur.execute(PID_FILE)
+                self.pid = server_pid_on(str(cur.fetchone()[0] or ""), processes, target_pid)
+            else:
+                self.pid = self.lab.pid if self.lab is not None else server_pid(self.control)
             if target_pid is not None and int(target_pid) != self.pid:
                 raise UserError(f"pid {target_pid} is not this MariaDB server: one process, mariadbd pid {self.pid}, "
                                 "serves every connection; leave --target-pid out")
@@ -113,7 +123,7 @@ class MariaDbSession:
                      "An encrypted table and its plain twin, each scanned with the buffer pool emptied of it "
                      "(cold) and again (warm): encryption costs when pages come from disk, not when they are "
                      "cached. Elapsed and the server's CPU per scan.", wl.DEFAULTS["cold_warm"],
-                     run(wl.cold_warm, self.conn, db, self.pid)),
+                     run(wl.cold_warm, self.conn, db, self.pid if self.processes is None else None)),
         ]
 
     def sql_workload(self, sql: str, repeat: int = 1) -> Workload:

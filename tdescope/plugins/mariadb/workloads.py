@@ -179,11 +179,12 @@ def io_path(conn, db: str, params: Mapping[str, Any], control: WorkloadControl) 
     return WorkloadResult(time.time(), "io_path", dict(params), tuple(timings), counts, control.cancelled)
 
 
-def _server_cpu_s(pid: int) -> float:
-    return thread_cpu_seconds(pid) or 0.0
+def _server_cpu_s(pid: int | None) -> float:
+    """The server's CPU seconds from this machine's /proc (0 when it runs elsewhere: ``pid`` None, over ssh)."""
+    return (thread_cpu_seconds(pid) or 0.0) if pid is not None else 0.0
 
 
-def cold_warm(conn, db: str, pid: int, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+def cold_warm(conn, db: str, pid: int | None, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
     """Seed 002's 2×2: encrypted and plain tables of the same rows, each scanned cold (pushed out of the
     buffer pool first) and warm, ``rounds`` times in turn; the server's CPU time per scan is measured
     beside the elapsed time (the seed's claim: encryption costs CPU on cold reads only)."""
@@ -218,8 +219,10 @@ def cold_warm(conn, db: str, pid: int, params: Mapping[str, Any], control: Workl
                 control.progress("cold_warm", side, step, total, f"{side} {phase} scan {step}/{total}")
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     timings = [PhaseTiming(side, phase, med(v)) for (side, phase), v in elapsed.items()]
-    counts = {f"{side} {phase}": {"server CPU ms (median)": round(med(cpu[(side, phase)]) * 1000, 1),
-                                  "pages read from disk (median)": med(reads[(side, phase)])}
+    counts = {f"{side} {phase}": {"pages read from disk (median)": med(reads[(side, phase)]),
+                                  # the server's CPU only when it runs here (not over --ssh)
+                                  **({"server CPU ms (median)": round(med(cpu[(side, phase)]) * 1000, 1)}
+                                     if pid is not None else {})}
               for side, phase in elapsed}
     return WorkloadResult(time.time(), "cold_warm", dict(params), tuple(timings), counts, control.cancelled)
 

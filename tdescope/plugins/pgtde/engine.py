@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe
 from tdescope.app.engines.capabilities import Ability
-from tdescope.plugins.postgres.engine import PostgresEngine
+from tdescope.plugins.postgres.engine import PostgresEngine, processes_option
 
 __all__ = ["PgTdeEngine"]
 
@@ -28,7 +28,7 @@ class PgTdeEngine(PostgresEngine):
         from tdescope.plugins.postgres.connection import spec_from_params
 
         return PgTdeSession(spec_from_params(params), opts.get("prompt"), opts.get("pid"),
-                               bool(opts.get("allow_critical", False)))
+                            bool(opts.get("allow_critical", False)), **processes_option(opts))
 
     def probe_recipes(self) -> list[ProbeRecipe]:
         """pg_tde's tuple decrypt (the default), its page-level decrypt, then the PostgreSQL recipes."""

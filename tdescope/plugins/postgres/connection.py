@@ -31,6 +31,7 @@ class ConnectionSpec:
     fields: tuple[tuple[str, str], ...] = ()
     connect_timeout: int = 10
     password: str | None = field(default=None, repr=False)
+    via: str = ""  #: where the server is when the connection is forwarded ("/run/postgresql/.s.PGSQL.5432 on db1 via ssh")
 
     def kwargs(self, **extra) -> dict:
         out = {k: v for k, v in self.fields}
@@ -41,7 +42,7 @@ class ConnectionSpec:
         return out
 
     def with_password(self, password: str | None) -> "ConnectionSpec":
-        return ConnectionSpec(self.dsn, self.fields, self.connect_timeout, password)
+        return ConnectionSpec(self.dsn, self.fields, self.connect_timeout, password, self.via)
 
 
 def spec_from_params(params: ConnectParams) -> ConnectionSpec:
@@ -49,7 +50,7 @@ def spec_from_params(params: ConnectParams) -> ConnectionSpec:
     opts = params.options or {}
     fields = tuple((k, str(opts[k])) for k in _FIELDS if opts.get(k) not in (None, ""))
     timeout = int(opts.get("connect_timeout", 10))
-    return ConnectionSpec(params.dsn or "", fields, timeout, params.password)
+    return ConnectionSpec(params.dsn or "", fields, timeout, params.password, str(opts.get("via") or ""))
 
 
 def _keyring_password(info_user: str, host: str, port: str) -> str | None:
@@ -64,6 +65,8 @@ def _where(spec: ConnectionSpec) -> str:
     except Exception:  # noqa: BLE001 - a malformed DSN is reported by connect itself
         d = dict(spec.fields)
     host = d.get("host") or "local socket"
+    if spec.via:
+        return f"{d.get('user') or 'default user'}@{spec.via}/{d.get('dbname') or 'default db'}"
     return f"{d.get('user') or 'default user'}@{host}:{d.get('port') or 5432}/{d.get('dbname') or 'default db'}"
 
 

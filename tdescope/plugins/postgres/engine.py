@@ -10,7 +10,12 @@ from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe
 from tdescope.app.engines.capabilities import Ability
 from tdescope.plugins.postgres.target import CRITICAL_PROCESSES
 
-__all__ = ["PostgresEngine"]
+__all__ = ["PostgresEngine", "processes_option"]
+
+
+def processes_option(opts) -> dict:
+    """The session's ``processes`` keyword when the options name a process table (over ``--ssh``)."""
+    return {"processes": opts["processes"]} if opts.get("processes") is not None else {}
 
 
 class PostgresEngine:
@@ -24,7 +29,7 @@ class PostgresEngine:
     abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES, Ability.CHOOSE_TARGET, Ability.RUN_SQL,
                            Ability.REQUIRE_EXTENSIONS, Ability.SAMPLE_COLUMNS, Ability.FIT_RECIPES,
                            Ability.FOLLOW_PROCESSES, Ability.CATALOG_DECODER, Ability.KEEP_CATALOG,
-                           Ability.RESTORE_DECODER})
+                           Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH})
 
     def connect(self, params: ConnectParams):
         """Open the workload and control connections.
@@ -32,7 +37,8 @@ class PostgresEngine:
         ``params.dsn`` and/or ``options`` (host, port, dbname, user, sslmode,
         connect_timeout) say where; ``options["pid"]`` picks another backend as
         the target, ``options["allow_critical"]`` allows background processes,
-        ``options["prompt"]`` is asked for a password when the server wants one.
+        ``options["prompt"]`` is asked for a password when the server wants one, ``options["processes"]``
+        (a ProcessTable) is where the server's processes are checked (this machine's /proc by default).
         """
         if params.options.get("lab"):
             raise UserError("PostgreSQL has no lab of its own here: connect to a server with --dsn 'host=… port=… "
@@ -42,7 +48,14 @@ class PostgresEngine:
 
         opts = params.options or {}
         return PostgresSession(spec_from_params(params), opts.get("prompt"), opts.get("pid"),
-                               bool(opts.get("allow_critical", False)))
+                               bool(opts.get("allow_critical", False)), **processes_option(opts))
+
+    def through(self, params: ConnectParams, forward, processes) -> ConnectParams:
+        """``--dsn`` over ``--ssh``: the server's socket or port on the host, forwarded to a socket here
+        (:mod:`~tdescope.plugins.postgres.tunnel`); its backends checked in the host's ``processes``."""
+        from tdescope.plugins.postgres.tunnel import through
+
+        return through(params, forward, processes, getattr(processes, "where", ""))
 
     def probe_recipes(self) -> list[ProbeRecipe]:
         """PGP decrypt (the default), raw EVP decrypt, and the page read from disk."""

@@ -13,9 +13,9 @@ PostgreSQL 18 server (none can be built here).
 
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import dataclass
+
+from tdescope.app.system.process_table import ProcRow, read_proc
 
 __all__ = ["IO_WORKER_TITLE", "PAGE_READ_RECIPES", "ProcRow", "io_workers", "parse_ps", "read_proc"]
 
@@ -25,15 +25,6 @@ IO_WORKER_TITLE = re.compile(r"^postgres: (?:[^:]+: )?io worker \d+\s*$")
 PAGE_READ_RECIPES = frozenset({"pg_tde.block-decrypt", "postgres.page-read"})
 
 
-@dataclass(frozen=True, slots=True)
-class ProcRow:
-    """One process: its id, its parent's and its title (``/proc/PID/cmdline`` as ``ps args`` shows it)."""
-
-    pid: int
-    ppid: int
-    title: str
-
-
 def parse_ps(text: str) -> list[ProcRow]:
     """Rows of ``ps -eo pid,ppid,args`` output (a header line, if any, is skipped)."""
     rows = []
@@ -41,24 +32,6 @@ def parse_ps(text: str) -> list[ProcRow]:
         parts = line.split(None, 2)
         if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
             rows.append(ProcRow(int(parts[0]), int(parts[1]), parts[2].strip() if len(parts) > 2 else ""))
-    return rows
-
-
-def read_proc(proc: str = "/proc") -> list[ProcRow]:
-    """This machine's process table, read from ``proc`` (processes that end meanwhile are left out)."""
-    rows = []
-    for name in os.listdir(proc):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"{proc}/{name}/stat", "rb") as fh:
-                stat = fh.read().decode(errors="replace")
-            with open(f"{proc}/{name}/cmdline", "rb") as fh:
-                title = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])  # after "pid (comm) state"
-        rows.append(ProcRow(int(name), ppid, title))
     return rows
 
 

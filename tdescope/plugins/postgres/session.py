@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from tdescope.app.engines.api import ArgRef, Inventory, ProbeRecipe, TargetChoice, Workload
 from tdescope.app.errors import UserError
+from tdescope.app.system.process_table import LOCAL, ProcessTable
 from tdescope.plugins.postgres import statements
 from tdescope.plugins.postgres import workloads as wl
 from tdescope.plugins.postgres._tuples import PgColumn
@@ -41,10 +42,14 @@ class PostgresSession:
         Probe another backend (from pg_stat_activity) instead of the workload's own.
     allow_critical : bool
         Allow the postmaster and background processes as targets.
+    processes : ProcessTable
+        The server's machine: this one's /proc, or a ``--ssh`` host's through the agent.
     """
 
     def __init__(self, spec: ConnectionSpec, prompt: Callable[[str], str | None] | None = None,
-                 target_pid: int | None = None, allow_critical: bool = False) -> None:
+                 target_pid: int | None = None, allow_critical: bool = False,
+                 processes: ProcessTable = LOCAL) -> None:
+        self.processes = processes
         self.conn, self._spec = open_connection(spec, prompt, "tdescope workload")
         self._lock = threading.Lock()
         try:
@@ -56,7 +61,8 @@ class PostgresSession:
             self.own_pid = int(self.conn.info.backend_pid)  # from libpq: no statement
             # BLCKSZ, the server build's page size: what mdread reads (it has no length argument)
             self.block_size = int(self.control.execute(statements.BLOCK_SIZE).fetchone()[0])
-            self.target: Backend = check_backend(self.control, target_pid or self.own_pid, allow_critical)
+            self.target: Backend = check_backend(self.control, target_pid or self.own_pid, allow_critical,
+                                                processes)
         except Exception:
             self.close()
             raise
@@ -71,9 +77,9 @@ class PostgresSession:
         """PostgreSQL 18's I/O workers of ``pid``'s cluster for a page-read recipe (``mdread``,
         ``tde_decrypt_smgr_block``): those run there unless ``io_method=sync``. Found from the process
         table, no SQL (watch mode). Unverified on a real PostgreSQL 18 (:mod:`.io_workers`)."""
-        from tdescope.plugins.postgres.io_workers import PAGE_READ_RECIPES, io_workers, read_proc
+        from tdescope.plugins.postgres.io_workers import PAGE_READ_RECIPES, io_workers
 
-        return io_workers(read_proc(), pid) if recipe.key in PAGE_READ_RECIPES else ()
+        return io_workers(self.processes.rows(), pid) if recipe.key in PAGE_READ_RECIPES else ()
 
     def inventory(self, sample_columns: bool = False) -> Inventory:
         """Catalogs and statistics views only; ``sample_columns`` reads user tables too (:meth:`sample_columns`)."""
@@ -160,7 +166,7 @@ class PostgresSession:
         """Probe ``pid`` from now on; UserError (one line) for the postmaster, background
         processes (unless ``allow_critical``) and pids that are not this server's backends."""
         with self._lock:
-            self.target = check_backend(self.control, pid, allow_critical)
+            self.target = check_backend(self.control, pid, allow_critical, self.processes)
         if self._wait_source is not None:
             self._wait_source.follow(self.target.pid)  # the engine's waits move with the probe
 

@@ -9,12 +9,11 @@ overrides explicitly.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from tdescope.app.system.critical import CriticalProcess
 from tdescope.app.errors import UserError
-from tdescope.app.system.procstat import stat_fields
+from tdescope.app.system.process_table import LOCAL, ProcessTable
 from tdescope.plugins.postgres import statements as sql
 
 __all__ = ["Backend", "CRITICAL_PROCESSES", "check_backend", "list_backends", "parent_pid"]
@@ -48,18 +47,10 @@ class Backend:
     query: str
 
 
-def parent_pid(pid: int) -> int | None:
-    """PPid of ``pid`` from /proc, None when gone."""
-    fields = stat_fields(pid)
-    return int(fields[1]) if fields else None
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
+def parent_pid(pid: int, processes: ProcessTable = LOCAL) -> int | None:
+    """PPid of ``pid`` in ``processes`` (this machine's /proc by default), None when gone."""
+    rows = processes.rows([pid])
+    return rows[0].ppid if rows else None
 
 
 def list_backends(conn) -> list[Backend]:
@@ -68,30 +59,35 @@ def list_backends(conn) -> list[Backend]:
     return [Backend(*r) for r in rows]
 
 
-def check_backend(conn, pid: int, allow_critical: bool = False) -> Backend:
+def check_backend(conn, pid: int, allow_critical: bool = False, processes: ProcessTable = LOCAL) -> Backend:
     """The backend ``pid`` of the server behind ``conn``, if it may be probed.
+
+    ``processes``: the server's machine (this one's /proc, or a ``--ssh`` host's through the agent).
 
     Raises
     ------
     UserError
-        The pid is not on this machine, not a process of this server, the
+        The pid is not on that machine, not a process of this server, the
         postmaster, or a background process (unless ``allow_critical``).
     """
     own = conn.info.backend_pid  # from libpq: no statement
-    if not os.path.exists(f"/proc/{own}"):
-        raise UserError(f"the server's backends are not on this machine (backend pid {own} not found here): "
-                        "run tdescope on the database host")
-    if not os.path.exists(f"/proc/{pid}"):
-        raise UserError(f"pid {pid} is not running on this machine")
-    postmaster = parent_pid(own)
+    rows = {r.pid: r for r in processes.rows({own, pid})}
+    if own not in rows:
+        hint = "run tdescope on the database host, or give --ssh HOST" if processes is LOCAL else \
+            "is --dsn a server on that host?"
+        raise UserError(f"the server's backends are not on {processes.where} (backend pid {own} not found "
+                        f"there): {hint}")
+    if pid not in rows:
+        raise UserError(f"pid {pid} is not running on {processes.where}")
+    postmaster = rows[own].ppid
     if pid == postmaster:
         if allow_critical:
             return Backend(pid, "postmaster", "", "", "", "")
         raise UserError(f"pid {pid} is the postmaster: probing it would stall every connection "
                         "(--allow-critical overrides)")
     row = conn.execute(sql.BACKEND, (pid,)).fetchone()
-    if row is None or parent_pid(pid) != postmaster:
-        what = _cmdline(pid) or "unknown"
+    if row is None or rows[pid].ppid != postmaster:
+        what = rows[pid].title or "unknown"
         raise UserError(f"pid {pid} is not a backend of this server ({what[:60]})")
     backend = Backend(*row)
     if backend.backend_type not in _PROBE_OK and not allow_critical:
