@@ -15,7 +15,6 @@ import importlib
 import os
 import sys
 
-from tdescope import __version__
 from tdescope.app.errors import NothingObserved, UserError
 from tdescope.commands import all_commands
 from tdescope.commands._stdout import ReaderGone, silence_stdout, stdout_reader_gone
@@ -26,7 +25,8 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and shell completion)."""
     parser = argparse.ArgumentParser(prog="tdescope", description="Look inside database encryption while it happens.")
-    parser.add_argument("--version", action="version", version=f"tdescope {__version__}")
+    parser.add_argument("--version", action=_Version, help="print the version (and the git commit it runs or was built "
+                                                           "from) and exit")
     parser.add_argument("--pg-tde-source", metavar="PATH",
                         help="the pg-tde lab builds Percona pg_tde from this tarball or folder (default: "
                              "../shared/vendor/pg_tde beside the repository, or $TDESCOPE_PG_TDE_SOURCE)")
@@ -45,6 +45,19 @@ def build_parser() -> argparse.ArgumentParser:
         # argparse reads help as a %-format ("95 % interval" was "% i"); a description is read as text.
         module.add_arguments(sub.add_parser(name, help=module.HELP.replace("%", "%%"), description=module.HELP))
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: asks git for the commit only when it is given (not on every command)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from tdescope.app.system.build_info import version_line
+
+        print(version_line())  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def main(argv: list[str] | None = None) -> int:
