@@ -72,9 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command == "gui":
             from tdescope.commands._dsn import refuse_password_in_dsn
-            from tdescope.ui.app import run_gui
-
             refuse_password_in_dsn(getattr(args, "dsn", ""), getattr(args, "engine", None))
+            _require_window_libraries()
+            try:
+                from tdescope.ui.app import run_gui
+            except ImportError as exc:  # Qt's own libraries load, a system one under them does not
+                if "shared object" not in str(exc):
+                    raise
+                raise UserError(f"the window cannot start: {exc} (`tdescope doctor` names the packages)") from None
 
             return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
                            engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""),
@@ -96,6 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:  # noqa: BLE001 - one line for users, the traceback on request
         return _internal_error(exc)
+
+
+def _require_window_libraries() -> None:
+    from tdescope.app.system.qt_libraries import window_problem
+
+    problem = window_problem()
+    if problem:
+        raise UserError(problem)
 
 
 def _internal_error(exc) -> int:

@@ -34,6 +34,7 @@ from pygdbmi import gdbmiparser
 from tdescope.app.errors import UserError
 from tdescope.app.gdb.allowlist import refusal
 from tdescope.app.system.child_env import child_env
+from tdescope.app.system.runtime_tools import GDB
 
 __all__ = ["GdbError", "GdbTimeout", "GdbSession", "MiRecord", "MIN_GDB", "find_gdb", "gdb_version", "require_gdb"]
 
@@ -64,7 +65,7 @@ def find_gdb() -> str:
     """Path of gdb, or raise UserError with the fix."""
     path = shutil.which("gdb")
     if not path:
-        raise UserError("gdb not found: install it (apt-get install gdb)")
+        raise UserError(GDB.missing())
     return path
 
 
