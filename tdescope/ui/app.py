@@ -36,6 +36,7 @@ def _run_replay(path: str) -> int:
         SessionReader(path, writable=False).close()  # a bad file fails here, as one line, before any window
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
+    app.setDesktopFileName("org.tdescope.tdescope")  # the menu entry's icon and name (tdescope desktop-install)
     app.setOrganizationName("tdescope")
     collector = collect_on_gui_thread()  # noqa: F841 - lives as long as the loop
     passphrase = ask_passphrase(None, path)  # the dialog needs the QApplication
@@ -74,6 +75,7 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     sys.setswitchinterval(0.001)
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
+    app.setDesktopFileName("org.tdescope.tdescope")  # the menu entry's icon and name (tdescope desktop-install)
     app.setOrganizationName("tdescope")
     collector = collect_on_gui_thread()  # noqa: F841 - lives as long as the loop
     window = MainWindow(engines[lab])

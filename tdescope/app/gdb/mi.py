@@ -22,7 +22,6 @@ import itertools
 import os
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -63,10 +62,7 @@ class MiRecord:
 
 def find_gdb() -> str:
     """Path of gdb, or raise UserError with the fix."""
-    path = shutil.which("gdb")
-    if not path:
-        raise UserError(GDB.missing())
-    return path
+    return GDB.require()
 
 
 def gdb_version(path: str | None = None) -> tuple[int, int]:

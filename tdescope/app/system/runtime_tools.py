@@ -15,6 +15,8 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from tdescope.app.errors import UserError
+
 __all__ = ["GDB", "LIBBPF", "PERF", "TOOLS", "XVFB", "Tool", "apt_family", "install_line", "os_release"]
 
 
@@ -36,6 +38,13 @@ class Tool:
         except OSError:
             return False
         return True
+
+    def require(self) -> str:
+        """The command's path; UserError with :meth:`missing` when it is not on PATH."""
+        path = shutil.which(self.command)
+        if not path:
+            raise UserError(self.missing())
+        return path
 
     def missing(self) -> str:
         """The one line a command that needs this tool fails with."""
