@@ -44,6 +44,9 @@ def test_the_wheel_carries_the_bpf_objects_the_agent_and_the_resources(dist):
         assert "tdescope/resources/templates/report.html.j2" in names
         assert "tdescope/resources/lessons/cold-warm.toml" in names
         assert "tdescope/app/gdb/_probe_helper.py" in names
+        for rel in ("org.tdescope.tdescope.desktop", "org.tdescope.tdescope.metainfo.xml", "tdescope-session.xml",
+                    "org.tdescope.tdescope.svg", "icons/256x256/org.tdescope.tdescope.png"):
+            assert f"tdescope/resources/desktop/{rel}" in names, rel  # what desktop-install copies
         meta = whl.read(f"tdescope-{VERSION}.dist-info/METADATA").decode()
         entry = whl.read(f"tdescope-{VERSION}.dist-info/entry_points.txt").decode()
     assert f"\nVersion: {VERSION}\n" in meta
