@@ -68,7 +68,7 @@ timed() {  # timed NAME COMMAND: run it in the root, say how long and what the r
 
 timed "README: apt-get install pipx" "apt-get update -qq && apt-get install -y -qq pipx >/dev/null"
 timed "README: pipx install the wheel" "pipx install /tmp/dist/$(basename "$whl") && tdescope --version"
-in_root "du -sh /root/.local/share/pipx/venvs/tdescope/lib/python3*/site-packages/tdescope | sed 's/^/tdescope package: /'"
+in_root 'v=$(pipx environment --value PIPX_LOCAL_VENVS)/tdescope; du -sh "$v" $v/lib/python3*/site-packages/{tdescope,PySide6}' 
 timed "README (database hosts): apt-get install the agent .deb" \
   "apt-get install -y -qq /tmp/dist/$(basename "$deb") >/dev/null && dpkg -s tdescope-agent | grep -E '^(Version|Depends|Installed-Size)'"
 timed "tdescope doctor (first use)" "tdescope doctor | tee /tmp/doctor-1.txt || true"
@@ -93,7 +93,7 @@ ok = QGuiApplication.primaryScreen().grabWindow(0).save(sys.argv[1])
 sys.exit(0 if ok else 1)
 PY
 timed "the window under Xvfb (tdescope gui, a screenshot)" \
-  "xvfb-run -a -s '-screen 0 1280x720x24' bash -c 'tdescope gui --lab sqlcipher & gui=\$!; ~/.local/share/pipx/venvs/tdescope/bin/python /tmp/grab.py /tmp/window.png 25; kill -0 \$gui && echo window alive after 25 s; kill \$gui; wait \$gui || true'"
+  "xvfb-run -a -s '-screen 0 1280x720x24' bash -c 'tdescope gui --lab sqlcipher & gui=\$!; \$(pipx environment --value PIPX_LOCAL_VENVS)/tdescope/bin/python /tmp/grab.py /tmp/window.png 25; kill -0 \$gui && echo window alive after 25 s; kill \$gui; wait \$gui || true'"
 cp "$root/tmp/window.png" "$work/window-in-bookworm.png" && echo "screenshot: $work/window-in-bookworm.png"
 if in_root "tdescope desktop-install --help" >/dev/null 2>&1; then
   timed "tdescope desktop-install" "tdescope desktop-install && ls ~/.local/share/applications ~/.local/share/mime/packages"
