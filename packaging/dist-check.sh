@@ -68,7 +68,7 @@ timed() {  # timed NAME COMMAND: run it in the root, say how long and what the r
 
 timed "README: apt-get install pipx" "apt-get update -qq && apt-get install -y -qq pipx >/dev/null"
 timed "README: pipx install the wheel" "pipx install /tmp/dist/$(basename "$whl") && tdescope --version"
-in_root 'v=$(pipx environment --value PIPX_LOCAL_VENVS)/tdescope; du -sh "$v" $v/lib/python3*/site-packages/{tdescope,PySide6}' 
+in_root 'v=$(pipx environment --value PIPX_LOCAL_VENVS)/tdescope; for d in "$v" $v/lib/python3*/site-packages/{PySide6,tdescope}; do du -sh "$d"; done' 
 timed "README (database hosts): apt-get install the agent .deb" \
   "apt-get install -y -qq /tmp/dist/$(basename "$deb") >/dev/null && dpkg -s tdescope-agent | grep -E '^(Version|Depends|Installed-Size)'"
 timed "tdescope doctor (first use)" "tdescope doctor | tee /tmp/doctor-1.txt || true"
