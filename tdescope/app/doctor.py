@@ -119,11 +119,18 @@ def _ebpf_checks() -> list[Check]:
               "" if st.permitted else "run as root, or grant CAP_BPF and CAP_PERFMON"),
         Check("libbpf", True, "libbpf.so.1") if st.libbpf else _absent(LIBBPF, None),
         Check("eBPF capture", soft(st.ok), "program loads (verifier accepts it)" if st.ok
-              else f"off, gdb will be used: {st.reason}", "" if st.ok else "make setup builds the program"),
+              else f"off, gdb will be used: {st.reason}", _ebpf_fix(st.ok or not (st.libbpf and st.permitted))),
     ]
 
 
-def _ebpf_waits_check() -> Check:
+def _ebpf_fix(said_elsewhere: bool) -> str:
+    """What to do when an eBPF program does not load, unless the libbpf or permission line says it."""
+    if said_elsewhere:
+        return ""
+    return "it needs root, or CAP_BPF and CAP_PERFMON; reinstall tdescope (a checkout: make setup builds it)"
+
+
+def _ebpf_waits_check(libbpf: bool) -> Check:
     """Exact waits: the eBPF wait tracer loaded for real (on this process) and taken out again.
 
     Information when it cannot (``ok`` None): ``waits`` and the Waits dock then give /proc samples only."""
@@ -133,8 +140,7 @@ def _ebpf_waits_check() -> Check:
     try:
         EbpfWaitTracer(os.getpid()).start().stop()
     except UserError as exc:
-        return Check("eBPF waits", None, f"off, /proc samples only: {exc}", "make setup builds the tracer; "
-                     "it needs root, or CAP_BPF and CAP_PERFMON")
+        return Check("eBPF waits", None, f"off, /proc samples only: {exc}", _ebpf_fix(not libbpf))
     return Check("eBPF waits", True, "tracer loads (raw syscall and sched_switch tracepoints attach)")
 
 
@@ -187,8 +193,9 @@ def run_checks() -> list[Check]:
     checks.append(_gdb_check())
     problem = ptrace_problem()
     checks.append(Check("ptrace", problem is None, "permitted" if problem is None else "denied", problem or ""))
-    checks.extend(_ebpf_checks())
-    checks.append(_ebpf_waits_check())
+    ebpf = _ebpf_checks()
+    checks.extend(ebpf)
+    checks.append(_ebpf_waits_check(any(c.name == "libbpf" and c.ok for c in ebpf)))
     checks.extend(_perf_check())
     checks.append(_xvfb_check())
     flags = cpu_flags()
