@@ -118,3 +118,9 @@ def test_doctor_reports_missing_window_libraries(plugin_missing_libraries, monke
     assert checks["Qt libraries"].packages == ("libtdescope-known0",)
     assert "libtdescope-absent.so.3" in checks["Qt libraries"].value
     assert checks["install"].value.endswith("apt-get install libtdescope-known0")
+
+
+def test_the_window_without_a_display_names_xvfb_and_its_package_when_missing(no_tools_path):
+    env = {k: v for k, v in no_tools_path.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    result = subprocess.run([*TDESCOPE, "gui"], capture_output=True, text=True, env=env, timeout=120)
+    assert_one_line_error(result, "no display (DISPLAY is not set): run it under `xvfb-run` (apt-get install xvfb),")

@@ -9,6 +9,7 @@ import sys
 
 from tdescope.app.engines import ConnectParams, discover_engines
 from tdescope.app.errors import UserError
+from tdescope.app.system.runtime_tools import XVFB
 from tdescope.ui.gc_policy import collect_on_gui_thread
 
 __all__ = ["run_gui"]
@@ -18,7 +19,8 @@ def _require_display() -> None:
     """One clear line instead of Qt's abort when there is no screen (a database server)."""
     if os.environ.get("QT_QPA_PLATFORM") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
         return
-    raise UserError("no display (DISPLAY is not set): run it under `xvfb-run`, over `ssh -X`, or use the "
+    xvfb = "`xvfb-run`" + ("" if XVFB.present() else f" ({XVFB.how()})")
+    raise UserError(f"no display (DISPLAY is not set): run it under {xvfb}, over `ssh -X`, or use the "
                     "headless commands: tdescope capture | top | waits | record | report")
 
 

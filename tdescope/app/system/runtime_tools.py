@@ -46,10 +46,13 @@ class Tool:
             raise UserError(self.missing())
         return path
 
+    def how(self) -> str:
+        """How to install it here: ``apt-get install PACKAGE``, or "install NAME" off the Debian family."""
+        return install_line([self.package], sudo=False) or f"install {self.name}"
+
     def missing(self) -> str:
         """The one line a command that needs this tool fails with."""
-        how = install_line([self.package], sudo=False) or f"install {self.name}"
-        return f"{self.name} not found: {how} (`tdescope doctor` checks every tool)"
+        return f"{self.name} not found: {self.how()} (`tdescope doctor` checks every tool)"
 
 
 GDB = Tool("gdb", "read-only breakpoints, where eBPF cannot load", "gdb", command="gdb")
