@@ -77,6 +77,21 @@ if [ -n "$line" ]; then
   timed "the line doctor printed: $line" "${line/apt-get install/apt-get install -y -qq} >/dev/null"
 fi
 timed "tdescope doctor (after its line)" "tdescope doctor"
+cat > "$root/tmp/agent-check.sh" <<'SH'
+# The agent the .deb installed is the one the installed workbench would send over --ssh, and it answers it.
+built=$(tdescope agent build /tmp/agent-check.pyz | awk '{print $3}')
+deb=$(sha256sum /usr/lib/tdescope-agent/tdescope-agent.pyz | cut -d' ' -f1)
+[ "$built" = "$deb" ] || { echo "the .deb's agent $deb is not the wheel's $built"; exit 1; }
+echo "same agent: sha256 $deb"
+"$(pipx environment --value PIPX_LOCAL_VENVS)/tdescope/bin/python" -c '
+from tdescope.app.remote.client import AgentClient
+client = AgentClient(["/usr/bin/tdescope-agent"])
+try:
+    print("tdescope-agent welcome:", client.hello())
+finally:
+    client.close()'
+SH
+timed "the agent .deb answers the installed workbench" "bash -euo pipefail /tmp/agent-check.sh"
 timed "tdescope capture --lab --count 5 --json" \
   "tdescope capture --lab --count 5 --json > /tmp/capture.json; wc -l < /tmp/capture.json; head -c 300 /tmp/capture.json; echo"
 timed "tdescope record (headless session)" \
