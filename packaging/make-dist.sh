@@ -10,6 +10,14 @@ py=$1
 for obj in tdescope/app/probe/ebpf/capture.bpf.o tdescope/app/waits/ebpf/waits.bpf.o; do
   [ -s "$obj" ] || { echo "tdescope: $obj is not built (apt-get install clang libbpf-dev, then make dist)" >&2; exit 1; }
 done
+# The desktop files ship in the wheel: a release validates them (apt-get install desktop-file-utils appstream).
+desk=tdescope/resources/desktop
+for tool in desktop-file-validate appstreamcli; do
+  command -v $tool >/dev/null || { echo "tdescope: $tool missing: apt-get install desktop-file-utils appstream" >&2; exit 1; }
+done
+desktop-file-validate "$desk/org.tdescope.tdescope.desktop"
+appstreamcli validate --no-net "$desk/org.tdescope.tdescope.metainfo.xml" > /dev/null \
+  || { appstreamcli validate --no-net "$desk/org.tdescope.tdescope.metainfo.xml" >&2; exit 1; }
 out=${DIST:-dist}
 mkdir -p "$out"
 "$py" -m tdescope.app.remote.agent_build "$out/tdescope-agent.pyz" >/dev/null
