@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from tdescope.app.errors import UserError
 
-__all__ = ["GDB", "LIBBPF", "PERF", "TOOLS", "XVFB", "Tool", "apt_family", "install_line", "os_release"]
+__all__ = ["GDB", "LIBBPF", "PERF", "XVFB", "Tool", "apt_family", "install_line", "os_release"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,6 @@ GDB = Tool("gdb", "read-only breakpoints, where eBPF cannot load", "gdb", comman
 PERF = Tool("perf", "hotspots and flame graphs", "linux-perf", command="perf")
 LIBBPF = Tool("libbpf", "eBPF probes and exact waits", "libbpf1", library="libbpf.so.1")
 XVFB = Tool("Xvfb", "the window without a screen: xvfb-run, headless screenshots", "xvfb", command="Xvfb")
-TOOLS = (GDB, PERF, LIBBPF, XVFB)
 
 #: Where a distribution of the Debian family names a package differently.
 _RENAMED = {"ubuntu": {"linux-perf": "linux-tools-generic"}}
