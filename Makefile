@@ -11,7 +11,7 @@ WAITS_OBJ := tdescope/app/waits/ebpf/waits.bpf.o
 
 AGENT := dist/tdescope-agent.pyz
 
-.PHONY: agent setup system-tools run test lint bench bench-quick mutate mutate-full clean
+.PHONY: agent dist dist-check desktop-check setup system-tools run test lint bench bench-quick mutate mutate-full clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,16 @@ setup: $(STAMP) system-tools
 # The privileged half as one zipapp for a host's own python3 (issue 28): tdescope/app/remote/agent_build.py.
 agent: $(STAMP) $(BPF_OBJ)
 	@$(PY) -m tdescope.app.remote.agent_build $(AGENT) >/dev/null
+
+# What a user installs (issue 26): the wheel (BPF objects and the agent inside, so no clang on the user's side),
+# the sdist, tdescope-agent.pyz and the agent's .deb for database hosts. packaging/make-dist.sh says how.
+dist: $(STAMP) $(BPF_OBJ) $(WAITS_OBJ)
+	@bash packaging/make-dist.sh $(PY)
+
+# A fresh Debian bookworm root (mmdebstrap) installs only dist/'s artifacts and the README's steps, then runs
+# doctor, a capture on the lab and a headless report. Downloads; minutes. Not part of `make test`.
+dist-check: dist
+	@bash packaging/dist-check.sh
 
 run: setup
 	$(VENV)/bin/tdescope gui --lab sqlcipher

@@ -10,6 +10,10 @@ command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
 command -v xdotool >/dev/null 2>&1 || need+=(xdotool)
 command -v pdftoppm >/dev/null 2>&1 || need+=(poppler-utils)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+# the desktop files' tests (tests/test_desktop_files.py): the freedesktop validators and the MIME indexer
+command -v desktop-file-validate >/dev/null 2>&1 || need+=(desktop-file-utils)
+command -v appstreamcli >/dev/null 2>&1 || need+=(appstream)
+command -v update-mime-database >/dev/null 2>&1 || need+=(shared-mime-info)
 # eBPF capture: clang and the headers to build the program once, libbpf1 to load it, bpftool to inspect.
 command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v bpftool >/dev/null 2>&1 || need+=(bpftool)

@@ -15,7 +15,6 @@ import importlib
 import os
 import sys
 
-from tdescope import __version__
 from tdescope.app.errors import NothingObserved, UserError
 from tdescope.commands import all_commands
 from tdescope.commands._stdout import ReaderGone, silence_stdout, stdout_reader_gone
@@ -26,7 +25,8 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and shell completion)."""
     parser = argparse.ArgumentParser(prog="tdescope", description="Look inside database encryption while it happens.")
-    parser.add_argument("--version", action="version", version=f"tdescope {__version__}")
+    parser.add_argument("--version", action=_Version, help="print the version (and the git commit it runs or was built "
+                                                           "from) and exit")
     parser.add_argument("--pg-tde-source", metavar="PATH",
                         help="the pg-tde lab builds Percona pg_tde from this tarball or folder (default: "
                              "../shared/vendor/pg_tde beside the repository, or $TDESCOPE_PG_TDE_SOURCE)")
@@ -47,6 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """``--version``: asks git for the commit only when it is given (not on every command)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from tdescope.app.system.build_info import version_line
+
+        print(version_line())  # on stdout, as argparse's own version action
+        parser.exit()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``tdescope`` command."""
     argv = sys.argv[1:] if argv is None else argv
@@ -59,9 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command == "gui":
             from tdescope.commands._dsn import refuse_password_in_dsn
-            from tdescope.ui.app import run_gui
-
             refuse_password_in_dsn(getattr(args, "dsn", ""), getattr(args, "engine", None))
+            _require_window_libraries()
+            try:
+                from tdescope.ui.app import run_gui
+            except ImportError as exc:  # Qt's own libraries load, a system one under them does not
+                if "shared object" not in str(exc):
+                    raise
+                raise UserError(f"the window cannot start: {exc} (`tdescope doctor` names the packages)") from None
 
             return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
                            engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""),
@@ -83,6 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:  # noqa: BLE001 - one line for users, the traceback on request
         return _internal_error(exc)
+
+
+def _require_window_libraries() -> None:
+    from tdescope.app.system.qt_libraries import window_problem
+
+    problem = window_problem()
+    if problem:
+        raise UserError(problem)
 
 
 def _internal_error(exc) -> int:

@@ -113,6 +113,7 @@ def test_gdb_missing(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path)}  # a PATH with no gdb on it
     result = run("capture", "--backend", "gdb", "--lab", "--count", "1", env=env)
     assert_one_line_error(result, "gdb not found")
+    assert "`tdescope doctor`" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -280,7 +280,7 @@ def test_cli_bad_input_for_ebpf_is_one_line(tmp_path):
         sleeper.wait()
     result = run_tdescope("capture", "--backend", "ebpf", "--pid", "1", "--count", "1",
                           env={**os.environ, "TDESCOPE_LIBBPF": str(tmp_path / "libbpf.so.1")})
-    assert_one_line_error(result, "libbpf is not installed")
+    assert_one_line_error(result, "libbpf not found: apt-get install libbpf1 (`tdescope doctor` checks every tool)")
     # a stripped binary: no symbol for the recipe
     exe = compile_client("threads.c", tmp_path / "stripped", "-pthread", "-s")
     proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

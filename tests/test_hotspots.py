@@ -236,7 +236,7 @@ def test_crypto_pct_and_diff():
 def test_check_perf_and_event():
     problem = check_perf()
     if shutil.which("perf") is None:
-        assert problem == "perf not found: apt-get install linux-perf"
+        assert problem == "perf not found: apt-get install linux-perf (`tdescope doctor` checks every tool)"
         return
     assert problem is None or "\n" not in problem
     assert perf_event() in ("cycles", "cpu-clock")

@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass
 
 from tdescope.app.engines.registry import discover_engines
 from tdescope.app.gdb.mi import MIN_GDB  # one minimum, shared with the capture path
+from tdescope.app.system.qt_libraries import missing_qt_libraries, qt_packages
+from tdescope.app.system.runtime_tools import GDB, LIBBPF, PERF, XVFB, Tool, install_line
 
-__all__ = ["Check", "cpu_flags", "run_checks", "ptrace_problem", "MIN_GDB"]
+__all__ = ["Check", "cpu_flags", "install_advice", "run_checks", "ptrace_problem", "MIN_GDB"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +23,7 @@ class Check:
     """One line of the doctor's report: ``ok`` is None for information-only lines.
 
     ``abilities`` is set on an engine's line only: the optional abilities its plugin declares.
+    ``packages``: the Debian packages that bring what this line misses (gathered into one install line).
     """
 
     name: str
@@ -28,11 +31,14 @@ class Check:
     value: str
     fix: str = ""
     abilities: tuple[str, ...] | None = None
+    packages: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         out = asdict(self)
         if self.abilities is None:
             del out["abilities"]
+        if not self.packages:
+            del out["packages"]
         return out
 
 
@@ -67,7 +73,7 @@ def _gdb_check() -> Check:
 
     path = shutil.which("gdb")
     if not path:
-        return Check("gdb", False, "not found", "apt-get install gdb")
+        return _absent(GDB, False)
     try:
         ver = gdb_version(path)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -81,7 +87,7 @@ def _perf_check() -> list[Check]:
     path = shutil.which("perf")
     out = []
     if not path:
-        out.append(Check("perf", False, "not found", "apt-get install linux-perf"))
+        out.append(_absent(PERF, False))
     else:
         out.append(Check("perf", True, path))
     try:
@@ -111,14 +117,20 @@ def _ebpf_checks() -> list[Check]:
         Check("eBPF kernel", soft(kernel_ok), st.kernel + ("" if kernel_ok else " (5.8 or later needed)")),
         Check("eBPF permission", soft(st.permitted), "root or CAP_BPF+CAP_PERFMON" if st.permitted else "denied",
               "" if st.permitted else "run as root, or grant CAP_BPF and CAP_PERFMON"),
-        Check("libbpf", soft(st.libbpf), "libbpf.so.1" if st.libbpf else "missing",
-              "" if st.libbpf else "apt-get install libbpf1"),
+        Check("libbpf", True, "libbpf.so.1") if st.libbpf else _absent(LIBBPF, None),
         Check("eBPF capture", soft(st.ok), "program loads (verifier accepts it)" if st.ok
-              else f"off, gdb will be used: {st.reason}", "" if st.ok else "make setup builds the program"),
+              else f"off, gdb will be used: {st.reason}", _ebpf_fix(st.ok or not (st.libbpf and st.permitted))),
     ]
 
 
-def _ebpf_waits_check() -> Check:
+def _ebpf_fix(said_elsewhere: bool) -> str:
+    """What to do when an eBPF program does not load, unless the libbpf or permission line says it."""
+    if said_elsewhere:
+        return ""
+    return "it needs root, or CAP_BPF and CAP_PERFMON; reinstall tdescope (a checkout: make setup builds it)"
+
+
+def _ebpf_waits_check(libbpf: bool) -> Check:
     """Exact waits: the eBPF wait tracer loaded for real (on this process) and taken out again.
 
     Information when it cannot (``ok`` None): ``waits`` and the Waits dock then give /proc samples only."""
@@ -128,9 +140,39 @@ def _ebpf_waits_check() -> Check:
     try:
         EbpfWaitTracer(os.getpid()).start().stop()
     except UserError as exc:
-        return Check("eBPF waits", None, f"off, /proc samples only: {exc}", "make setup builds the tracer; "
-                     "it needs root, or CAP_BPF and CAP_PERFMON")
+        return Check("eBPF waits", None, f"off, /proc samples only: {exc}", _ebpf_fix(not libbpf))
     return Check("eBPF waits", True, "tracer loads (raw syscall and sched_switch tracepoints attach)")
+
+
+def _absent(tool: Tool, ok: bool | None) -> Check:
+    """The line of a missing tool: what it is for, and its package (in the install line at the end)."""
+    return Check(tool.name, ok, f"not found ({tool.purpose})", f"package {tool.package}", packages=(tool.package,))
+
+
+def _xvfb_check() -> Check:
+    """Xvfb: information only (the window without a screen, headless screenshots)."""
+    return Check(XVFB.name, True, "found") if XVFB.present() else _absent(XVFB, None)
+
+
+def _qt_libraries_check() -> Check:
+    """The X11/OpenGL/font libraries under the PySide6 wheel's Qt: without them the window does not start."""
+    missing = missing_qt_libraries()
+    if not missing:
+        return Check("Qt libraries", True, "the window's system libraries are there")
+    packages = tuple(qt_packages(missing))
+    return Check("Qt libraries", False, f"missing {', '.join(missing)} (the window cannot start)",
+                 f"packages {' '.join(packages)}" if packages else "install the packages that bring them",
+                 packages=packages)
+
+
+def install_advice(checks: list[Check]) -> Check | None:
+    """One line installing every package the checks miss, for this distribution (None: nothing missing)."""
+    packages = list(dict.fromkeys(p for c in checks for p in c.packages))
+    if not packages:
+        return None
+    line = install_line(packages)
+    return Check("install", None, line or f"with your distribution's packages: {', '.join(packages)} "
+                 "(Debian names)", packages=tuple(packages))
 
 
 def run_checks() -> list[Check]:
@@ -145,14 +187,17 @@ def run_checks() -> list[Check]:
             "xcb" if os.environ.get("DISPLAY") else "none: no DISPLAY (use tdescope's headless commands, or Xvfb)"
         )
         checks.append(Check("Qt", True, f"PySide6 {qt_version}, platform {platform_name}"))
+        checks.append(_qt_libraries_check())
     except metadata.PackageNotFoundError:
         checks.append(Check("Qt", False, "PySide6 missing", "pip install PySide6-Essentials"))
     checks.append(_gdb_check())
     problem = ptrace_problem()
     checks.append(Check("ptrace", problem is None, "permitted" if problem is None else "denied", problem or ""))
-    checks.extend(_ebpf_checks())
-    checks.append(_ebpf_waits_check())
+    ebpf = _ebpf_checks()
+    checks.extend(ebpf)
+    checks.append(_ebpf_waits_check(any(c.name == "libbpf" and c.ok for c in ebpf)))
     checks.extend(_perf_check())
+    checks.append(_xvfb_check())
     flags = cpu_flags()
     checks.append(Check("AES-NI", "aes" in flags, "yes" if "aes" in flags else "no (software AES: slower)"))
     checks.append(Check("PCLMULQDQ", None, "yes" if "pclmulqdq" in flags else "no"))
@@ -163,4 +208,5 @@ def run_checks() -> list[Check]:
         checks.append(Check(f"engine {name}", True, f"abilities: {', '.join(names) or 'none'}", abilities=names))
     for err in errors:
         checks.append(Check(f"engine {err.name}", False, err.message, "reinstall or remove the plugin"))
-    return checks
+    advice = install_advice(checks)
+    return checks + ([advice] if advice else [])

@@ -17,6 +17,7 @@ COMMANDS = {
     "report": "tdescope.commands.report",
     "info": "tdescope.commands.info",
     "agent": "tdescope.commands.agent",
+    "desktop-install": "tdescope.commands.desktop_install",
 }
 
 #: Entry-point group through which an engine plugin adds a subcommand of its own (a module with the

@@ -9,6 +9,7 @@ import sys
 
 from tdescope.app.engines import ConnectParams, discover_engines
 from tdescope.app.errors import UserError
+from tdescope.app.system.runtime_tools import XVFB
 from tdescope.ui.gc_policy import collect_on_gui_thread
 
 __all__ = ["run_gui"]
@@ -18,7 +19,8 @@ def _require_display() -> None:
     """One clear line instead of Qt's abort when there is no screen (a database server)."""
     if os.environ.get("QT_QPA_PLATFORM") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
         return
-    raise UserError("no display (DISPLAY is not set): run it under `xvfb-run`, over `ssh -X`, or use the "
+    xvfb = "`xvfb-run`" + ("" if XVFB.present() else f" ({XVFB.how()})")
+    raise UserError(f"no display (DISPLAY is not set): run it under {xvfb}, over `ssh -X`, or use the "
                     "headless commands: tdescope capture | top | waits | record | report")
 
 
@@ -36,6 +38,7 @@ def _run_replay(path: str) -> int:
         SessionReader(path, writable=False).close()  # a bad file fails here, as one line, before any window
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
+    app.setDesktopFileName("org.tdescope.tdescope")  # the menu entry's icon and name (tdescope desktop-install)
     app.setOrganizationName("tdescope")
     collector = collect_on_gui_thread()  # noqa: F841 - lives as long as the loop
     passphrase = ask_passphrase(None, path)  # the dialog needs the QApplication
@@ -74,6 +77,7 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     sys.setswitchinterval(0.001)
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
+    app.setDesktopFileName("org.tdescope.tdescope")  # the menu entry's icon and name (tdescope desktop-install)
     app.setOrganizationName("tdescope")
     collector = collect_on_gui_thread()  # noqa: F841 - lives as long as the loop
     window = MainWindow(engines[lab])

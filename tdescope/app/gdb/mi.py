@@ -22,7 +22,6 @@ import itertools
 import os
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -34,6 +33,7 @@ from pygdbmi import gdbmiparser
 from tdescope.app.errors import UserError
 from tdescope.app.gdb.allowlist import refusal
 from tdescope.app.system.child_env import child_env
+from tdescope.app.system.runtime_tools import GDB
 
 __all__ = ["GdbError", "GdbTimeout", "GdbSession", "MiRecord", "MIN_GDB", "find_gdb", "gdb_version", "require_gdb"]
 
@@ -62,10 +62,7 @@ class MiRecord:
 
 def find_gdb() -> str:
     """Path of gdb, or raise UserError with the fix."""
-    path = shutil.which("gdb")
-    if not path:
-        raise UserError("gdb not found: install it (apt-get install gdb)")
-    return path
+    return GDB.require()
 
 
 def gdb_version(path: str | None = None) -> tuple[int, int]:

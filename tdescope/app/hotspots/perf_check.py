@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 
+from tdescope.app.system import runtime_tools
 from tdescope.app.system.child_env import PERF, child_env
 
 __all__ = ["check_perf", "perf_event", "run_perf"]
@@ -44,7 +45,7 @@ def check_perf(pid: int | None = None) -> str | None:
         None when usable, else one line saying what is wrong and the fix.
     """
     if shutil.which("perf") is None:
-        return "perf not found: apt-get install linux-perf"
+        return runtime_tools.PERF.missing()
     try:
         paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read().strip())
     except (OSError, ValueError):

@@ -15,6 +15,7 @@ import os
 import threading
 
 from tdescope.app.errors import UserError
+from tdescope.app.system.runtime_tools import LIBBPF
 
 __all__ = ["SAMPLE_CALLBACK", "BpfLink", "bpf_error", "clear_messages", "libbpf", "libbpf_messages",
            "possible_cpus", "refusal_hint"]
@@ -49,7 +50,7 @@ def libbpf() -> ctypes.CDLL:
         try:
             lib = ctypes.CDLL(os.environ.get("TDESCOPE_LIBBPF") or "libbpf.so.1", use_errno=True)
         except OSError:
-            raise UserError("libbpf is not installed (Debian: apt-get install libbpf1)") from None
+            raise UserError(LIBBPF.missing()) from None
         p, c_int, c_char_p, u32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32
         for name, res, args in (
             ("bpf_object__open_file", p, [c_char_p, p]),
