@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tdescope.app.events import WaitFigure, WaitFigures, WaitSample, WaitSpan, WaitSpans
+from tdescope.app.slots import SLOTS
 from tdescope.app.waits.os_sampler import classify
 from tdescope.app.waits.syscalls import syscall_name
 
@@ -41,7 +42,7 @@ _BY_FD = frozenset("read write readv writev".split())
 SIZED_CLASSES = ("Memory operation", "File I/O", "Network")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class SizedKey:
     """What the kernel aggregates by: the syscall, its ``MAP_*``/``MADV_*`` flags, its size."""
 
@@ -58,7 +59,7 @@ class SizedKey:
         return self.size
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Span:
     """One sampled call (or off-CPU interval) of thread ``tid``: wall-clock ``start`` and ``duration_s``."""
 
@@ -68,7 +69,7 @@ class Span:
     key: SizedKey
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class SyscallAgg:
     """Calls of one :class:`SizedKey`: count, total and longest ns, log2 latency buckets."""
 
@@ -85,7 +86,7 @@ class SyscallAgg:
                           tuple(a - b for a, b in zip(self.lat, older.lat)))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class WaitTotals:
     """One read of the tracer's maps: cumulative since it attached.
 
