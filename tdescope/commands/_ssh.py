@@ -54,12 +54,35 @@ def ssh_host(args):
 
 
 def refuse_not_carried(args) -> None:
-    """One line for what ``--ssh`` does not carry yet: a lab or ``--dsn`` on the host, gdb."""
+    """One line for what ``--ssh`` does not carry yet: a lab or ``--dsn`` on the host."""
     if getattr(args, "lab", None) or getattr(args, "dsn", None):
         raise UserError("--ssh works with --pid PID (a process on the host) for now; --lab and --dsn are not "
                         "carried over ssh yet")
-    if getattr(args, "backend", "auto") == "gdb":
-        raise UserError("over --ssh the agent probes with eBPF only; leave out --backend gdb")
+
+
+def remote_backend(args, recipe, dest: str, welcome: dict) -> tuple[tuple[str, dict], str | None]:
+    """The probe backend the agent on ``dest`` runs for ``--backend`` (its name and options, as ``ARM`` takes
+    them), and a line when ``auto`` chose gdb. ``auto`` is eBPF where the host has libbpf and eBPF can read
+    the recipe, else gdb (read-only, the agent's watchdog); what the host lacks is one line."""
+    from tdescope.app.probe.ebpf.program import unsupported
+
+    tools = welcome.get("tools") or {}
+    choice = getattr(args, "backend", "auto") or "auto"
+    why = unsupported(recipe) if recipe is not None else None
+    note = None
+    if choice == "auto":
+        choice = "ebpf" if tools.get("libbpf") and not why else "gdb"
+        if choice == "gdb":
+            note = f"probing with gdb on {dest}: {why or 'it has no libbpf'}"
+    if choice == "ebpf":
+        if not tools.get("libbpf"):
+            raise UserError(f"{dest} has no libbpf: install libbpf1 there, or probe with --backend gdb")
+        if why:
+            raise UserError(f"eBPF: {why}")
+        return ("ebpf", ebpf_options(args)), None
+    if not tools.get("gdb"):
+        raise UserError(f"{dest} has no gdb: install gdb there, or probe with --backend ebpf")
+    return ("gdb", {}), note
 
 
 def ebpf_options(args) -> dict:
@@ -81,10 +104,10 @@ def connect(args):
 class RemoteCapture:
     """A capture window run by the agent on the ``--ssh`` host, with the Experiment's face the commands use:
     ``start``/``wait``/``cancel``, then ``error`` and ``capture_summary``. Events go to ``sink`` (on the
-    window's thread), states too."""
+    window's thread), states too. ``backend``: from :func:`remote_backend` (default eBPF with ``ebpf``)."""
 
     def __init__(self, agent, pid: int, recipe, limits, engine: str, sink, allow_critical: bool = False,
-                 ebpf: dict | None = None) -> None:
+                 ebpf: dict | None = None, backend: tuple[str, dict] | None = None) -> None:
         import threading
 
         self.agent = agent
@@ -93,7 +116,7 @@ class RemoteCapture:
         self.capture_summary = None
         self._done = threading.Event()
         self._window = agent.client.window(pid, recipe, limits, engine, sink, sink, allow_critical=allow_critical,
-                                           ebpf=ebpf or {})
+                                           ebpf=ebpf or {}, backend=backend)
         self._thread = threading.Thread(target=self._run, name="ssh-capture", daemon=True)
 
     def _run(self) -> None:

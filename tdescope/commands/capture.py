@@ -55,7 +55,7 @@ def run(args) -> int:
     ssh_host(args)  # a bad --ssh DEST, or ssh options without it: one line before anything starts
     engine = engine_named(args.engine)
     recipe = recipe_named(engine, args.recipe)
-    if args.ssh:  # the agent on the host chooses (eBPF), not this machine
+    if args.ssh:  # chosen from what the agent on the host has (_run_over_ssh), not this machine
         backend, fell_back = None, None
     else:
         backend, fell_back = probe_backend(args, recipe)  # before anything connects
@@ -126,14 +126,17 @@ def run(args) -> int:
 def _run_over_ssh(args, engine, recipe, sink, running, written, dump):
     """The capture window in the agent on the ``--ssh`` host (see :class:`~tdescope.commands._ssh.RemoteCapture`)."""
     from tdescope.app.probe.limits import CaptureLimits, stop_budget
-    from tdescope.commands._ssh import RemoteCapture, connect, ebpf_options
+    from tdescope.commands._ssh import RemoteCapture, connect, remote_backend
 
     limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
                            **stop_budget(False, args.stop_budget, args.accept_stop))
     agent = connect(args)
     try:
+        backend, note = remote_backend(args, recipe, agent.host.dest, agent.welcome)
+        if note:
+            print(note, file=sys.stderr, flush=True)
         exp = RemoteCapture(agent, args.pid, recipe, limits, engine.name, sink, args.allow_critical,
-                            ebpf_options(args))
+                            backend=backend)
         print(f"capturing on {exp.label}", file=sys.stderr, flush=True)
         running.append(exp)
         run_to_end(exp, 15)

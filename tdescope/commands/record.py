@@ -183,7 +183,7 @@ def run(args) -> int:
     engine = engine_named(args.lab or args.engine)
     recipe = recipe_named(engine, args.recipe) if args.captures else None
     backend = None
-    if recipe is not None and not args.ssh:  # over ssh the agent on the host probes (eBPF)
+    if recipe is not None and not args.ssh:  # over ssh: from what the agent on the host has, once connected
         backend, fell_back = probe_backend(args, recipe)
         if fell_back:
             print(fell_back, file=sys.stderr, flush=True)
@@ -213,6 +213,11 @@ def run(args) -> int:
             from tdescope.commands._ssh import connect
 
             agent = connect(args)  # the pid is the host's; the agent checks it (deny-list, the function mapped)
+            from tdescope.commands._ssh import remote_backend
+
+            backend, fell_back = remote_backend(args, recipe, agent.host.dest, agent.welcome)
+            if fell_back:
+                print(fell_back, file=sys.stderr, flush=True)
             target = CommandTarget(engine, None, args.pid)
             if args.os_waits == "ebpf" and not args.no_waits:
                 raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
@@ -254,10 +259,10 @@ def run(args) -> int:
                 break  # over ssh: the one window is all there is to record (no samplers there yet)
             label = live.run_started(workload.name if workload else None)
             if agent is not None:
-                from tdescope.commands._ssh import RemoteCapture, ebpf_options
+                from tdescope.commands._ssh import RemoteCapture
 
                 exp = RemoteCapture(agent, pid, want, limits, engine.name, live.publish, args.allow_critical,
-                                    ebpf_options(args))
+                                    backend=backend)
             else:
                 exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
                                  live.publish, pid=pid, allow_critical=args.allow_critical, backend=backend)

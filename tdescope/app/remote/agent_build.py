@@ -27,8 +27,9 @@ CARRIED = ("tdescope", "elftools", "pygdbmi")
 #: What must never be in the agent: the host has no Qt, no numpy, no database drivers, no plugins.
 FORBIDDEN = ("PySide6", "shiboken6", "numpy", "pyqtgraph", "psycopg", "pymysql", "capstone", "tdescope.plugins",
              "tdescope.ui")
-#: Package data the agent needs at run time (copied to its spool, where libbpf can open them).
-DATA = ("tdescope/app/probe/ebpf/capture.bpf.o", "tdescope/app/waits/ebpf/waits.bpf.o")
+#: Package data the agent needs at run time (copied to its spool, where libbpf and gdb can open them).
+DATA = ("tdescope/app/probe/ebpf/capture.bpf.o", "tdescope/app/waits/ebpf/waits.bpf.o",
+        "tdescope/app/gdb/_probe_helper.py")  # run by gdb's own Python, next to app/probe/frames.py
 #: The zipapp's entry: an old python3 is one line (what it carries is checked for 3.9 by
 #: tests/test_agent_python39.py; pyelftools 0.33 would need 3.10, so pyproject keeps it below).
 MAIN = """import os, sys

@@ -21,19 +21,17 @@ import sys
 import tempfile
 import threading
 import time
-from importlib import resources
 
 from tdescope import __version__
 from tdescope.app.errors import UserError
-from tdescope.app.probe.ebpf import program as ebpf_program
-from tdescope.app.gdb.allowlist import HELPER_PATH
+from tdescope.app.gdb import allowlist
 from tdescope.app.probe.ebpf.backend import DEFAULT_RING_MB, EbpfBackend
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.window import CaptureSummary, CaptureWindow
 from tdescope.app.remote import wire
+from tdescope.app.remote.carried import carry_into
 from tdescope.app.remote.host_reads import list_processes, read_function
 from tdescope.app.hotspots.perf_record import HotspotSampler
-from tdescope.app.waits.ebpf import tracer as waits_tracer
 from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
 from tdescope.app.waits.os_sampler import OsWaitSampler
 from tdescope.app.remote.protocol import (PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, encode, pack_fields,
@@ -254,15 +252,15 @@ class Agent:
 
 def _backend(name: str, options: dict):
     """The probe backend a request names, from a closed set, with its numeric options only: eBPF
-    (ring size, sampling, byte cap), or gdb (the watchdog) where gdb's helper is a file it can load
-    (the agent run from the installed package, as the workbench's local worker). A gdb path is never
-    taken from a request: the agent runs the host's ``gdb``."""
+    (ring size, sampling, byte cap), or gdb (the watchdog), read-only as everywhere, sourcing the helper
+    the agent carried into its spool. A gdb path is never taken from a request: the agent runs the
+    host's ``gdb``."""
     if name == "ebpf":
         return EbpfBackend(float(options.get("ring_mb", DEFAULT_RING_MB)), int(options.get("sample_every", 1)),
                            float(options.get("max_bytes_per_s", 0.0)))
     if name == "gdb":
-        if not os.path.isfile(HELPER_PATH):
-            raise UserError("this agent is a zipapp: it probes with eBPF only (gdb's helper is no file here)")
+        if not os.path.isfile(allowlist.helper_path()):
+            raise UserError("gdb's probe helper is not in the agent's spool: the agent cannot probe with gdb")
         return GdbBackend(None, float(options.get("watchdog_s", 0.25)))
     raise UserError(f"no probe backend {name!r} (ebpf or gdb)")
 
@@ -319,22 +317,6 @@ class _ExactWaits:
         self._tracer.stop()
 
 
-def _carry_objects(spool: str) -> None:
-    """Copy the BPF objects this zipapp carries into the spool, where libbpf can open them."""
-    src = resources.files("tdescope.app.probe.ebpf") / "capture.bpf.o"
-    if not os.path.exists(str(src)):  # inside a zipapp: data, not a file
-        dest = os.path.join(spool, "capture.bpf.o")
-        with open(dest, "wb") as fh:
-            fh.write(src.read_bytes())
-        ebpf_program.OBJECT_OVERRIDE = dest
-    src = resources.files("tdescope.app.waits.ebpf") / "waits.bpf.o"
-    if not os.path.exists(str(src)):
-        dest = os.path.join(spool, "waits.bpf.o")
-        with open(dest, "wb") as fh:
-            fh.write(src.read_bytes())
-        waits_tracer.OBJECT_OVERRIDE = dest
-
-
 def main() -> int:
     """The agent's process: frames in on stdin, frames out on stdout, until stdin closes or ``bye``."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
@@ -347,7 +329,7 @@ def main() -> int:
     agent = Agent(out, spool)
     code = 0
     try:
-        _carry_objects(spool)
+        carry_into(spool)
         while True:
             try:
                 frame = read_frame(stdin)
