@@ -140,9 +140,32 @@ class RemoteCapture:
         self._window.cancel(reason)
 
 
+def start_exact_waits(agent, pid: int, exact_waits: str, sink, error) -> str:
+    """Start the eBPF wait tracer in the agent for ``--os-waits`` (``auto``, ``ebpf``, ``proc``): its totals
+    reach ``sink`` as :class:`~tdescope.app.events.WaitFigures` and its long calls as ``WaitSpans``, as the
+    local tracer's do. Returns where the exact OS figures come from (``ebpf`` or ``proc``); a tracer that cannot
+    load there is one line with ``ebpf``, a note (``error``) with ``auto``."""
+    import time
+
+    from tdescope.app.waits.exact import FiguresSince, spans_event
+
+    if exact_waits == "proc":
+        return "proc"
+    try:
+        agent.client.start_exact_waits(pid, 1.0, on_totals=FiguresSince(pid, sink),
+                                       on_spans=lambda spans: sink(spans_event(pid, spans, time.time())),
+                                       on_error=error)
+    except UserError as exc:
+        if exact_waits == "ebpf":
+            raise UserError(f"exact waits on {agent.host.dest}: {exc}") from None
+        error(f"exact waits on {agent.host.dest}: {exc}; OS waits from /proc samples only")
+        return "proc"
+    return "ebpf"
+
+
 def observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str, await_window) -> tuple:
-    """``top`` / ``waits`` on a ``--pid`` of the ``--ssh`` host: perf and the /proc wait sampler run in the
-    agent there. Returns the fields of :class:`~tdescope.commands._observe.Observed`, as a local run (no CPU
+    """``top`` / ``waits`` on a ``--pid`` of the ``--ssh`` host: perf, the /proc wait sampler and (``--os-waits``
+    auto or ebpf) the eBPF wait tracer run in the agent there. Returns the fields of :class:`~tdescope.commands._observe.Observed`, as a local run (no CPU
     figure: the host's /proc is not this machine's). ``await_window(events, lock, epoch, grace_s)`` waits
     for the hotspot window covering the end."""
     import threading
@@ -150,8 +173,6 @@ def observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str, await_
 
     from tdescope.app.events import Problem
 
-    if exact_waits == "ebpf" and waits:
-        raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
     events: list = []
     lock = threading.Lock()
     problems: list[str] = []
@@ -169,12 +190,14 @@ def observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str, await_
     agent = connect(args)
     started = time.monotonic()
     interrupted = False
+    os_source = "proc"
     try:
         if hotspots:
             agent.client.start_hotspots(args.pid, getattr(args, "perf_hz", 99), window_s, on_window=sink,
                                         on_error=error)
         if waits:
             agent.client.start_waits(args.pid, on_sample=sink, on_error=error)
+            os_source = start_exact_waits(agent, args.pid, exact_waits, sink, error)
         deadline = started + args.seconds
         try:
             while time.monotonic() < deadline and agent.host.alive():
@@ -193,4 +216,4 @@ def observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str, await_
     finally:
         agent.close()
     seconds_seen = round(time.monotonic() - started, 1) if interrupted else args.seconds
-    return events, problems, None, args.pid, seconds_seen, None, interrupted, "proc"
+    return events, problems, None, args.pid, seconds_seen, None, interrupted, os_source

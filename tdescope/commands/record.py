@@ -98,7 +98,8 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
 
 
 def _start_remote_samplers(agent, pid: int, args, record, notes: list[str]):
-    """perf hotspots and /proc OS waits in the agent on the ``--ssh`` host; returns their stop functions."""
+    """perf hotspots, /proc OS waits and exact (eBPF) ones in the agent on the ``--ssh`` host; returns their stop
+    functions."""
     stops = []
     client = agent.client
 
@@ -110,8 +111,11 @@ def _start_remote_samplers(agent, pid: int, args, record, notes: list[str]):
         client.start_hotspots(pid, args.perf_hz, 1.0, on_window=record, on_error=problem)
         stops.append(client.stop_hotspots)
     if not args.no_waits:
+        from tdescope.commands._ssh import start_exact_waits
+
         client.start_waits(pid, on_sample=record, on_error=problem)
-        stops.append(client.stop_waits)
+        stops.append(client.stop_waits)  # the /proc sampler and the eBPF tracer, if it runs
+        start_exact_waits(agent, pid, args.os_waits, record, problem)
 
     def stop_all() -> None:
         for s in stops:
@@ -219,8 +223,6 @@ def run(args) -> int:
             if fell_back:
                 print(fell_back, file=sys.stderr, flush=True)
             target = CommandTarget(engine, None, args.pid)
-            if args.os_waits == "ebpf" and not args.no_waits:
-                raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
         else:
             target = resolve_target(args, engine, probing=recipe is not None,
                                     stops_target=backend.stops_target if backend is not None else True)

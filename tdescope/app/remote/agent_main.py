@@ -122,7 +122,7 @@ class Agent:
         self._hello = False
         self._window: CaptureWindow | None = None
         self._thread: threading.Thread | None = None
-        self._waits: _Waits | None = None
+        self._waits: dict = {}  #: source ("proc", "ebpf") -> its running sampler: both may run at once
         self._hotspots: HotspotSampler | None = None
 
     # -- requests ----------------------------------------------------------------
@@ -151,17 +151,14 @@ class Agent:
                     return self._refuse(kind, "no capture window is armed")
                 window.cancel(str(header.get("reason") or "cancelled"))
             elif kind is Kind.WAITS_START:
-                if self._waits is not None:
-                    raise UserError("OS waits are already being sampled: stop them first")
-                if header.get("source", "proc") == "ebpf":
-                    self._waits = _ExactWaits(self._out, int(header["pid"]), float(header.get("interval_s", 1.0)))
-                else:
-                    self._waits = _Waits(self._out, int(header["pid"]), float(header.get("hz", 20)))
+                self._start_waits(header)
             elif kind is Kind.WAITS_STOP:
-                if self._waits is None:
+                source = header.get("source")  # None: every wait sampler running
+                stopping = [s for s in self._waits if source in (None, s)]
+                if not stopping:
                     return self._refuse(kind, "no OS wait sampling is running")
-                self._waits.stop()
-                self._waits = None
+                for s in stopping:
+                    self._waits.pop(s).stop()
             elif kind is Kind.HOTSPOTS_START:
                 self._start_hotspots(header)
             elif kind is Kind.HOTSPOTS_STOP:
@@ -212,6 +209,18 @@ class Agent:
         self._thread = threading.Thread(target=self._run, args=(window,), name="window", daemon=True)
         self._thread.start()
 
+    def _start_waits(self, header: dict) -> None:
+        source = str(header.get("source", "proc"))
+        if source not in ("proc", "ebpf"):
+            raise UserError(f"no OS wait source {source!r} (proc or ebpf)")
+        if source in self._waits:
+            raise UserError("OS waits are already being sampled: stop them first")
+        pid = int(header["pid"])
+        if source == "ebpf":
+            self._waits[source] = _ExactWaits(self._out, pid, float(header.get("interval_s", 1.0)))
+        else:
+            self._waits[source] = _Waits(self._out, pid, float(header.get("hz", 20)))
+
     def _start_hotspots(self, header: dict) -> None:
         if self._hotspots is not None:
             raise UserError("hotspots are already being sampled: stop them first")
@@ -239,8 +248,8 @@ class Agent:
 
     def shutdown(self, reason: str) -> None:
         """Stop the wait sampler, cancel the window, if any, and wait (bounded) for its probe to come out."""
-        if self._waits is not None:
-            self._waits.stop()
+        for sampler in list(self._waits.values()):
+            sampler.stop()
         if self._hotspots is not None:
             self._hotspots.stop()
         window, thread = self._window, self._thread
@@ -309,7 +318,7 @@ class _ExactWaits:
             raise UserError(f"wait interval must be between 0.1 and 60 s, not {interval_s}")
         self._tracer = EbpfWaitTracer(pid, interval_s,
                                       on_totals=lambda t: out.send(Kind.WAIT_TOTALS, wire.totals_rows(t)),
-                                      on_error=lambda m: out.send(Kind.NOTICE, {"source": "waits", "message": m}),
+                                      on_error=lambda m: out.send(Kind.NOTICE, {"source": "exact", "message": m}),
                                       on_spans=lambda s: out.send(Kind.WAIT_SPANS, wire.spans_rows(s)))
         self._tracer.start()
 

@@ -213,11 +213,17 @@ class AgentClient:
         except UserError:
             self._hooks.pop("spans", None)
             raise
-        self._hooks["waits"] = self._hooks["exact"]  # its one-line errors are the waits' notices
 
     def stop_waits(self) -> None:
-        """Stop the wait sampler (its last tick is delivered first)."""
+        """Stop every wait sampler running, /proc and eBPF (their last ticks are delivered first)."""
         self._stop("waits", Kind.WAITS_STOP)
+        for source in ("exact", "spans"):
+            self._hooks.pop(source, None)
+
+    def stop_exact_waits(self) -> None:
+        """Stop the eBPF wait tracer only (a /proc sampler started with :meth:`start_waits` goes on)."""
+        self.send(Kind.WAITS_STOP, {"source": "ebpf"})
+        self._check_accepted(Kind.WAITS_STOP)
         for source in ("exact", "spans"):
             self._hooks.pop(source, None)
 

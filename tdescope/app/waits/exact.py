@@ -24,7 +24,7 @@ from tdescope.app.slots import SLOTS
 from tdescope.app.waits.os_sampler import classify
 from tdescope.app.waits.syscalls import syscall_name
 
-__all__ = ["LAT_BUCKETS", "NR_BLOCKED", "NR_CPU_QUEUE", "SIZE_LOG2", "SizedKey", "Span", "SyscallAgg", "WaitTotals",
+__all__ = ["FiguresSince", "LAT_BUCKETS", "NR_BLOCKED", "NR_CPU_QUEUE", "SIZE_LOG2", "SizedKey", "Span", "SyscallAgg", "WaitTotals",
            "avg_us", "bytes_p50", "bytes_top", "figures", "figures_from_samples", "format_sizes", "merge",
            "percentile_ns", "record", "spans_event"]
 
@@ -247,3 +247,19 @@ def spans_event(pid: int, spans: Iterable[Span], ts: float) -> WaitSpans:
         cls, name = _name_class(sp.key.nr, sp.key.flags)
         out.append(WaitSpan(sp.start, sp.duration_s, sp.tid, cls, name, sp.key.bytes))
     return WaitSpans(ts, pid, tuple(out))
+
+
+class FiguresSince:
+    """The tracer's cumulative :class:`WaitTotals` in, one :class:`WaitFigures` event per interval out (what
+    changed since the last totals) to ``sink``: the workbench's own tracer and the agent's on a host alike."""
+
+    def __init__(self, pid: int, sink) -> None:
+        self.pid = pid
+        self._sink = sink
+        self._last: WaitTotals | None = None
+
+    def __call__(self, totals: WaitTotals) -> None:
+        last, self._last = self._last, totals
+        since = totals if last is None else totals.minus(last)
+        interval = totals.ts - last.ts if last is not None else 1.0
+        self._sink(WaitFigures(totals.ts, self.pid, round(interval, 3), tuple(figures(since)), since.no_room))
