@@ -45,6 +45,10 @@ FLUSH_S = 0.02
 BATCH_MAX, BATCH_BYTES = 128, 1 << 20
 #: How long the agent gives its window to disarm once stdin closed, before it exits anyway.
 EXIT_GRACE_S = 1.5
+#: The agent disarms and exits after this long without a frame from a workbench that sends heartbeats
+#: (``PING`` every ``client.HEARTBEAT_S``): three heartbeats and more lost, which one slow link or busy
+#: machine does not do, while a frozen workbench or a dead link whose TCP has not given up yet (hours) does.
+SILENCE_S = 10.0
 
 
 def _tools() -> dict:

@@ -34,6 +34,9 @@ __all__ = ["AgentClient", "AgentWindow", "backend_request", "local_argv"]
 
 #: How long a reply may take before the agent counts as lost.
 REPLY_S = 15.0
+#: How often the client tells the agent it is still there (``PING``); the agent leaves after
+#: ``agent_main.SILENCE_S`` without a frame.
+HEARTBEAT_S = 3.0
 #: Frames that belong to the running window, not to a request's reply.
 _WINDOW_KINDS = (Kind.CAPTURES, Kind.STATE, Kind.SUMMARY)
 
