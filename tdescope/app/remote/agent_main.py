@@ -3,8 +3,10 @@
 It reads :mod:`~tdescope.app.remote.protocol` requests on stdin and answers on
 stdout, nothing else: it never runs a command it was sent (a request names a
 closed set of things to do), writes only to a 0700 spool directory it removes,
-and exits when stdin closes (a dropped connection): its window is cancelled,
-and the kernel takes out what is left of the eBPF probe as the process's file
+and exits when stdin closes (a dropped connection), or when a workbench that
+sends heartbeats (``PING``) has said nothing for ``SILENCE_S`` (frozen, or cut
+off by a link TCP has not given up on yet): its window is cancelled, and the
+kernel takes out what is left of the eBPF probe as the process's file
 descriptors close. Stderr carries one-line diagnostics.
 
 A garbled stream (wrong magic, unknown kind, oversized frame) is refused in one
@@ -20,7 +22,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 
 from tdescope import __version__
 from tdescope.app.errors import UserError
@@ -29,26 +30,18 @@ from tdescope.app.probe.ebpf.backend import DEFAULT_RING_MB, EbpfBackend
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.window import CaptureSummary, CaptureWindow
 from tdescope.app.remote import wire
+from tdescope.app.remote.agent_stream import SILENCE_S, Out, Silence
 from tdescope.app.remote.carried import carry_into
 from tdescope.app.remote.host_reads import list_processes, read_function
 from tdescope.app.hotspots.perf_record import HotspotSampler
 from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
 from tdescope.app.waits.os_sampler import OsWaitSampler
-from tdescope.app.remote.protocol import (PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, encode, pack_fields,
-                                          read_frame)
+from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, read_frame
 
 __all__ = ["Agent", "main"]
 
-#: How long captures may wait in the agent before they are sent and flushed.
-FLUSH_S = 0.02
-#: A batch of captures leaves at this many captures, or this many page bytes.
-BATCH_MAX, BATCH_BYTES = 128, 1 << 20
 #: How long the agent gives its window to disarm once stdin closed, before it exits anyway.
 EXIT_GRACE_S = 1.5
-#: The agent disarms and exits after this long without a frame from a workbench that sends heartbeats
-#: (``PING`` every ``client.HEARTBEAT_S``): three heartbeats and more lost, which one slow link or busy
-#: machine does not do, while a frozen workbench or a dead link whose TCP has not given up yet (hours) does.
-SILENCE_S = 10.0
 
 
 def _tools() -> dict:
@@ -56,73 +49,13 @@ def _tools() -> dict:
     return {"libbpf": ctypes.util.find_library("bpf"), "gdb": shutil.which("gdb"), "perf": shutil.which("perf")}
 
 
-class _Out:
-    """stdout, shared by the request loop and the window's thread.
-
-    Captures go out in batches (one ``CAPTURES`` frame per :data:`BATCH_MAX` captures or
-    :data:`FLUSH_S`, whichever comes first); any other frame first sends the batch, so order holds."""
-
-    def __init__(self, stream) -> None:
-        self._stream = stream
-        self._lock = threading.Lock()
-        self._dirty = False
-        self._batch: list = []
-        self._batch_bytes = 0
-        self.closed = False
-        threading.Thread(target=self._flusher, name="flush", daemon=True).start()
-
-    def capture(self, capture) -> None:
-        with self._lock:
-            if self._batch and wire.batch_key(self._batch[0]) != wire.batch_key(capture):
-                self._send_batch()
-            self._batch.append(capture)
-            self._batch_bytes += len(capture.before) + len(capture.after)
-            if len(self._batch) >= BATCH_MAX or self._batch_bytes >= BATCH_BYTES:
-                self._send_batch()
-
-    def send(self, kind: Kind, header: dict | None = None, payload: bytes = b"") -> None:
-        if not payload and header:  # a perf window, a process list: may outgrow an inline header
-            header, payload = pack_fields(header)
-        with self._lock:
-            self._send_batch()
-            self._write(kind, header, payload, flush=True)
-
-    def _send_batch(self) -> None:  # the lock held
-        if self._batch:
-            head, payload = wire.captures_frame(self._batch)
-            self._batch, self._batch_bytes = [], 0
-            self._write(Kind.CAPTURES, head, payload, flush=False)
-
-    def _write(self, kind: Kind, header, payload: bytes, flush: bool) -> None:  # the lock held
-        if self.closed:
-            return
-        try:
-            self._stream.write(encode(kind, header, payload))
-            if flush:
-                self._stream.flush()
-            self._dirty = not flush
-        except (BrokenPipeError, OSError, ValueError):
-            self.closed = True  # the workbench is gone; stdin's end says so too
-
-    def _flusher(self) -> None:
-        while not self.closed:
-            time.sleep(FLUSH_S)
-            with self._lock:
-                self._send_batch()
-                if self._dirty and not self.closed:
-                    try:
-                        self._stream.flush()
-                    except (BrokenPipeError, OSError, ValueError):
-                        self.closed = True
-                    self._dirty = False
-
-
 class Agent:
     """One agent session: the request loop's state (the spool, the window running, if any)."""
 
-    def __init__(self, out: _Out, spool: str) -> None:
+    def __init__(self, out: Out, spool: str, silence: Silence | None = None) -> None:
         self._out = out
         self._spool = spool
+        self._silence = silence or Silence(lambda: None)
         self._hello = False
         self._window: CaptureWindow | None = None
         self._thread: threading.Thread | None = None
@@ -138,6 +71,9 @@ class Agent:
             return self._hello_(header)
         if not self._hello:
             return self._refuse(kind, "say hello first")
+        if kind is Kind.PING:
+            self._silence.arm()
+            return True
         if kind is Kind.BYE:
             self.shutdown("bye")
             self._out.send(Kind.GOODBYE)
@@ -281,7 +217,7 @@ def _backend(name: str, options: dict):
 class _Waits:
     """OS waits sampled from /proc (:class:`OsWaitSampler`), one ``WAITS`` frame per tick."""
 
-    def __init__(self, out: _Out, pid: int, hz: float) -> None:
+    def __init__(self, out: Out, pid: int, hz: float) -> None:
         if not 0.1 <= hz <= 200:
             raise UserError(f"wait sampling rate must be between 0.1 and 200 Hz, not {hz}")
         if not os.path.exists(f"/proc/{pid}"):
@@ -317,7 +253,7 @@ class _Waits:
 class _ExactWaits:
     """Exact waits from the eBPF wait tracer: ``WAIT_TOTALS`` each interval, ``WAIT_SPANS`` as they come."""
 
-    def __init__(self, out: _Out, pid: int, interval_s: float) -> None:
+    def __init__(self, out: Out, pid: int, interval_s: float) -> None:
         if not 0.1 <= interval_s <= 60:
             raise UserError(f"wait interval must be between 0.1 and 60 s, not {interval_s}")
         self._tracer = EbpfWaitTracer(pid, interval_s,
@@ -338,8 +274,17 @@ def main() -> int:
     tempfile.tempdir = spool  # perf's windows and any other temporary file: inside the spool
     if os.path.isfile(sys.path[0]):  # a zipapp: helpers it starts (the reaper) find tdescope in it
         os.environ["PYTHONPATH"] = sys.path[0]
-    out = _Out(stdout)
-    agent = Agent(out, spool)
+    out = Out(stdout)
+
+    def silenced() -> None:  # the main thread may be stuck in a read, the window's in a write: end from here
+        print(f"tdescope agent: the workbench said nothing for {SILENCE_S:g} s: disarming and exiting", file=sys.stderr)
+        out.closed = True  # nothing more goes out (a write blocked on a reader that stopped keeps its lock)
+        agent.shutdown("the workbench stopped talking")
+        shutil.rmtree(spool, ignore_errors=True)
+        os._exit(4)
+
+    silence = Silence(silenced)
+    agent = Agent(out, spool, silence)
     code = 0
     try:
         carry_into(spool)
@@ -353,6 +298,7 @@ def main() -> int:
                 break
             if frame is None:  # the workbench closed the pipe (or the connection dropped)
                 break
+            silence.heard()
             if not agent.handle(*frame):
                 break
     except KeyboardInterrupt:

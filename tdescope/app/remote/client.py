@@ -89,6 +89,8 @@ class AgentClient:
         self.diagnostics: collections.deque[str] = collections.deque(maxlen=20)
         self._stderr_done = threading.Event()
         self._gone = threading.Event()  #: set once the agent's stdout ended and :attr:`lost` says why
+        self._closing = threading.Event()
+        self._beating: threading.Thread | None = None
         threading.Thread(target=self._read_stderr, name="agent-stderr", daemon=True).start()
         threading.Thread(target=self._read, name="agent-reader", daemon=True).start()
 
@@ -182,7 +184,21 @@ class AgentClient:
         if self.welcome.get("version") != PROTOCOL_VERSION:
             raise UserError(f"agent protocol mismatch: the agent speaks version {self.welcome.get('version')}, "
                             f"the workbench {PROTOCOL_VERSION}")
+        if self._beating is None:
+            self._beating = threading.Thread(target=self._heartbeat, name="agent-heartbeat", daemon=True)
+            self._beating.start()
         return self.welcome
+
+    def _heartbeat(self) -> None:
+        """``PING`` every :data:`HEARTBEAT_S` until the agent is gone or told bye: an agent that hears nothing
+        for longer disarms and exits (a workbench frozen or cut off by a link TCP has not given up on yet)."""
+        while not self._closing.is_set():
+            try:
+                self.send(Kind.PING)  # the first at once: from it on, the agent counts the silence
+            except UserError:
+                return
+            if self._gone.wait(HEARTBEAT_S):
+                return
 
     def targets(self, critical: tuple | None = None, symbols: Sequence[str] = (),
                 library: str | None = None) -> list[dict]:
@@ -282,6 +298,7 @@ class AgentClient:
 
     def close(self, timeout: float = 3.0) -> int | None:
         """Say bye, close the pipe and reap the agent (killed when it does not go); its exit code."""
+        self._closing.set()
         try:
             self.send(Kind.BYE)
         except UserError:

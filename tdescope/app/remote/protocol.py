@@ -47,6 +47,7 @@ class Kind(enum.IntEnum):
     WAITS_STOP = 8  #: optional ``source`` (``proc`` or ``ebpf``): that sampler only; without: every one running
     READ_FUNCTION = 9  #: ``path`` (an ELF file on the host), ``symbol``
     BYE = 10
+    PING = 32  #: the workbench is still there (no reply); from the first, the agent leaves after a silence
 
     WELCOME = 64  #: ``version``, ``python``, ``tools`` (what the host has), ``euid``, ``pid``, ``spool``
     TARGETS = 65  #: ``processes``: list of ``{pid, comm, cmdline, critical, maps}``
