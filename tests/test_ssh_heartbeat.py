@@ -36,9 +36,7 @@ def test_a_stopped_workbench_loses_its_agent_within_the_silence_bound(sshd, sqlc
                             stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline()  # a page arrived through ssh: the probe is armed there
-        home = f"/home/{sshd.accounts['ops']}/"  # not another test run's agent (the machine is shared)
-        agent = wait_for(lambda: [a for a in _agents() if home in Path(f"/proc/{a}/cmdline").read_text()], 10,
-                         what="the agent on the host")[0]
+        agent = wait_for(lambda: _agents(sshd), 10, what="the agent on the host")[0]
         progs = wait_for(lambda: _bpf_prog_ids_of(agent), 5, what="the agent's programs")
         assert _loaded(progs) == progs
         os.kill(proc.pid, signal.SIGSTOP)
