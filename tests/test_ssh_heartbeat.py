@@ -57,3 +57,18 @@ def test_a_stopped_workbench_loses_its_agent_within_the_silence_bound(sshd, sqlc
         except ProcessLookupError:
             pass
         proc.wait(10)
+
+
+def test_an_idle_workbench_that_beats_keeps_its_agent(tmp_path):
+    """Nothing asked for longer than SILENCE_S: the heartbeats alone keep the agent (a local pipe, no ssh)."""
+    from tdescope.app.remote.agent_build import build_agent
+    from tdescope.app.remote.client import AgentClient, local_argv
+
+    client = AgentClient(local_argv(build_agent(tmp_path / "tdescope-agent.pyz")))
+    try:
+        pid = client.hello()["pid"]
+        time.sleep(SILENCE_S + 2 * HEARTBEAT_S)
+        assert client.lost is None, client.lost  # (a local agent that left would be a zombie: /proc says little)
+        assert any(p["pid"] == pid for p in client.targets(critical=()))  # and it still answers
+    finally:
+        assert client.close() == 0
