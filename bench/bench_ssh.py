@@ -7,7 +7,10 @@ then over ssh without compression, then with (``-o Compression=yes``).
 
 - ``ssh_pairs_per_s`` / ``ssh_zlib_pairs_per_s`` / ``ssh_local_pairs_per_s``: page pairs (4 KiB before +
   after) arriving here per second (timed on arrival, not by the probe's timestamps), medians.
-- ``ssh_vs_local_capture``: over ssh ÷ local; issue 28's goal for ``record`` over ssh is ≥ 0.5.
+- ``ssh_vs_local_capture``: over ssh ÷ local, the median of each round's ratio (its windows ran back to
+  back, so the machine's load changes less within a round than across); ``ssh_vs_local_range`` is the
+  lowest and highest round. Issue 28's goal for ``record`` over ssh is ≥ 0.5. The same with compression:
+  ``ssh_zlib_vs_local_capture``.
 - ``ssh_agent_cpu_pct_at_1000_per_s``: the agent's CPU (its pid from its welcome) while ~1,000 pairs a
   second go through ssh; goal ≤ 10 % of one core.
 
@@ -32,7 +35,8 @@ from bench.bench_ebpf import FAST
 goal("ssh_pairs_per_s", "eBPF page pairs per second delivered over ssh on loopback (4 KiB pages, no compression)")
 goal("ssh_zlib_pairs_per_s", "the same with ssh Compression=yes")
 goal("ssh_local_pairs_per_s", "the same captured in-process, same target, same run")
-goal("ssh_vs_local_capture", "ssh pairs/s ÷ local pairs/s, same run", "≥ 0.5", lambda v: v >= 0.5)
+goal("ssh_vs_local_capture", "ssh pairs/s ÷ local pairs/s, median of the rounds' ratios", "≥ 0.5",
+     lambda v: v >= 0.5)
 goal("ssh_agent_cpu_pct_at_1000_per_s", "the agent's CPU sending ~1,000 pairs/s over ssh, % of one core", "≤ 10",
      lambda v: v <= 10)
 
@@ -108,8 +112,13 @@ def run(quick: bool = False) -> dict:
             agent.close()
         sshd.stop()
     lo, ssh, zl = (statistics.median(r) for r in (local, plain, zlib))
+    ratios = sorted(s / l for s, l in zip(plain, local) if l)  # each round's windows ran back to back
+    zratios = sorted(z / l for z, l in zip(zlib, local) if l)
     return {"ssh_pairs_per_s": round(ssh), "ssh_zlib_pairs_per_s": round(zl), "ssh_local_pairs_per_s": round(lo),
-            "ssh_vs_local_capture": round(ssh / lo, 2) if lo else 0.0,
+            "ssh_vs_local_capture": round(statistics.median(ratios), 2) if ratios else 0.0,
+            "ssh_vs_local_range": [round(ratios[0], 2), round(ratios[-1], 2)] if ratios else [],
+            "ssh_zlib_vs_local_capture": round(statistics.median(zratios), 2) if zratios else 0.0,
+            "ssh_zlib_vs_local_range": [round(zratios[0], 2), round(zratios[-1], 2)] if zratios else [],
             "ssh_rates": [round(r) for r in plain], "ssh_zlib_rates": [round(r) for r in zlib],
             "ssh_local_rates": [round(r) for r in local],
             "ssh_agent_cpu_pct_at_1000_per_s": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),

@@ -2,7 +2,7 @@
 # The tdescope-agent Debian package for database hosts whose policy is "packages only" (issue 26).
 # Usage: build-agent-deb.sh VERSION AGENT_PYZ OUTDIR. Built with dpkg-deb alone (no debhelper: two files).
 # Architecture amd64, not all: the zipapp carries BPF objects compiled for x86-64 (build-bpf.sh's
-# __TARGET_ARCH_x86). python3 >= 3.10: the agent's modules use dataclass slots (agent_build.MAIN says so).
+# __TARGET_ARCH_x86). python3 >= 3.9: the floor the agent checks (agent_build.MAIN says so).
 set -eu
 version=$1 pyz=$2 out=$3
 root=$(mktemp -d)
@@ -32,7 +32,7 @@ Version: $version
 Architecture: amd64
 Maintainer: tdescope developers <tdescope@localhost>
 Installed-Size: $size
-Depends: python3 (>= 3.10), gdb | libbpf1, linux-perf
+Depends: python3 (>= 3.9), gdb | libbpf1, linux-perf
 Section: admin
 Priority: optional
 Description: tdescope's probe agent for database hosts

@@ -9,7 +9,7 @@ password field even for key logins), each with the generated client key in ``aut
 - ``nosudo`` has no sudo rights at all ("sudo needs a password");
 - ``nopython`` logs in with a PATH that holds the usual tools but no ``python3`` (sshd's ``SetEnv``);
 - ``oldpython`` logs in with a PATH whose ``python3`` answers the version probe as Python 3.8 does. A
-  stand-in (a two-line script): no Python older than 3.10 exists on this machine.
+  stand-in (a two-line script): no Python older than 3.11 exists on this machine.
 
 Client options go in a generated ``ssh_config`` passed with ``-F`` (OpenSSH reads ``~/.ssh/config``
 from the account's passwd home, not from ``$HOME``), with one alias per account plus ``refused``

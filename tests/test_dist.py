@@ -70,7 +70,7 @@ def test_the_agent_deb_installs_the_zipapp_and_a_wrapper(dist, tmp_path):
     fields = subprocess.run(["dpkg-deb", "-f", str(deb), "Package", "Version", "Depends", "Architecture"],
                             capture_output=True, text=True, check=True).stdout
     assert "Package: tdescope-agent" in fields and f"Version: {VERSION}" in fields
-    assert "Depends: python3 (>= 3.10), gdb | libbpf1, linux-perf" in fields
+    assert "Depends: python3 (>= 3.9), gdb | libbpf1, linux-perf" in fields
     subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp_path)], check=True)
     pyz = tmp_path / "usr/lib/tdescope-agent/tdescope-agent.pyz"
     assert pyz.read_bytes() == (dist / "tdescope-agent.pyz").read_bytes()

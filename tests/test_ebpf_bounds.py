@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,25 @@ def test_the_count_bounds_pages_put_in_the_ring_not_pages_lost(flood):
     assert tally.lost <= tally.hits and tally.over_limit > 0
     assert 2000 <= c["emitted"] <= 2000 + os.cpu_count()  # lost pages did not count toward the 2000
     assert summary.captures + c["not_kept"] == c["emitted"]
+
+
+def test_a_full_ring_never_orphans_a_page_so_the_count_is_reached_not_the_timeout(flood):
+    """A consumer slower than the storm fills the ring. A call whose entry record went in but whose return
+    record then found the ring full never paired, and captures leave in call order, so every later page
+    waited behind it: `capture --ssh --count 30000` delivered 9,000 pages, then nothing until its timeout.
+    The probe now keeps room for the return of every call in flight: entries are lost, returns never."""
+    limits = CaptureLimits(max_captures=1500, max_seconds=20.0, max_busy_fraction=1.0, max_burst_s=10,
+                           max_hits_per_s=1_000_000)
+    got = []
+
+    def slow(capture) -> None:  # ~1,000 pages a second at best: far below what the flood offers
+        got.append(capture.seq)
+        time.sleep(0.001)
+
+    summary = CaptureWindow(flood.pid, DECRYPT, limits, "sqlcipher", slow, backend=EbpfBackend(ring_mb=1)).run()
+    c = summary.counters
+    assert summary.error is None, summary.error
+    assert c["lost"] > 0  # the ring was full: the case under test happened
+    assert c["lost_return"] == 0, c
+    assert summary.reason == "limit: max captures" and len(got) == 1500, (summary.reason, len(got), c)
+    assert got == sorted(got)

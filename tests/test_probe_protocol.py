@@ -288,3 +288,18 @@ def test_a_call_that_never_returns_holds_nothing_for_long():
              pack(FrameKind.AFTER, 2, 7, 0, b"B", 1.0, ts=10.6 + REORDER_S)]
     frames, _ = unpack(stale + b"".join(later))
     assert list(pairs.drain(frames, limit=100)) == [2]
+
+
+def test_a_call_that_never_returns_holds_nothing_for_long_even_when_no_frame_follows(monkeypatch):
+    """The probe's count reached, nothing more arrives: probe time stands still, time here does not."""
+    import tdescope.app.probe.spool as spool
+
+    now = [1000.0]
+    monkeypatch.setattr(spool.time, "monotonic", lambda: now[0])
+    pairs = FramePairs(lambda *a: a[0], entry_only=False)
+    frames, _ = unpack(_before(1, b"a") + _before(2, b"b") + _after(2, b"B"))
+    assert list(pairs.drain(frames, limit=100)) == []  # 1 is still out: 2 waits
+    now[0] += REORDER_S - 0.1
+    assert list(pairs.drain([], limit=100)) == []
+    now[0] += 0.2
+    assert list(pairs.drain([], limit=100)) == [2]

@@ -22,8 +22,10 @@ def _ssh(sshd, dest: str = "ops") -> list[str]:
     return ["--ssh", dest, "--ssh-config", str(sshd.config)]
 
 
-def _agents() -> list[int]:
-    """Agents running from a host's cache (``python3 -I …/.cache/tdescope/agent-*.pyz``), as root."""
+def _agents(sshd=None) -> list[int]:
+    """Agents running from a host's cache (``python3 -I …/.cache/tdescope/agent-*.pyz``), as root; with ``sshd``,
+    only those of its accounts (the machine is shared: another test run's agents are not ours)."""
+    homes = tuple(f"/home/{name}/".encode() for name in sshd.accounts.values()) if sshd is not None else (b"",)
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -31,7 +33,8 @@ def _agents() -> list[int]:
                 cmd = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if cmd[:2] == [b"python3", b"-I"] and len(cmd) > 2 and b"/.cache/tdescope/agent-" in cmd[2]:
+            if (cmd[:2] == [b"python3", b"-I"] and len(cmd) > 2 and b"/.cache/tdescope/agent-" in cmd[2]
+                    and any(cmd[2].startswith(home) for home in homes)):
                 found.append(int(entry.name))
     return found
 
@@ -67,7 +70,7 @@ def test_capture_over_ssh_on_the_sqlcipher_app(sshd, sqlcipher_app):
     assert len(pages) == 5 and summary["summary"] and summary["backend"] == "ebpf" and summary["captures"] == 5
     assert "capturing on ops via ssh" in result.stderr
     assert app.proc.poll() is None  # the target runs on
-    assert not _agents()  # the agent said goodbye and went
+    assert not _agents(sshd)  # the agent said goodbye and went
 
 
 def test_kill_9_of_the_local_tdescope_mid_capture(sshd, sqlcipher_app):
@@ -78,7 +81,7 @@ def test_kill_9_of_the_local_tdescope_mid_capture(sshd, sqlcipher_app):
                              "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline()  # a page arrived through ssh: the probe is armed
-        agent = wait_for(_agents, 10, what="the agent on the host")[0]
+        agent = wait_for(lambda: _agents(sshd), 10, what="the agent on the host")[0]
         progs = wait_for(lambda: _bpf_prog_ids_of(agent), 5, what="the agent's programs")
         assert _loaded(progs) == progs  # the check below can fail: the agent's probe is in the kernel now
         proc.kill()
@@ -101,7 +104,7 @@ def test_a_dropped_connection_mid_capture_is_one_line_and_the_agent_goes(sshd, s
                              "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline()
-        agent = wait_for(_agents, 10, what="the agent on the host")[0]
+        agent = wait_for(lambda: _agents(sshd), 10, what="the agent on the host")[0]
         progs = wait_for(lambda: _bpf_prog_ids_of(agent), 5, what="the agent's programs")
         masters = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_master(p, proc.pid)]
         assert len(masters) == 1
@@ -174,7 +177,7 @@ def test_record_over_ssh_then_report_here(sshd, sqlcipher_app, tmp_path):
     report = run_tdescope("report", str(out), "-o", str(html))
     assert report.returncode == 0, report.stderr
     assert html.stat().st_size > 1000
-    assert app.proc.poll() is None and not _agents()
+    assert app.proc.poll() is None and not _agents(sshd)
 
 
 def test_a_cut_network_mid_capture_is_one_line_and_the_agent_goes(sshd, sshd_cut, sqlcipher_app):
@@ -187,7 +190,7 @@ def test_a_cut_network_mid_capture_is_one_line_and_the_agent_goes(sshd, sshd_cut
                              "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline()
-        agent = wait_for(_agents, 10, what="the agent on the host")[0]
+        agent = wait_for(lambda: _agents(sshd), 10, what="the agent on the host")[0]
         progs = wait_for(lambda: _bpf_prog_ids_of(agent), 5, what="the agent's programs")
         sshd_cut.cut()
         wait_for(lambda: not Path(f"/proc/{agent}").exists(), 10, what="the agent exiting after the cut")

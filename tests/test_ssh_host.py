@@ -41,7 +41,7 @@ def test_one_master_runs_commands_and_closes(sshd):
         # a word with spaces and quotes reaches the host as one argument
         assert host.run(["printf", "%s|", "a b", "it's"]) == "a b|it's|"
         py = host.python()
-        assert py.uid != 0 and py.version >= (3, 10)
+        assert py.uid != 0 and py.version >= (3, 9)
         # the commands ran over the master: still the same one process
         assert host.master_pid == master
     finally:
@@ -100,7 +100,7 @@ def test_no_python3_on_the_host_is_one_line(sshd, tmp_path):
     pyz.write_bytes(b"x")
     with SshHost("nopython", sshd.options) as host, pytest.raises(UserError) as err:
         host.prepare_agent(pyz)
-    assert _one_line(err.value) == "nopython has no python3; the agent needs Python 3.10 or newer"
+    assert _one_line(err.value) == "nopython has no python3; the agent needs Python 3.9 or newer"
 
 
 def test_a_bad_destination_is_one_line():
@@ -244,7 +244,7 @@ def test_a_python3_older_than_3_9_is_one_line(sshd, tmp_path):
     pyz.write_bytes(b"x")
     with SshHost("oldpython", sshd.options) as host, pytest.raises(UserError) as err:
         host.prepare_agent(pyz)
-    assert _one_line(err.value) == "oldpython has Python 3.8; the agent needs 3.10 or newer"
+    assert _one_line(err.value) == "oldpython has Python 3.8; the agent needs 3.9 or newer"
 
 
 def test_a_cut_network_ends_the_remote_side_and_the_local_one(sshd, sshd_cut):

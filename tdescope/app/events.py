@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from enum import Enum
 
+from tdescope.app.slots import SLOTS
+
 __all__ = [
     "Event",
     "Direction",
@@ -44,7 +46,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Event:
     """Base of every event: when it happened (epoch seconds)."""
 
@@ -140,7 +142,7 @@ def default_plaintext_side(direction: str, entry_only: bool) -> PlaintextSide:
     return PlaintextSide.BOTH
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class PageCapture(Event):
     """One page caught in the act: the bytes before and after the engine's cipher call.
 
@@ -237,7 +239,7 @@ class PageCapture(Event):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class PhaseTiming:
     """Elapsed seconds of one workload phase on one side (``encrypted`` or ``plain``)."""
 
@@ -246,7 +248,7 @@ class PhaseTiming:
     elapsed_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class WorkloadProgress(Event):
     """A workload moved on: ``done`` of ``total`` steps on ``side``.
 
@@ -262,7 +264,7 @@ class WorkloadProgress(Event):
     run_fraction: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class WorkloadResult(Event):
     """What a workload measured.
 
@@ -316,7 +318,7 @@ class WorkloadResult(Event):
         return enc / plain
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class CaptureWindowState(Event):
     """The probe window changed state (a :class:`WindowState`; a plain string given or read is converted).
 
@@ -341,7 +343,7 @@ class CaptureWindowState(Event):
         object.__setattr__(self, "state", WindowState(self.state))  # ValueError for a state nobody knows
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Marker(Event):
     """A labelled instant on the timeline (workload phase boundaries and the like)."""
 
@@ -350,7 +352,7 @@ class Marker(Event):
     extra: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class HotspotWindow(Event):
     """One perf window on the target: folded stacks and their sample counts.
 
@@ -367,7 +369,7 @@ class HotspotWindow(Event):
     frequency: int = 99
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class WaitSample(Event):
     """What one thread was doing at ``ts``.
 
@@ -385,7 +387,7 @@ class WaitSample(Event):
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class WaitFigure:
     """One (class, syscall) row of exact OS waits over an interval (nested in :class:`WaitFigures`).
 
@@ -409,7 +411,7 @@ class WaitFigure:
     flags: tuple = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class WaitFigures(Event):
     """Exact OS waits of ``pid`` in the ``interval_s`` before ``ts``: one :class:`WaitFigure` per
     (class, syscall). ``lost`` counts calls the kernel could not aggregate (its map full)."""
@@ -420,7 +422,7 @@ class WaitFigures(Event):
     lost: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class WaitSpan:
     """One exactly timed wait of thread ``tid`` (nested in :class:`WaitSpans`): from ``start`` (epoch
     seconds) for ``duration_s``; ``size`` in bytes where one applies, else 0."""
@@ -433,7 +435,7 @@ class WaitSpan:
     size: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class WaitSpans(Event):
     """A bounded sample of ``pid``'s exact waits (the long ones, at most a few hundred a second), for the
     timeline; the eBPF tracer sends one batch a second."""
@@ -442,7 +444,7 @@ class WaitSpans(Event):
     spans: tuple = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Problem(Event):
     """Something failed off the GUI thread: one line for the user, never a traceback.
 
@@ -453,7 +455,7 @@ class Problem(Event):
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class HotspotLeaves(Event):
     """Where inside each function the samples of one hotspot window landed.
 
@@ -466,7 +468,7 @@ class HotspotLeaves(Event):
     offsets: dict
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class RoundTime:
     """One side of one A/B round: elapsed seconds per phase (``"total"`` included) and the
     server's CPU seconds. Round 0 is the warm-up, never counted."""
@@ -477,7 +479,7 @@ class RoundTime:
     server_cpu_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class PhaseRatio:
     """Encrypted/plain over the timed rounds of one phase.
 
@@ -496,7 +498,7 @@ class PhaseRatio:
     ratios: tuple[float, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ABResult(Event):
     """What an A/B run of interleaved rounds measured (:class:`~tdescope.app.ab.runner.ABRunner`).
 
@@ -568,7 +570,7 @@ class ABResult(Event):
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class LessonCard(Event):
     """A lesson's result card: the published figure beside ours, and the verdict.
 

@@ -189,8 +189,6 @@ def _observe_over_ssh(args, hotspots: bool, waits: bool, exact_waits: str) -> Ob
     """:func:`observe` on the ``--ssh`` host: the agent samples there, a ``--dsn`` goes through the connection."""
     from tdescope.commands._ssh import connect
 
-    if exact_waits == "ebpf" and waits:
-        raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
     import dataclasses
 
     from tdescope.app.engines.api import WorkloadControl

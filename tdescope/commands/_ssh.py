@@ -61,11 +61,34 @@ LAB_NOT_CARRIED = ("--ssh does not start a lab on the host (the agent only probe
 
 
 def refuse_not_carried(args) -> None:
-    """One line for what ``--ssh`` does not carry: a lab on the host, gdb."""
+    """One line for what ``--ssh`` does not carry: a lab on the host."""
     if getattr(args, "lab", None):
         raise UserError(LAB_NOT_CARRIED)
-    if getattr(args, "backend", "auto") == "gdb":
-        raise UserError("over --ssh the agent probes with eBPF only; leave out --backend gdb")
+
+
+def remote_backend(args, recipe, dest: str, welcome: dict) -> tuple[tuple[str, dict], str | None]:
+    """The probe backend the agent on ``dest`` runs for ``--backend`` (its name and options, as ``ARM`` takes
+    them), and a line when ``auto`` chose gdb. ``auto`` is eBPF where the host has libbpf and eBPF can read
+    the recipe, else gdb (read-only, the agent's watchdog); what the host lacks is one line."""
+    from tdescope.app.probe.ebpf.program import unsupported
+
+    tools = welcome.get("tools") or {}
+    choice = getattr(args, "backend", "auto") or "auto"
+    why = unsupported(recipe) if recipe is not None else None
+    note = None
+    if choice == "auto":
+        choice = "ebpf" if tools.get("libbpf") and not why else "gdb"
+        if choice == "gdb":
+            note = f"probing with gdb on {dest}: {why or 'it has no libbpf'}"
+    if choice == "ebpf":
+        if not tools.get("libbpf"):
+            raise UserError(f"{dest} has no libbpf: install libbpf1 there, or probe with --backend gdb")
+        if why:
+            raise UserError(f"eBPF: {why}")
+        return ("ebpf", ebpf_options(args)), None
+    if not tools.get("gdb"):
+        raise UserError(f"{dest} has no gdb: install gdb there, or probe with --backend ebpf")
+    return ("gdb", {}), note
 
 
 def ebpf_options(args) -> dict:
@@ -84,14 +107,16 @@ def connect(args):
     return connect_agent(ssh_host(args))
 
 
-def agent_windows(agent, ebpf: dict):
+def agent_windows(agent, ebpf: dict, backend: tuple[str, dict] | None = None):
     """What :class:`~tdescope.app.experiment.Experiment` takes as ``windows``: its capture windows run by the
-    agent on the ``--ssh`` host (eBPF, with ``ebpf``'s bounds), I/O-worker followers included."""
+    agent on the ``--ssh`` host (``backend`` from :func:`remote_backend`; default eBPF with ``ebpf``'s bounds),
+    I/O-worker followers included."""
+    chosen = backend
 
     def window(pid, recipe, limits, engine, on_capture, on_state=None, allow_critical=False, backend=None,
                followers=()):
         return agent.client.window(pid, recipe, limits, engine, on_capture, on_state, allow_critical=allow_critical,
-                                   ebpf=ebpf, followers=followers)
+                                   ebpf=ebpf, followers=followers, backend=chosen)
 
     return window
 
@@ -102,6 +127,29 @@ def lost_line(agent, error: str | None) -> str | None:
     if error and not agent.host.alive():
         return f"connection to {agent.host.dest} lost (the ssh connection ended)"
     return error
+
+
+def start_exact_waits(agent, pid: int, exact_waits: str, sink, error) -> str:
+    """Start the eBPF wait tracer in the agent for ``--os-waits`` (``auto``, ``ebpf``, ``proc``): its totals
+    reach ``sink`` as :class:`~tdescope.app.events.WaitFigures` and its long calls as ``WaitSpans``, as the
+    local tracer's do. Returns where the exact OS figures come from (``ebpf`` or ``proc``); a tracer that cannot
+    load there is one line with ``ebpf``, a note (``error``) with ``auto``."""
+    import time
+
+    from tdescope.app.waits.exact import FiguresSince, spans_event
+
+    if exact_waits == "proc":
+        return "proc"
+    try:
+        agent.client.start_exact_waits(pid, 1.0, on_totals=FiguresSince(pid, sink),
+                                       on_spans=lambda spans: sink(spans_event(pid, spans, time.time())),
+                                       on_error=error)
+    except UserError as exc:
+        if exact_waits == "ebpf":
+            raise UserError(f"exact waits on {agent.host.dest}: {exc}") from None
+        error(f"exact waits on {agent.host.dest}: {exc}; OS waits from /proc samples only")
+        return "proc"
+    return "ebpf"
 
 
 def poll_engine_waits(source, hz: float, sink, problem):
@@ -168,6 +216,7 @@ def observe_over_ssh(args, agent, target, hotspots: bool, waits: bool, exact_wai
     stops: list = []
     control = WorkloadControl()
     runner = None
+    os_source = "proc"
     try:
         if waits and target.session is not None and (source := target.session.wait_source()) is not None:
             stops.append(poll_engine_waits(source, getattr(args, "engine_wait_hz", 10.0), sink, error))
@@ -180,6 +229,7 @@ def observe_over_ssh(args, agent, target, hotspots: bool, waits: bool, exact_wai
                                         on_error=error)
         if waits:
             agent.client.start_waits(pid, on_sample=sink, on_error=error)
+            os_source = start_exact_waits(agent, pid, exact_waits, sink, error)
         deadline = started + args.seconds
         try:
             while time.monotonic() < deadline and agent.host.alive():
@@ -202,4 +252,4 @@ def observe_over_ssh(args, agent, target, hotspots: bool, waits: bool, exact_wai
         if runner is not None:
             runner.join(30)
     seconds_seen = round(time.monotonic() - started, 1) if interrupted else args.seconds
-    return events, problems, target.engine, pid, seconds_seen, None, interrupted, "proc"
+    return events, problems, target.engine, pid, seconds_seen, None, interrupted, os_source

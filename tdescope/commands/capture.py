@@ -13,7 +13,8 @@ from tdescope.commands._args import (
     add_probe_arguments, add_stop_budget_argument, engine_named, positive_int, probe_backend, recipe_named, seconds,
 )
 from tdescope.commands._dsn import add_dsn_arguments
-from tdescope.commands._ssh import add_ssh_arguments, agent_windows, connect, ebpf_options, lost_line, ssh_host
+from tdescope.commands._ssh import (add_ssh_arguments, agent_windows, connect, ebpf_options, lost_line,
+                                   remote_backend, ssh_host)
 from tdescope.commands._stdout import ReaderGone, emit
 from tdescope.commands._target import resolve_target, run_to_end
 
@@ -52,7 +53,7 @@ def run(args) -> int:
     ssh_host(args)  # a bad --ssh DEST, or ssh options without it: one line before anything starts
     engine = engine_named(args.engine)
     recipe = recipe_named(engine, args.recipe)
-    if args.ssh:  # the agent on the host chooses (eBPF), not this machine
+    if args.ssh:  # chosen from what the agent on the host has (remote_backend, in _run), not this machine
         backend, fell_back = None, None
     else:
         backend, fell_back = probe_backend(args, recipe)  # before anything connects
@@ -122,10 +123,15 @@ def _run(args, engine, recipe, backend, agent, sink, running, written, dump, dec
             target.session.require_extension(recipe.requires)  # before anything is armed
         limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
                                **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
+        windows = None
+        if agent is not None:  # eBPF or gdb, from what the host has (remote_backend)
+            remote, note = remote_backend(args, recipe, agent.host.dest, agent.welcome)
+            if note:
+                print(note, file=sys.stderr, flush=True)
+            windows = agent_windows(agent, ebpf_options(args), remote)
         exp = Experiment(target.session, target.workload, target.params, recipe, limits, engine.name, sink,
                          pid=target.pid, repeat_until_captured=target.workload is not None,
-                         allow_critical=args.allow_critical, backend=backend,
-                         windows=agent_windows(agent, ebpf_options(args)) if agent is not None else None)
+                         allow_critical=args.allow_critical, backend=backend, windows=windows)
         if agent is not None:
             print(f"capturing on {agent.label}", file=sys.stderr, flush=True)
         running.append(exp)

@@ -98,8 +98,8 @@ def _start_samplers(pid: int, args, record, wait_source, notes: list[str]):
 
 
 def _start_remote_samplers(agent, pid: int, args, record, notes: list[str], wait_source=None):
-    """perf hotspots and /proc OS waits in the agent on the ``--ssh`` host, the engine's waits (``--dsn``)
-    through the forwarded connection here; returns their stop functions."""
+    """perf hotspots, /proc OS waits and exact (eBPF) ones in the agent on the ``--ssh`` host, the engine's waits
+    (``--dsn``) through the forwarded connection here; returns their stop functions."""
     from tdescope.commands._ssh import poll_engine_waits
 
     stops = []
@@ -119,8 +119,11 @@ def _start_remote_samplers(agent, pid: int, args, record, notes: list[str], wait
         client.start_hotspots(pid, args.perf_hz, 1.0, on_window=record, on_error=problem)
         stops.append(client.stop_hotspots)
     if not args.no_waits:
+        from tdescope.commands._ssh import start_exact_waits
+
         client.start_waits(pid, on_sample=record, on_error=problem)
-        stops.append(client.stop_waits)
+        stops.append(client.stop_waits)  # the /proc sampler and the eBPF tracer, if it runs
+        start_exact_waits(agent, pid, args.os_waits, record, problem)
 
     def stop_all() -> None:
         for s in stops:
@@ -213,7 +216,7 @@ def run(args) -> int:
     engine = engine_named(args.lab or args.engine)
     recipe = recipe_named(engine, args.recipe) if args.captures else None
     backend = None
-    if recipe is not None and not args.ssh:  # over ssh the agent on the host probes (eBPF)
+    if recipe is not None and not args.ssh:  # over ssh: from what the agent on the host has, once connected
         backend, fell_back = probe_backend(args, recipe)
         if fell_back:
             print(fell_back, file=sys.stderr, flush=True)
@@ -237,14 +240,17 @@ def run(args) -> int:
     live.subscribe(count)
     interrupted = False
     exp = None
-    agent = None
+    agent = remote = None
     try:
         if args.ssh:
             from tdescope.commands._ssh import connect
 
-            if args.os_waits == "ebpf" and not args.no_waits:
-                raise UserError("over --ssh the agent samples OS waits from /proc only; leave out --os-waits ebpf")
+            from tdescope.commands._ssh import remote_backend
+
             agent = connect(args)  # a --pid is the host's; the agent checks it (deny-list, the function mapped)
+            remote, fell_back = remote_backend(args, recipe, agent.host.dest, agent.welcome)  # eBPF or gdb there
+            if fell_back:
+                print(fell_back, file=sys.stderr, flush=True)
         target = resolve_target(args, engine, probing=recipe is not None,
                                 stops_target=backend.stops_target if backend is not None else True, remote=agent)
         session, pid, workload = target.session, target.pid, target.workload
@@ -282,7 +288,7 @@ def run(args) -> int:
             label = live.run_started(workload.name if workload else None)
             exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
                              live.publish, pid=pid, allow_critical=args.allow_critical, backend=backend,
-                             windows=_agent_windows(agent, args))
+                             windows=_agent_windows(agent, args, remote))
             exp.start()
             while not exp.wait(0.1):
                 if recorder.error:
@@ -346,11 +352,11 @@ def run(args) -> int:
     return 0
 
 
-def _agent_windows(agent, args):
-    """The agent's capture windows over ``--ssh`` (None: this machine's)."""
+def _agent_windows(agent, args, remote):
+    """The agent's capture windows over ``--ssh``, with the ``remote`` backend (None: this machine's)."""
     from tdescope.commands._ssh import agent_windows, ebpf_options
 
-    return agent_windows(agent, ebpf_options(args)) if agent is not None else None
+    return agent_windows(agent, ebpf_options(args), remote) if agent is not None else None
 
 
 def _decoder_catalog(session) -> dict:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from tdescope.app.events import CaptureContext, Event, PlaintextSide, WorkloadProgress, default_plaintext_side
+from tdescope.app.slots import SLOTS
 
 __all__ = [
     "ArgRef",
@@ -40,7 +41,7 @@ __all__ = [
 SYSV_ARG_REGISTERS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ArgRef:
     """Where a value lives when the probe fires.
 
@@ -80,7 +81,7 @@ class ArgRef:
         return " / ".join(p + adjust for p in parts)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ProbeRecipe:
     """How to catch a buffer before and after an engine's cipher call. Data, not code.
 
@@ -145,7 +146,7 @@ class ProbeRecipe:
         return default_plaintext_side(self.direction, entry_only=self.after is None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class DecodedField:
     """One decoded field of a page, with the byte span it came from.
 
@@ -166,7 +167,7 @@ class DecodedField:
             yield from c.walk()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class DecodedPage:
     """A page decoded into structure.
 
@@ -212,7 +213,7 @@ class PageDecoder(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Inventory:
     """What is encrypted, with which cipher, and the key state: rows of (section, name, value)."""
 
@@ -227,7 +228,7 @@ class Inventory:
         return default
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ConnectParams:
     """How to reach a database. ``password`` is used once and never stored."""
 
@@ -267,7 +268,7 @@ class WorkloadControl:
 
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Workload:
     """A runnable experiment.
 
@@ -325,7 +326,7 @@ class WaitSource(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class TargetChoice:
     """A process the user may pick as the probe target (a backend, a server process)."""
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from tdescope.app.engines.api import ConnectParams, Inventory, PageDecoder, ProbeRecipe, TargetChoice, Workload
+from tdescope.app.slots import SLOTS
 
 __all__ = [
     "Ability",
@@ -227,7 +228,7 @@ class Ability(enum.Enum):
         return _SPECS[self].role
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class _Spec:
     protocol: type
     role: Role

@@ -20,6 +20,7 @@ from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, PageD
 from tdescope.app.engines.capabilities import (Ability, Role, abilities, ability_problems, has_ability,
                                                partial_abilities)
 from tdescope.app.errors import UserError
+from tdescope.app.slots import SLOTS
 
 __all__ = [
     "Ability",
@@ -39,7 +40,7 @@ _REQUIRED = ("name", "label", "abilities", "connect", "probe_recipes", "page_dec
 _DATA = ("name", "label", "abilities")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class EngineLoadError:
     """A plugin that could not be used: its entry point name and the reason, one line."""
 

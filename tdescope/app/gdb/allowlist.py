@@ -27,10 +27,17 @@ import ast
 import re
 from pathlib import Path
 
-__all__ = ["HELPER_FUNCTIONS", "HELPER_PATH", "refusal"]
+__all__ = ["HELPER_FUNCTIONS", "HELPER_PATH", "helper_path", "refusal"]
 
 #: The gdb-side probe helper, the only file tdescope lets gdb ``source``.
 HELPER_PATH = str(Path(__file__).resolve().with_name("_probe_helper.py"))
+#: Where the agent put the helper it carries (a zipapp's data is no file gdb can source); None: the package's.
+HELPER_OVERRIDE: str | None = None
+
+
+def helper_path() -> str:
+    """The helper gdb sources: the agent's copy in its 0700 spool when it carries one, else the package's."""
+    return HELPER_OVERRIDE if HELPER_OVERRIDE is not None else HELPER_PATH
 
 #: The functions the helper exposes on ``_tdescope_probe``, and how many arguments each takes.
 HELPER_FUNCTIONS = {"arm": 1, "pause": 1, "resume": 0, "disarm": 0}
@@ -109,7 +116,7 @@ def refusal(command: str) -> str | None:
 
 
 def _console_refusal(text: str) -> str | None:
-    if text in (f"source {HELPER_PATH}", _SIGINT):
+    if text in (f"source {helper_path()}", _SIGINT):
         return None
     if text.startswith("python ") and _is_helper_call(text[len("python "):]):
         return None

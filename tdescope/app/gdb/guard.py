@@ -33,6 +33,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from tdescope.app.slots import SLOTS
 from tdescope.app.system.procmaps import Mapping, executable_mappings
 from tdescope.app.system.procstat import process_state
 
@@ -52,7 +53,7 @@ __all__ = [
 INT3 = 0xCC
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class TextMismatch:
     """A byte of the target's code that differs from the file on disk."""
 

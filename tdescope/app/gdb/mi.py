@@ -49,7 +49,7 @@ class GdbTimeout(GdbError):
     """A command's deadline passed with no result record."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MiRecord:
     """One parsed MI record: ``type`` (result, notify, console...), ``message`` and ``payload``."""
 

@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tdescope.app.slots import SLOTS
+
 __all__ = ["Frame", "Sample", "parse_perf_script", "fold", "frame_label"]
 
 # The header is parsed from the left for comm (which may hold spaces) up to
@@ -44,7 +46,7 @@ _ADDR_SYM = re.compile(r"^\s*(?P<addr>[0-9a-fA-F]+)\s+(?P<sym>.*)$")
 _OFFSET = re.compile(r"^(?P<name>.*)\+0x(?P<off>[0-9a-fA-F]+)$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Frame:
     """One stack frame as perf printed it.
 
@@ -67,7 +69,7 @@ class Frame:
     dso: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Sample:
     """One perf sample: who, when, and its stack, leaf first.
 

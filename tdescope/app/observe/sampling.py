@@ -23,11 +23,11 @@ from collections.abc import Callable
 from tdescope.app.hotspots.perf_script import Sample
 from tdescope.app.engines.api import WaitSource
 from tdescope.app.errors import UserError
-from tdescope.app.events import Event, HotspotLeaves, Problem, WaitFigures
+from tdescope.app.events import Event, HotspotLeaves, Problem
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ, DWARF_STACK_BYTES
 from tdescope.app.hotspots.profile import HotspotSampler, check_perf
 from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
-from tdescope.app.waits.exact import WaitTotals, figures, spans_event
+from tdescope.app.waits.exact import FiguresSince, spans_event
 from tdescope.app.waits.os_sampler import OsWaitSampler
 
 __all__ = ["ENGINE_WAIT_HZ", "EXACT_WAITS", "OS_WAIT_HZ", "Observation", "engine_poll_text", "leaves_of"]
@@ -127,7 +127,6 @@ class Observation:
         self._os: OsWaitSampler | None = None
         self.exact_waits = exact_waits
         self._tracer: EbpfWaitTracer | None = None
-        self._last_totals: WaitTotals | None = None
         #: ``"ebpf"`` while the tracer runs, else ``"proc"``: where the OS wait figures come from.
         self.exact_source = "proc"
         #: Why eBPF is not the source, in one line ("" when it is, or was not asked for).
@@ -253,7 +252,8 @@ class Observation:
         """Start the eBPF wait tracer when asked for; say in one Problem why not when it cannot load."""
         if self.exact_waits == "proc":
             return
-        tracer = EbpfWaitTracer(self.pid, on_totals=self._on_totals, on_error=lambda m: self._problem("waits", m),
+        tracer = EbpfWaitTracer(self.pid, on_totals=FiguresSince(self.pid, self.sink),
+                                on_error=lambda m: self._problem("waits", m),
                                 on_spans=lambda spans: self.sink(spans_event(self.pid, spans, time.time())))
         try:
             tracer.start()
@@ -261,16 +261,10 @@ class Observation:
             self.exact_problem = f"exact waits: {exc}; OS waits from /proc samples only"
             self._problem("waits", self.exact_problem)
             return
-        self._last_totals = None
         self._tracer = tracer
         self.exact_source = "ebpf"
         self.exact_problem = ""
 
-    def _on_totals(self, totals: WaitTotals) -> None:
-        last, self._last_totals = self._last_totals, totals
-        since = totals if last is None else totals.minus(last)
-        interval = totals.ts - last.ts if last is not None else 1.0
-        self.sink(WaitFigures(totals.ts, self.pid, round(interval, 3), tuple(figures(since)), since.no_room))
 
     # -- threads ---------------------------------------------------------------
     def _problem(self, source: str, message: str) -> None:

@@ -18,11 +18,12 @@ from typing import Protocol
 
 from tdescope.app.probe.frames import Frame
 from tdescope.app.probe.spec import ProbeSpec
+from tdescope.app.slots import SLOTS
 
 __all__ = ["Armed", "Closed", "ProbeBackend", "ProbeHandle", "TargetNews", "Happened"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Armed:
     """The probe's answer to ``arm``.
 
@@ -46,7 +47,7 @@ class Happened(enum.Enum):
     SIGNAL_PASSED = "signal passed"  #: a signal someone sent the target was delivered; the window goes on
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class TargetNews:
     """One thing that happened: what, and a line for the user."""
 
@@ -54,7 +55,7 @@ class TargetNews:
     message: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Closed:
     """How a handle ended. ``restored``: code bytes a guard had to put back because the
     backend died while armed (0 when it never had to); ``restore_ms``: how fast;

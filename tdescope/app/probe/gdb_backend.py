@@ -26,7 +26,7 @@ import tempfile
 import time
 import weakref
 
-from tdescope.app.gdb.allowlist import HELPER_PATH
+from tdescope.app.gdb.allowlist import HELPER_PATH, helper_path
 from tdescope.app.gdb.guard import start_guard as _start_guard
 from tdescope.app.gdb.guard import stop_guard as _stop_guard
 from tdescope.app.gdb.guard import update_guard as _update_guard
@@ -42,7 +42,8 @@ from tdescope.app.system.threadstops import StopFigures, ThreadStops, thread_ids
 __all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "pause_command",
            "resume_command", "source_command"]
 
-#: The gdb-side helper, packaged with tdescope: the only file gdb may ``source``.
+#: The gdb-side helper, packaged with tdescope: the only file gdb may ``source`` (the agent run from a
+#: zipapp sources its own copy: :func:`~tdescope.app.gdb.allowlist.helper_path`).
 HELPER = HELPER_PATH
 #: How long the helper's reply frame may take once its command returned (it is written
 #: before gdb answers ^done, so this only covers a slow disk).
@@ -52,7 +53,7 @@ _live_sessions: "weakref.WeakSet[GdbSession]" = weakref.WeakSet()
 
 def source_command() -> str:
     """The console command that loads the helper into gdb."""
-    return f"source {HELPER}"
+    return f"source {helper_path()}"
 
 
 def arm_command(spec_path: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tdescope.app.errors import UserError
 from tdescope.app.probe.keep_rate import KEEP_PER_S
+from tdescope.app.slots import SLOTS
 
 __all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "stop_budget"]
 
@@ -21,7 +22,7 @@ BUSY_FRACTION = 0.01
 #: waits on it, so a class sees captures stream instead of arriving in bursts.
 LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5, "accept_stop": True}
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class CaptureLimits:
     """Bounds of one capture window.
 

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.slots import SLOTS
 
 __all__ = ["STOP_OVERHEAD_S", "ProbeSpec", "at_entry"]
 
@@ -26,7 +27,7 @@ def at_entry(recipe: ProbeRecipe) -> bool:
     return all(r is None or r.name is None for r in refs)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ProbeSpec:
     """Everything a backend arms a probe from.
 

@@ -36,8 +36,10 @@ class SpoolReader:
         self._fh.close()
 
 
-#: How long (seconds of probe time) a capture whose call has not returned holds back later
-#: ones: a call that never returns (a thread unwound past it) must not hold the stream forever.
+#: How long a capture whose call has not returned holds back later ones: a call that never returns
+#: (a thread unwound past it) must not hold the stream forever. Measured in probe time (the latest frame's) and in
+#: time here since the call's entry frame arrived: a probe that sends nothing more (its count reached)
+#: frees it too.
 REORDER_S = 5.0
 
 
@@ -110,13 +112,14 @@ class FramePairs:
                     self.not_kept += 1
                 continue
             if frame.kind is FrameKind.BEFORE and not self._entry_only:
-                self.pending[frame.seq] = (frame.ts, frame.pgno, frame.data, frame.busy_us, frame.context)
+                self.pending[frame.seq] = (frame.ts, frame.pgno, frame.data, frame.busy_us, frame.context,
+                                           time.monotonic())
                 continue
             if frame.kind is FrameKind.BEFORE:
                 self._done[frame.seq] = (frame.seq, frame.ts, frame.pgno, frame.data, b"", frame.busy_us,
                                          frame.context)
             elif frame.seq in self.pending:
-                t0, pgno, before, busy0, context = self.pending.pop(frame.seq)
+                t0, pgno, before, busy0, context, _arrived = self.pending.pop(frame.seq)
                 self._done[frame.seq] = (frame.seq, t0, pgno, before, frame.data, busy0 + frame.busy_us, context)
             else:
                 continue
@@ -126,10 +129,11 @@ class FramePairs:
     def _release(self, limit: int, final: bool) -> Iterator[PageCapture]:
         """The completed pairs no call still out comes before (every one when ``final``); a pair the
         keep rate refuses counts as a capture and in :attr:`thinned`, and is never built."""
+        now = time.monotonic()
         while self._done:
             first = min(self._done)
-            if not final and any(seq < first and self._latest_ts - ts < REORDER_S
-                                 for seq, (ts, *_rest) in self.pending.items()):
+            if not final and any(seq < first and self._latest_ts - ts < REORDER_S and now - arrived < REORDER_S
+                                 for seq, (ts, *_rest, arrived) in self.pending.items()):
                 return
             args = self._done.pop(first)
             if self.captures >= limit:

@@ -36,6 +36,7 @@ from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.stop_cost import refuse_many_threads
 from tdescope.app.system.critical import refuse_critical
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
+from tdescope.app.slots import SLOTS
 
 __all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
            "refuse_critical_target", "refuse_unused_target", "stop_budget"]
@@ -48,7 +49,7 @@ POLL_S = 0.02
 CLOSE_S = 0.2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class CaptureSummary:
     """How a window ended. ``arming_stop_s``: how long the target was stopped while
     gdb attached and armed (before the first resume), the longer of gdb's clock and

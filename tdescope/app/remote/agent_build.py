@@ -27,12 +27,14 @@ CARRIED = ("tdescope", "elftools", "pygdbmi")
 #: What must never be in the agent: the host has no Qt, no numpy, no database drivers, no plugins.
 FORBIDDEN = ("PySide6", "shiboken6", "numpy", "pyqtgraph", "psycopg", "pymysql", "capstone", "tdescope.plugins",
              "tdescope.ui")
-#: Package data the agent needs at run time (copied to its spool, where libbpf can open them).
-DATA = ("tdescope/app/probe/ebpf/capture.bpf.o", "tdescope/app/waits/ebpf/waits.bpf.o")
-#: The zipapp's entry: an old python3 is one line (the carried app/ modules use 3.10's dataclass slots).
+#: Package data the agent needs at run time (copied to its spool, where libbpf and gdb can open them).
+DATA = ("tdescope/app/probe/ebpf/capture.bpf.o", "tdescope/app/waits/ebpf/waits.bpf.o",
+        "tdescope/app/gdb/_probe_helper.py")  # run by gdb's own Python, next to app/probe/frames.py
+#: The zipapp's entry: an old python3 is one line (what it carries is checked for 3.9 by
+#: tests/test_agent_python39.py; pyelftools 0.33 would need 3.10, so pyproject keeps it below).
 MAIN = """import os, sys
-if sys.version_info < (3, 10):
-    sys.stderr.write("tdescope agent: needs python3 3.10 or newer, this host has %d.%d\\n" % sys.version_info[:2])
+if sys.version_info < (3, 9):
+    sys.stderr.write("tdescope agent: needs python3 3.9 or newer, this host has %d.%d\\n" % sys.version_info[:2])
     sys.exit(3)
 from tdescope.app.remote.agent_main import main
 sys.stdout.flush()

@@ -3,8 +3,10 @@
 It reads :mod:`~tdescope.app.remote.protocol` requests on stdin and answers on
 stdout, nothing else: it never runs a command it was sent (a request names a
 closed set of things to do), writes only to a 0700 spool directory it removes,
-and exits when stdin closes (a dropped connection): its window is cancelled,
-and the kernel takes out what is left of the eBPF probe as the process's file
+and exits when stdin closes (a dropped connection), or when a workbench that
+sends heartbeats (``PING``) has said nothing for ``SILENCE_S`` (frozen, or cut
+off by a link TCP has not given up on yet): its window is cancelled, and the
+kernel takes out what is left of the eBPF probe as the process's file
 descriptors close. Stderr carries one-line diagnostics.
 
 A garbled stream (wrong magic, unknown kind, oversized frame) is refused in one
@@ -20,31 +22,24 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
-from importlib import resources
 
 from tdescope import __version__
 from tdescope.app.errors import UserError
-from tdescope.app.probe.ebpf import program as ebpf_program
-from tdescope.app.gdb.allowlist import HELPER_PATH
+from tdescope.app.gdb import allowlist
 from tdescope.app.probe.ebpf.backend import DEFAULT_RING_MB, EbpfBackend
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.window import CaptureSummary, CaptureWindow
 from tdescope.app.remote import wire
+from tdescope.app.remote.agent_stream import SILENCE_S, Out, Silence
+from tdescope.app.remote.carried import carry_into
 from tdescope.app.remote.host_reads import follower_pids, list_processes, process_rows, read_function
 from tdescope.app.hotspots.perf_record import HotspotSampler
-from tdescope.app.waits.ebpf import tracer as waits_tracer
 from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
 from tdescope.app.waits.os_sampler import OsWaitSampler
-from tdescope.app.remote.protocol import (PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, encode, pack_fields,
-                                          read_frame)
+from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, read_frame
 
 __all__ = ["Agent", "main"]
 
-#: How long captures may wait in the agent before they are sent and flushed.
-FLUSH_S = 0.02
-#: A batch of captures leaves at this many captures, or this many page bytes.
-BATCH_MAX, BATCH_BYTES = 128, 1 << 20
 #: How long the agent gives its window to disarm once stdin closed, before it exits anyway.
 EXIT_GRACE_S = 1.5
 
@@ -54,77 +49,17 @@ def _tools() -> dict:
     return {"libbpf": ctypes.util.find_library("bpf"), "gdb": shutil.which("gdb"), "perf": shutil.which("perf")}
 
 
-class _Out:
-    """stdout, shared by the request loop and the window's thread.
-
-    Captures go out in batches (one ``CAPTURES`` frame per :data:`BATCH_MAX` captures or
-    :data:`FLUSH_S`, whichever comes first); any other frame first sends the batch, so order holds."""
-
-    def __init__(self, stream) -> None:
-        self._stream = stream
-        self._lock = threading.Lock()
-        self._dirty = False
-        self._batch: list = []
-        self._batch_bytes = 0
-        self.closed = False
-        threading.Thread(target=self._flusher, name="flush", daemon=True).start()
-
-    def capture(self, capture) -> None:
-        with self._lock:
-            if self._batch and wire.batch_key(self._batch[0]) != wire.batch_key(capture):
-                self._send_batch()
-            self._batch.append(capture)
-            self._batch_bytes += len(capture.before) + len(capture.after)
-            if len(self._batch) >= BATCH_MAX or self._batch_bytes >= BATCH_BYTES:
-                self._send_batch()
-
-    def send(self, kind: Kind, header: dict | None = None, payload: bytes = b"") -> None:
-        if not payload and header:  # a perf window, a process list: may outgrow an inline header
-            header, payload = pack_fields(header)
-        with self._lock:
-            self._send_batch()
-            self._write(kind, header, payload, flush=True)
-
-    def _send_batch(self) -> None:  # the lock held
-        if self._batch:
-            head, payload = wire.captures_frame(self._batch)
-            self._batch, self._batch_bytes = [], 0
-            self._write(Kind.CAPTURES, head, payload, flush=False)
-
-    def _write(self, kind: Kind, header, payload: bytes, flush: bool) -> None:  # the lock held
-        if self.closed:
-            return
-        try:
-            self._stream.write(encode(kind, header, payload))
-            if flush:
-                self._stream.flush()
-            self._dirty = not flush
-        except (BrokenPipeError, OSError, ValueError):
-            self.closed = True  # the workbench is gone; stdin's end says so too
-
-    def _flusher(self) -> None:
-        while not self.closed:
-            time.sleep(FLUSH_S)
-            with self._lock:
-                self._send_batch()
-                if self._dirty and not self.closed:
-                    try:
-                        self._stream.flush()
-                    except (BrokenPipeError, OSError, ValueError):
-                        self.closed = True
-                    self._dirty = False
-
-
 class Agent:
     """One agent session: the request loop's state (the spool, the window running, if any)."""
 
-    def __init__(self, out: _Out, spool: str) -> None:
+    def __init__(self, out: Out, spool: str, silence: Silence | None = None) -> None:
         self._out = out
         self._spool = spool
+        self._silence = silence or Silence(lambda: None)
         self._hello = False
         self._window: CaptureWindow | None = None
         self._thread: threading.Thread | None = None
-        self._waits: _Waits | None = None
+        self._waits: dict = {}  #: source ("proc", "ebpf") -> its running sampler: both may run at once
         self._hotspots: HotspotSampler | None = None
 
     # -- requests ----------------------------------------------------------------
@@ -136,6 +71,9 @@ class Agent:
             return self._hello_(header)
         if not self._hello:
             return self._refuse(kind, "say hello first")
+        if kind is Kind.PING:
+            self._silence.arm()
+            return True
         if kind is Kind.BYE:
             self.shutdown("bye")
             self._out.send(Kind.GOODBYE)
@@ -153,17 +91,14 @@ class Agent:
                     return self._refuse(kind, "no capture window is armed")
                 window.cancel(str(header.get("reason") or "cancelled"))
             elif kind is Kind.WAITS_START:
-                if self._waits is not None:
-                    raise UserError("OS waits are already being sampled: stop them first")
-                if header.get("source", "proc") == "ebpf":
-                    self._waits = _ExactWaits(self._out, int(header["pid"]), float(header.get("interval_s", 1.0)))
-                else:
-                    self._waits = _Waits(self._out, int(header["pid"]), float(header.get("hz", 20)))
+                self._start_waits(header)
             elif kind is Kind.WAITS_STOP:
-                if self._waits is None:
+                source = header.get("source")  # None: every wait sampler running
+                stopping = [s for s in self._waits if source in (None, s)]
+                if not stopping:
                     return self._refuse(kind, "no OS wait sampling is running")
-                self._waits.stop()
-                self._waits = None
+                for s in stopping:
+                    self._waits.pop(s).stop()
             elif kind is Kind.HOTSPOTS_START:
                 self._start_hotspots(header)
             elif kind is Kind.HOTSPOTS_STOP:
@@ -217,6 +152,18 @@ class Agent:
         self._thread = threading.Thread(target=self._run, args=(window,), name="window", daemon=True)
         self._thread.start()
 
+    def _start_waits(self, header: dict) -> None:
+        source = str(header.get("source", "proc"))
+        if source not in ("proc", "ebpf"):
+            raise UserError(f"no OS wait source {source!r} (proc or ebpf)")
+        if source in self._waits:
+            raise UserError("OS waits are already being sampled: stop them first")
+        pid = int(header["pid"])
+        if source == "ebpf":
+            self._waits[source] = _ExactWaits(self._out, pid, float(header.get("interval_s", 1.0)))
+        else:
+            self._waits[source] = _Waits(self._out, pid, float(header.get("hz", 20)))
+
     def _start_hotspots(self, header: dict) -> None:
         if self._hotspots is not None:
             raise UserError("hotspots are already being sampled: stop them first")
@@ -244,8 +191,8 @@ class Agent:
 
     def shutdown(self, reason: str) -> None:
         """Stop the wait sampler, cancel the window, if any, and wait (bounded) for its probe to come out."""
-        if self._waits is not None:
-            self._waits.stop()
+        for sampler in list(self._waits.values()):
+            sampler.stop()
         if self._hotspots is not None:
             self._hotspots.stop()
         window, thread = self._window, self._thread
@@ -257,15 +204,15 @@ class Agent:
 
 def _backend(name: str, options: dict):
     """The probe backend a request names, from a closed set, with its numeric options only: eBPF
-    (ring size, sampling, byte cap), or gdb (the watchdog) where gdb's helper is a file it can load
-    (the agent run from the installed package, as the workbench's local worker). A gdb path is never
-    taken from a request: the agent runs the host's ``gdb``."""
+    (ring size, sampling, byte cap), or gdb (the watchdog), read-only as everywhere, sourcing the helper
+    the agent carried into its spool. A gdb path is never taken from a request: the agent runs the
+    host's ``gdb``."""
     if name == "ebpf":
         return EbpfBackend(float(options.get("ring_mb", DEFAULT_RING_MB)), int(options.get("sample_every", 1)),
                            float(options.get("max_bytes_per_s", 0.0)))
     if name == "gdb":
-        if not os.path.isfile(HELPER_PATH):
-            raise UserError("this agent is a zipapp: it probes with eBPF only (gdb's helper is no file here)")
+        if not os.path.isfile(allowlist.helper_path()):
+            raise UserError("gdb's probe helper is not in the agent's spool: the agent cannot probe with gdb")
         return GdbBackend(None, float(options.get("watchdog_s", 0.25)))
     raise UserError(f"no probe backend {name!r} (ebpf or gdb)")
 
@@ -273,7 +220,7 @@ def _backend(name: str, options: dict):
 class _Waits:
     """OS waits sampled from /proc (:class:`OsWaitSampler`), one ``WAITS`` frame per tick."""
 
-    def __init__(self, out: _Out, pid: int, hz: float) -> None:
+    def __init__(self, out: Out, pid: int, hz: float) -> None:
         if not 0.1 <= hz <= 200:
             raise UserError(f"wait sampling rate must be between 0.1 and 200 Hz, not {hz}")
         if not os.path.exists(f"/proc/{pid}"):
@@ -309,33 +256,17 @@ class _Waits:
 class _ExactWaits:
     """Exact waits from the eBPF wait tracer: ``WAIT_TOTALS`` each interval, ``WAIT_SPANS`` as they come."""
 
-    def __init__(self, out: _Out, pid: int, interval_s: float) -> None:
+    def __init__(self, out: Out, pid: int, interval_s: float) -> None:
         if not 0.1 <= interval_s <= 60:
             raise UserError(f"wait interval must be between 0.1 and 60 s, not {interval_s}")
         self._tracer = EbpfWaitTracer(pid, interval_s,
                                       on_totals=lambda t: out.send(Kind.WAIT_TOTALS, wire.totals_rows(t)),
-                                      on_error=lambda m: out.send(Kind.NOTICE, {"source": "waits", "message": m}),
+                                      on_error=lambda m: out.send(Kind.NOTICE, {"source": "exact", "message": m}),
                                       on_spans=lambda s: out.send(Kind.WAIT_SPANS, wire.spans_rows(s)))
         self._tracer.start()
 
     def stop(self) -> None:
         self._tracer.stop()
-
-
-def _carry_objects(spool: str) -> None:
-    """Copy the BPF objects this zipapp carries into the spool, where libbpf can open them."""
-    src = resources.files("tdescope.app.probe.ebpf") / "capture.bpf.o"
-    if not os.path.exists(str(src)):  # inside a zipapp: data, not a file
-        dest = os.path.join(spool, "capture.bpf.o")
-        with open(dest, "wb") as fh:
-            fh.write(src.read_bytes())
-        ebpf_program.OBJECT_OVERRIDE = dest
-    src = resources.files("tdescope.app.waits.ebpf") / "waits.bpf.o"
-    if not os.path.exists(str(src)):
-        dest = os.path.join(spool, "waits.bpf.o")
-        with open(dest, "wb") as fh:
-            fh.write(src.read_bytes())
-        waits_tracer.OBJECT_OVERRIDE = dest
 
 
 def main() -> int:
@@ -346,11 +277,20 @@ def main() -> int:
     tempfile.tempdir = spool  # perf's windows and any other temporary file: inside the spool
     if os.path.isfile(sys.path[0]):  # a zipapp: helpers it starts (the reaper) find tdescope in it
         os.environ["PYTHONPATH"] = sys.path[0]
-    out = _Out(stdout)
-    agent = Agent(out, spool)
+    out = Out(stdout)
+
+    def silenced() -> None:  # the main thread may be stuck in a read, the window's in a write: end from here
+        print(f"tdescope agent: the workbench said nothing for {SILENCE_S:g} s: disarming and exiting", file=sys.stderr)
+        out.closed = True  # nothing more goes out (a write blocked on a reader that stopped keeps its lock)
+        agent.shutdown("the workbench stopped talking")
+        shutil.rmtree(spool, ignore_errors=True)
+        os._exit(4)
+
+    silence = Silence(silenced)
+    agent = Agent(out, spool, silence)
     code = 0
     try:
-        _carry_objects(spool)
+        carry_into(spool)
         while True:
             try:
                 frame = read_frame(stdin)
@@ -361,6 +301,7 @@ def main() -> int:
                 break
             if frame is None:  # the workbench closed the pipe (or the connection dropped)
                 break
+            silence.heard()
             if not agent.handle(*frame):
                 break
     except KeyboardInterrupt:

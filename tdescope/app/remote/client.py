@@ -35,6 +35,9 @@ __all__ = ["AgentClient", "AgentWindow", "backend_request", "local_argv"]
 
 #: How long a reply may take before the agent counts as lost.
 REPLY_S = 15.0
+#: How often the client tells the agent it is still there (``PING``); the agent leaves after
+#: ``agent_main.SILENCE_S`` without a frame.
+HEARTBEAT_S = 3.0
 #: Frames that belong to the running window, not to a request's reply.
 _WINDOW_KINDS = (Kind.CAPTURES, Kind.STATE, Kind.SUMMARY)
 
@@ -88,6 +91,8 @@ class AgentClient:
         self._stderr_done = threading.Event()
         self._asking = threading.Lock()  #: one process-table question at a time (a reply is matched by order)
         self._gone = threading.Event()  #: set once the agent's stdout ended and :attr:`lost` says why
+        self._closing = threading.Event()
+        self._beating: threading.Thread | None = None
         threading.Thread(target=self._read_stderr, name="agent-stderr", daemon=True).start()
         threading.Thread(target=self._read, name="agent-reader", daemon=True).start()
 
@@ -181,7 +186,21 @@ class AgentClient:
         if self.welcome.get("version") != PROTOCOL_VERSION:
             raise UserError(f"agent protocol mismatch: the agent speaks version {self.welcome.get('version')}, "
                             f"the workbench {PROTOCOL_VERSION}")
+        if self._beating is None:
+            self._beating = threading.Thread(target=self._heartbeat, name="agent-heartbeat", daemon=True)
+            self._beating.start()
         return self.welcome
+
+    def _heartbeat(self) -> None:
+        """``PING`` every :data:`HEARTBEAT_S` until the agent is gone or told bye: an agent that hears nothing
+        for longer disarms and exits (a workbench frozen or cut off by a link TCP has not given up on yet)."""
+        while not self._closing.is_set():
+            try:
+                self.send(Kind.PING)  # the first at once: from it on, the agent counts the silence
+            except UserError:
+                return
+            if self._gone.wait(HEARTBEAT_S):
+                return
 
     def targets(self, critical: tuple | None = None, symbols: Sequence[str] = (),
                 library: str | None = None) -> list[dict]:
@@ -222,11 +241,17 @@ class AgentClient:
         except UserError:
             self._hooks.pop("spans", None)
             raise
-        self._hooks["waits"] = self._hooks["exact"]  # its one-line errors are the waits' notices
 
     def stop_waits(self) -> None:
-        """Stop the wait sampler (its last tick is delivered first)."""
+        """Stop every wait sampler running, /proc and eBPF (their last ticks are delivered first)."""
         self._stop("waits", Kind.WAITS_STOP)
+        for source in ("exact", "spans"):
+            self._hooks.pop(source, None)
+
+    def stop_exact_waits(self) -> None:
+        """Stop the eBPF wait tracer only (a /proc sampler started with :meth:`start_waits` goes on)."""
+        self.send(Kind.WAITS_STOP, {"source": "ebpf"})
+        self._check_accepted(Kind.WAITS_STOP)
         for source in ("exact", "spans"):
             self._hooks.pop(source, None)
 
@@ -286,6 +311,7 @@ class AgentClient:
 
     def close(self, timeout: float = 3.0) -> int | None:
         """Say bye, close the pipe and reap the agent (killed when it does not go); its exit code."""
+        self._closing.set()
         try:
             self.send(Kind.BYE)
         except UserError:

@@ -44,10 +44,11 @@ class Kind(enum.IntEnum):
     HOTSPOTS_START = 5  #: ``pid``, ``frequency``, ``window_s``, ``callgraph``: perf on the host
     HOTSPOTS_STOP = 6
     WAITS_START = 7  #: ``pid``, ``source`` (``proc``: ``hz``; ``ebpf``: ``interval_s``): OS waits on the host
-    WAITS_STOP = 8
+    WAITS_STOP = 8  #: optional ``source`` (``proc`` or ``ebpf``): that sampler only; without: every one running
     READ_FUNCTION = 9  #: ``path`` (an ELF file on the host), ``symbol``
     BYE = 10
     PROCESSES = 11  #: ``pids``: a list (at most 4096), or null for every process: the host's process table
+    PING = 32  #: the workbench is still there (no reply); from the first, the agent leaves after a silence
 
     WELCOME = 64  #: ``version``, ``python``, ``tools`` (what the host has), ``euid``, ``pid``, ``spool``
     TARGETS = 65  #: ``processes``: list of ``{pid, comm, cmdline, critical, maps}``
@@ -58,7 +59,7 @@ class Kind(enum.IntEnum):
     REFUSED = 70  #: ``message``: one line; ``request``: the kind refused (None: unreadable)
     GOODBYE = 71
     WAITS = 72  #: one tick of OS wait samples: ``rows`` of ``[ts, pid, tid, source, wait_class, event, detail]``
-    NOTICE = 73  #: ``source`` (``"waits"``, ``"hotspots"``), ``message``: one line from a running sampler
+    NOTICE = 73  #: ``source`` (``"waits"``, ``"exact"``, ``"hotspots"``), ``message``: one line from a running sampler
     HOTSPOTS = 74  #: one perf window: a :class:`~tdescope.app.events.HotspotWindow`'s fields
     WAIT_TOTALS = 75  #: exact waits (eBPF), cumulative: ``rows`` of ``[nr, flags, size, count, total_ns, max_ns, lat]``
     WAIT_SPANS = 76  #: sampled long calls (eBPF): ``rows`` of ``[start, duration_s, tid, nr, flags, size]``

@@ -20,11 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tdescope.app.errors import UserError
+from tdescope.app.slots import SLOTS
 
 __all__ = ["CriticalProcess", "ProcessTitle", "critical_role", "process_title", "refuse_critical"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class CriticalProcess:
     """One rule: a regular expression over a process's title, and what a match means.
 
@@ -66,7 +67,7 @@ class CriticalProcess:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ProcessTitle:
     """What the kernel says a process is: its command line (as ``ps`` shows it) and its ``comm``."""
 

@@ -32,6 +32,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from tdescope.app.errors import UserError
+from tdescope.app.slots import SLOTS
 from tdescope.app.system.procmaps import Mapping, executable_mappings, read_maps
 
 __all__ = [
@@ -50,7 +51,7 @@ _RELA = struct.Struct("<QQq")  # Elf64_Rela: offset, info, addend
 _STT_OBJECT, _STT_FUNC, _STT_GNU_IFUNC = 1, 2, 10
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class LoadSegment:
     """One PT_LOAD program header: file bytes ``[offset, offset+filesz)`` at ``vaddr``."""
 
@@ -60,7 +61,7 @@ class LoadSegment:
     memsz: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ResolvedSymbol:
     """A function found in a process: its runtime address and where it came from."""
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tdescope.app.slots import SLOTS
+
 __all__ = ["Mapping", "parse_maps", "read_maps", "executable_mappings"]
 
 _DELETED = " (deleted)"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Mapping:
     """One line of ``/proc/PID/maps``.
 

@@ -22,6 +22,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from tdescope.app.slots import SLOTS
+
 __all__ = ["StopFigures", "ThreadStops", "stopped_threads", "thread_ids"]
 
 #: Seconds between two sweeps over the target's threads.
@@ -60,7 +62,7 @@ def stopped_threads(pid: int) -> list[int]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class StopFigures:
     """What the threads of one process felt while watched.
 

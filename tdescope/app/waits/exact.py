@@ -20,10 +20,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tdescope.app.events import WaitFigure, WaitFigures, WaitSample, WaitSpan, WaitSpans
+from tdescope.app.slots import SLOTS
 from tdescope.app.waits.os_sampler import classify
 from tdescope.app.waits.syscalls import syscall_name
 
-__all__ = ["LAT_BUCKETS", "NR_BLOCKED", "NR_CPU_QUEUE", "SIZE_LOG2", "SizedKey", "Span", "SyscallAgg", "WaitTotals",
+__all__ = ["FiguresSince", "LAT_BUCKETS", "NR_BLOCKED", "NR_CPU_QUEUE", "SIZE_LOG2", "SizedKey", "Span", "SyscallAgg", "WaitTotals",
            "avg_us", "bytes_p50", "bytes_top", "figures", "figures_from_samples", "format_sizes", "merge",
            "percentile_ns", "record", "spans_event"]
 
@@ -41,7 +42,7 @@ _BY_FD = frozenset("read write readv writev".split())
 SIZED_CLASSES = ("Memory operation", "File I/O", "Network")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class SizedKey:
     """What the kernel aggregates by: the syscall, its ``MAP_*``/``MADV_*`` flags, its size."""
 
@@ -58,7 +59,7 @@ class SizedKey:
         return self.size
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Span:
     """One sampled call (or off-CPU interval) of thread ``tid``: wall-clock ``start`` and ``duration_s``."""
 
@@ -68,7 +69,7 @@ class Span:
     key: SizedKey
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class SyscallAgg:
     """Calls of one :class:`SizedKey`: count, total and longest ns, log2 latency buckets."""
 
@@ -85,7 +86,7 @@ class SyscallAgg:
                           tuple(a - b for a, b in zip(self.lat, older.lat)))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class WaitTotals:
     """One read of the tracer's maps: cumulative since it attached.
 
@@ -246,3 +247,19 @@ def spans_event(pid: int, spans: Iterable[Span], ts: float) -> WaitSpans:
         cls, name = _name_class(sp.key.nr, sp.key.flags)
         out.append(WaitSpan(sp.start, sp.duration_s, sp.tid, cls, name, sp.key.bytes))
     return WaitSpans(ts, pid, tuple(out))
+
+
+class FiguresSince:
+    """The tracer's cumulative :class:`WaitTotals` in, one :class:`WaitFigures` event per interval out (what
+    changed since the last totals) to ``sink``: the workbench's own tracer and the agent's on a host alike."""
+
+    def __init__(self, pid: int, sink) -> None:
+        self.pid = pid
+        self._sink = sink
+        self._last: WaitTotals | None = None
+
+    def __call__(self, totals: WaitTotals) -> None:
+        last, self._last = self._last, totals
+        since = totals if last is None else totals.minus(last)
+        interval = totals.ts - last.ts if last is not None else 1.0
+        self._sink(WaitFigures(totals.ts, self.pid, round(interval, 3), tuple(figures(since)), since.no_room))

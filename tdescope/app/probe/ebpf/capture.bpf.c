@@ -70,8 +70,9 @@ enum stat {
     S_NSTATS,
 };
 
-/* Shared by all CPUs: the sequence, the sampling count and the byte-rate second. */
-enum shared { G_SEQ, G_MATCHED, G_RATE_START, G_RATE_BYTES, G_IN_RING, G_NSHARED };
+/* Shared by all CPUs: the sequence, the sampling count, the byte-rate second, the pages put in the
+ * ring, and the ring bytes promised to the return records of calls in flight (see room_for). */
+enum shared { G_SEQ, G_MATCHED, G_RATE_START, G_RATE_BYTES, G_IN_RING, G_PROMISED, G_NSHARED };
 
 enum rec_kind { REC_BEFORE = 0, REC_AFTER = 1 };
 #define REC_READ_ERROR 1
@@ -82,7 +83,7 @@ struct record {
     __u64 seq;
     __u64 ts_ns;
     __s64 pgno;
-    __s64 context;   /* what the call belongs to (a relation's OID, a cipher context's address); -1: none */
+    __s64 context;   /* what the call belongs to (a relation's OID or file node, a cipher's block counter); -1: none */
     __u64 cost_ns;   /* this probe's time so far, this record's copy included */
     __u32 tid;
     __u32 len;       /* bytes of buffer that follow */
@@ -95,7 +96,7 @@ struct inflight {
     __s64 pgno;
     __s64 context;
     __u32 len;
-    __u32 pad;
+    __u32 promised;  /* ring bytes kept for this call's return record (given back when it is written) */
 };
 
 struct {
@@ -245,6 +246,40 @@ static __always_inline int emit_sz(const __u32 SZ, __u32 kind, __u64 seq, __s64 
     return 1;
 }
 
+/* The ring bytes one record of `total` buffer bytes takes: the ring's 8-byte header, the record,
+ * the buffer's class (what emit reserves), rounded up to 8. */
+static __always_inline __u64 ring_bytes_of(__u32 total)
+{
+    __u64 cls = total <= 1024 ? 1024 : total <= 4096 ? 4096 : total <= 8192 ? 8192 : total <= 16384 ? 16384
+              : total <= 32768 ? 32768 : MAX_BUFFER;
+    return (8 + sizeof(struct record) + cls + 7) & ~7ULL;
+}
+
+/* Room for an entry record now and its return record later. A call's entry goes into the ring only
+ * when the ring also holds room for the return records of every call still in flight, this one's
+ * included: an entry whose return record then finds the ring full would never pair, and the workbench,
+ * which hands pages over in call order, would hold every later page back behind it. On success the
+ * return's bytes stay promised (G_PROMISED) until on_return has written its record. */
+static __always_inline int room_for(__u64 entry_bytes, __u64 return_bytes)
+{
+    __u64 *promised = global(G_PROMISED);
+    if (!promised)
+        return 0;
+    __u64 owed = __sync_fetch_and_add(promised, return_bytes) + return_bytes;
+    __u64 used = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+    if (used + owed + entry_bytes <= bpf_ringbuf_query(&events, BPF_RB_RING_SIZE))
+        return 1;
+    __sync_fetch_and_add(promised, -return_bytes);
+    return 0;
+}
+
+static __always_inline void give_back(__u64 bytes)
+{
+    __u64 *promised = global(G_PROMISED);
+    if (promised && bytes)
+        __sync_fetch_and_add(promised, -bytes);
+}
+
 /* Copy `total` bytes at `src` into the ring as one record of the smallest class that holds them. */
 static __always_inline int emit(__u32 kind, __u64 seq, __s64 pgno, __s64 context, __u64 src, __u32 total, __u64 t0)
 {
@@ -320,17 +355,31 @@ int on_entry(struct pt_regs *ctx)
         outcome = S_OVER_LIMIT;
         goto out;
     }
+    __u64 id = bpf_get_current_pid_tgid();
+    __u64 after_out = 0, owed = 0;
+    if (!cfg->entry_only) {
+        struct inflight *earlier = bpf_map_lookup_elem(&calls, &id);
+        if (earlier) {  /* a call on this thread that never returned (nested, or unwound past): its room goes */
+            give_back(earlier->promised);
+            bpf_map_delete_elem(&calls, &id);
+        }
+        if (arg(&g, &cfg->after, &after_out))
+            owed = ring_bytes_of((__u32)len);
+    }
+    if (!room_for(ring_bytes_of((__u32)len), owed))
+        goto out;  /* no room for this entry and its return: lost */
     __u64 seq = __sync_fetch_and_add(seqp, 1) + 1;
-    if (!emit(REC_BEFORE, seq, pgno, context, src, (__u32)len, t0))
+    if (!emit(REC_BEFORE, seq, pgno, context, src, (__u32)len, t0)) {
+        give_back(owed);
         goto out;  /* the ring is full: lost */
+    }
     __sync_fetch_and_add(in_ring, 1);
     outcome = S_EMITTED;
-    if (!cfg->entry_only) {
-        struct inflight call = {.seq = seq, .pgno = pgno, .context = context, .len = (__u32)len};
-        if (arg(&g, &cfg->after, &call.out)) {
-            __u64 id = bpf_get_current_pid_tgid();
-            bpf_map_update_elem(&calls, &id, &call, BPF_ANY);
-        }
+    if (owed) {
+        struct inflight call = {.seq = seq, .out = after_out, .pgno = pgno, .context = context, .len = (__u32)len,
+                                .promised = (__u32)owed};
+        if (bpf_map_update_elem(&calls, &id, &call, BPF_ANY))
+            give_back(owed);
     }
 out:
     bump(outcome, 1);
@@ -348,8 +397,10 @@ int on_return(struct pt_regs *ctx)
     if (call) {
         struct inflight c = *call;
         bpf_map_delete_elem(&calls, &id);
+        /* written while its room is still promised, then the room is given back */
         if (!emit(REC_AFTER, c.seq, c.pgno, c.context, c.out, c.len, t0))
             bump(S_LOST_RETURN, 1);
+        give_back(c.promised);
     }
     bump(S_PROG_NS, bpf_ktime_get_ns() - t0);
     return 0;
