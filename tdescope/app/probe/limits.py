@@ -14,13 +14,17 @@ from tdescope.app.errors import UserError
 from tdescope.app.probe.keep_rate import KEEP_PER_S
 from tdescope.app.slots import SLOTS
 
-__all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "stop_budget"]
+__all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "MAX_CAPTURES", "CaptureLimits", "stop_budget"]
 
 #: The default stop budget: the share of wall time a target may spend stopped in probes.
 BUSY_FRACTION = 0.01
 #: Stop budget for a lab process the workbench started itself: nobody else's work
 #: waits on it, so a class sees captures stream instead of arriving in bursts.
 LAB_STOP_BUDGET = {"max_busy_fraction": 0.5, "max_burst_s": 0.5, "accept_stop": True}
+
+#: The most pages one window may capture.
+MAX_CAPTURES = 100_000
+
 
 @dataclass(frozen=True, **SLOTS)
 class CaptureLimits:
@@ -74,8 +78,8 @@ class CaptureLimits:
     accept_stop: bool = False
 
     def __post_init__(self) -> None:
-        if not 1 <= self.max_captures <= 100_000:
-            raise UserError(f"capture count must be between 1 and 100000, not {self.max_captures}")
+        if not 1 <= self.max_captures <= MAX_CAPTURES:
+            raise UserError(f"capture count must be between 1 and {MAX_CAPTURES}, not {self.max_captures}")
         if not 0 < self.max_seconds <= 3600:
             raise UserError(f"capture window must be between 0 and 3600 seconds, not {self.max_seconds}")
         if not 0 < self.max_busy_fraction <= 1:

@@ -30,7 +30,8 @@ from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.joining import CHUNKS_PER_MESSAGE, MessageJoin, joins
 from tdescope.app.probe.keep_rate import KeepRate
-from tdescope.app.probe.limits import BUSY_FRACTION, KEEP_PER_S, LAB_STOP_BUDGET, CaptureLimits, stop_budget
+from tdescope.app.probe.limits import (BUSY_FRACTION, KEEP_PER_S, LAB_STOP_BUDGET, MAX_CAPTURES, CaptureLimits,
+                                       stop_budget)
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.stop_cost import refuse_many_threads
@@ -162,7 +163,7 @@ class CaptureWindow:
         self._join = (MessageJoin(on_capture, limits.first_seq, limits.max_captures) if joins(recipe.context_kind)
                       else None)
         self._on_capture = self._join.add if self._join else on_capture
-        self._chunk_limit = limits.max_captures * (CHUNKS_PER_MESSAGE if self._join else 1)
+        self._chunk_limit = min(limits.max_captures * (CHUNKS_PER_MESSAGE if self._join else 1), MAX_CAPTURES)
         self._on_state = on_state or (lambda _s: None)
         self._backend = backend or GdbBackend(gdb_path, limits.watchdog_s)
         self._allow_critical = allow_critical
