@@ -54,4 +54,4 @@ def test_observing_a_bad_host_or_a_missing_process_is_one_line(sshd):
     assert_one_line_error(run_tdescope("top", "--ssh", "nosudo", "--ssh-config", str(sshd.config), "--pid", "1",
                                        "--seconds", "1"), "sudo on nosudo needs a password")
     assert_one_line_error(run_tdescope("waits", *_ssh(sshd), "--pid", "4194304", "--seconds", "1", "--os-waits",
-                                       "ebpf"), "no process 4194304")
+                                       "ebpf"), "pid 4194304 is gone on ")

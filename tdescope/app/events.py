@@ -96,7 +96,7 @@ class ContextKind(str, Enum):
     chunk, so the calls up to the next 0 are one message's chunks (:mod:`~tdescope.app.probe.joining`)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class CaptureContext:
     """What a capture's call belonged to: :attr:`kind` says what the number :attr:`value` is."""
 

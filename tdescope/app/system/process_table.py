@@ -13,10 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from tdescope.app.slots import SLOTS
+
 __all__ = ["LOCAL", "LocalProcesses", "ProcRow", "ProcessTable", "read_proc"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ProcRow:
     """One process: its id, its parent's and its title (``/proc/PID/cmdline`` as ``ps args`` shows it)."""
 

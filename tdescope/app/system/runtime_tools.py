@@ -16,11 +16,12 @@ import shutil
 from dataclasses import dataclass
 
 from tdescope.app.errors import UserError
+from tdescope.app.slots import SLOTS
 
 __all__ = ["GDB", "LIBBPF", "PERF", "XVFB", "Tool", "apt_family", "install_line", "os_release"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Tool:
     """One system tool: a command on PATH or a shared library, and the Debian package that brings it."""
 
