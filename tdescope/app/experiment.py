@@ -61,6 +61,9 @@ class Experiment:
         ending in one :class:`~tdescope.app.events.ABResult`.
     warmup : int
         Untimed rounds before the timed ones.
+    host : HostSession, optional
+        The target is a process on an ssh host: the capture window runs in the agent there
+        (:meth:`~tdescope.app.remote.host_session.HostSession.window`), not in a local worker.
     """
 
     def __init__(
@@ -79,10 +82,12 @@ class Experiment:
         isolated: bool = False,
         rounds: int = 0,
         warmup: int = 1,
+        host=None,
     ) -> None:
         self.session = session
         self.backend = backend
         self.isolated = isolated
+        self.host = host
         self.workload = workload
         self.params = dict(params)
         # a length the probed call does not pass comes from the server (its block size), not a constant
@@ -152,9 +157,13 @@ class Experiment:
                 # PostgreSQL 18's I/O workers, where page reads decrypt (the isolated window probes the target only)
                 more = {} if self.isolated or not has_ability(self.session, Ability.FOLLOW_PROCESSES) \
                     else {"followers": self.session.probe_followers(self.pid, self.recipe)}
-                self.window = window_class(self.pid, self.recipe, self.limits, self.engine, on_capture=self.sink,
-                                            on_state=self.sink, allow_critical=self.allow_critical,
-                                            backend=self.backend, **more)
+                if self.host is not None:
+                    self.window = self.host.window(self.pid, self.recipe, self.limits, self.engine, self.sink,
+                                                   self.sink, allow_critical=self.allow_critical)
+                else:
+                    self.window = window_class(self.pid, self.recipe, self.limits, self.engine, on_capture=self.sink,
+                                               on_state=self.sink, allow_critical=self.allow_critical,
+                                               backend=self.backend, **more)
                 self._window_thread = threading.Thread(target=self._run_window, name="capture-window", daemon=True)
                 self._window_thread.start()
                 # the workload starts once breakpoints sit in the target (or the window failed)

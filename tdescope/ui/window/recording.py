@@ -23,6 +23,7 @@ from tdescope.app.engines.api import Engine, EngineSession, Inventory, PageDecod
 from tdescope.app.errors import UserError
 from tdescope.app.session.file import SessionRecorder
 from tdescope.app.session.live import LiveSession
+from tdescope.app.remote.host_session import host_label
 from tdescope.app.session.meta import SessionMeta, decoder_catalog, keeps_plaintext
 from tdescope.app.session.notes import NoteStore
 from tdescope.ui.event_pump import EventPump
@@ -110,6 +111,8 @@ class RecordingController(QObject):
         engine = self.engine
         session = self._session()
         params = {"target_pid": session.server_pid()} if session is not None else {}
+        if host_label(session):  # as `record --ssh` says it: the machine facts are this one's, the target is there
+            params["host"] = host_label(session)
         rows = self._inventory.rows if self._inventory is not None else ()
         return SessionMeta.collect(engine.name, engine.label, inventory=rows, params=params,
                                    decoder=decoder_catalog(self.decoder))

@@ -1,0 +1,90 @@
+"""Hotspots and OS waits of a process on an ssh host: perf and the /proc sampler run in the agent there.
+
+:class:`HostObservation` has the face of :class:`~tdescope.app.observe.sampling.Observation` the
+window uses (``start``, ``stop``, ``set_hotspots``, ``set_waits``, ``exact_problem``), so the
+window's Hotspots and Waits docks fill the same way from a remote target. Each sampler fails alone,
+as one :class:`~tdescope.app.events.Problem`; a lost connection is one Problem too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from tdescope.app.errors import UserError
+from tdescope.app.events import Event, Problem
+from tdescope.app.hotspots.perf_record import DEFAULT_HZ
+
+__all__ = ["HostObservation"]
+
+
+class HostObservation:
+    """Watch ``session``'s target through its agent (a :class:`~tdescope.app.remote.host_session.HostSession`)."""
+
+    def __init__(self, session, sink: Callable[[Event], None], *, hotspots: bool = True, waits: bool = True,
+                 frequency: int = DEFAULT_HZ, window_s: float = 1.0) -> None:
+        self.session = session
+        self.pid = session.server_pid()
+        self.sink = sink
+        self.frequency = frequency
+        self.window_s = window_s
+        self._want = {"hotspots": hotspots, "waits": waits}
+        self._on = {"hotspots": False, "waits": False}
+        self._lock = threading.Lock()
+        self._stopped = False
+        #: The agent samples OS waits from /proc only: no exact (eBPF) figures to miss.
+        self.exact_problem = ""
+
+    def start(self) -> HostObservation:
+        """Start the chosen samplers on a worker thread; returns at once."""
+        threading.Thread(target=self._start_all, name="host-observation-start", daemon=True).start()
+        return self
+
+    def _start_all(self) -> None:
+        for which, on in self._want.items():
+            if on:
+                self._set(which, True)
+
+    def set_hotspots(self, on: bool) -> None:
+        """Start or stop perf on the host (a round trip: call off the GUI thread)."""
+        self._set("hotspots", on)
+
+    def set_waits(self, on: bool) -> None:
+        """Start or stop the /proc wait sampler on the host."""
+        self._set("waits", on)
+
+    def stop(self) -> None:
+        """Stop both samplers on the host (nothing to stop when the connection is gone). Idempotent."""
+        with self._lock:
+            self._stopped = True
+        for which in ("hotspots", "waits"):
+            self._set(which, False, force=True)
+
+    def _set(self, which: str, on: bool, force: bool = False) -> None:
+        with self._lock:
+            if (on and self._stopped and not force) or self._on[which] == on:
+                return
+            self._on[which] = on
+            try:
+                with self.session.requests:
+                    self._request(which, on)
+            except UserError as exc:
+                self._on[which] = False
+                if on or self.session.alive():  # stopping on a lost connection: nothing runs there any more
+                    self._problem(which, str(exc))
+
+    def _request(self, which: str, on: bool) -> None:
+        client = self.session.agent.client
+        if which == "hotspots" and on:
+            client.start_hotspots(self.pid, self.frequency, self.window_s, on_window=self.sink,
+                                  on_error=lambda m: self._problem("hotspots", m))
+        elif which == "hotspots":
+            client.stop_hotspots()
+        elif on:
+            client.start_waits(self.pid, on_sample=self.sink, on_error=lambda m: self._problem("waits", m))
+        else:
+            client.stop_waits()
+
+    def _problem(self, source: str, message: str) -> None:
+        self.sink(Problem(time.time(), source, message))

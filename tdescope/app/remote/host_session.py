@@ -1,0 +1,163 @@
+"""A process on an ssh host as the window's session: ``tdescope gui --ssh DEST``.
+
+:class:`HostSession` has the :class:`~tdescope.app.engines.api.EngineSession` face the window
+works with (``server_pid``, ``inventory``, ``workloads``, ``wait_source``, ``close``, and the
+target choice), but its target is a process on the host and everything that touches it goes
+through the agent there (:class:`~tdescope.app.remote.over_ssh.RemoteAgent`): the capture window
+(:meth:`HostSession.window`), the process list, a function's bytes for disassembly, and the
+samplers (:class:`~tdescope.app.remote.host_observation.HostObservation`). No engine connection
+is carried (no workloads): the window watches what the host's own clients do.
+
+:func:`open_host_session` connects (each failure one line, from SshHost or connect_agent) and
+settles the target: ``pid`` when given (it must run there), else the one process that maps the
+engine's probed functions.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+
+from tdescope.app.engines.api import Engine, Inventory, TargetChoice, Workload
+from tdescope.app.errors import UserError
+from tdescope.app.remote.over_ssh import RemoteAgent, connect_agent
+from tdescope.app.remote.ssh import SshHost
+
+__all__ = ["HostSession", "host_label", "open_host_session", "ssh_option_words"]
+
+_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*=.+")
+
+
+def ssh_option_words(options: Sequence[str]) -> tuple[str, ...]:
+    """``-o KEY=VALUE`` words for ssh from ``KEY=VALUE`` items; one line for an item that is not one."""
+    words: list[str] = []
+    for opt in options:
+        if not _OPTION.fullmatch(opt):
+            raise UserError(f"not an ssh option: {opt!r} (give KEY=VALUE, e.g. Port=2222)")
+        words += ["-o", opt]
+    return tuple(words)
+
+
+def host_label(session: object) -> str:
+    """``db1 via ssh`` for a session on an ssh host, "" for any other (or None)."""
+    return session.label if isinstance(session, HostSession) else ""
+
+
+def _symbols(engine: Engine) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(r.symbol for r in engine.probe_recipes()))
+
+
+class HostSession:
+    """The target ``pid`` on the host the ``agent`` runs on, probed with ``engine``'s recipes.
+
+    Requests that wait for a reply (targets, a function's bytes) take one lock: the agent answers
+    in order, and two threads must not take each other's replies."""
+
+    def __init__(self, agent: RemoteAgent, engine: Engine, pid: int, ssh_options: Sequence[str] = ()) -> None:
+        self.agent = agent
+        self.engine = engine
+        self.pid = int(pid)
+        self.ssh_options = tuple(ssh_options)
+        self.requests = threading.Lock()  #: held around each request that waits for its reply
+
+    @property
+    def dest(self) -> str:
+        """Where we connected: ``[user@]host`` or an ssh config alias."""
+        return self.agent.host.dest
+
+    @property
+    def label(self) -> str:
+        """``db1 via ssh``: the title, the Engine dock, the status bar and the report say it."""
+        return self.agent.label
+
+    def alive(self) -> bool:
+        """Whether the agent is still there (the ssh connection stands and its stream is open)."""
+        return self.agent.host.alive() and self.agent.client.lost is None
+
+    # -- EngineSession -------------------------------------------------------------------
+    def server_pid(self) -> int:
+        return self.pid
+
+    def inventory(self) -> Inventory:
+        welcome = self.agent.welcome
+        tools = welcome.get("tools") or {}
+        found = ", ".join(name for name, ok in sorted(tools.items()) if ok) or "none"
+        comm = next((p["comm"] for p in self._processes() if p["pid"] == self.pid), "?")
+        return Inventory(self.engine.name, (
+            ("host", "connected to", self.label),
+            ("host", "agent python", str(welcome.get("python", "?"))),
+            ("host", "tools on the host", found),
+            ("host", "agent runs as", "root" if welcome.get("euid") == 0 else f"uid {welcome.get('euid')}"),
+            ("target", "probe target", f"pid {self.pid} ({comm})"),
+        ))
+
+    def workloads(self) -> list[Workload]:
+        return []  # the host's own clients drive the target: watch mode
+
+    def wait_source(self):
+        return None  # no engine connection over ssh here (OS waits come from the agent)
+
+    def close(self) -> None:
+        """Say bye to the agent (it disarms and exits) and close the ssh connection. Safe twice."""
+        self.agent.close()
+
+    # -- the target ------------------------------------------------------------------------
+    def _processes(self, symbols: Sequence[str] = ()) -> list[dict]:
+        with self.requests:
+            return self.agent.client.targets(symbols=tuple(symbols))
+
+    def targets(self) -> list[TargetChoice]:
+        """The host's processes, those that map the engine's probed functions first."""
+        rows = self._processes(_symbols(self.engine))
+        rows.sort(key=lambda p: (not p.get("maps"), p["pid"]))
+        return [TargetChoice(p["pid"], _kind(p), application=p["comm"], activity=p["cmdline"]) for p in rows]
+
+    def choose_target(self, pid: int, allow_critical: bool = False) -> None:
+        """Probe ``pid`` on the host from now on; one line for a process that is not there or on the deny-list."""
+        found = next((p for p in self._processes() if p["pid"] == int(pid)), None)
+        if found is None:
+            raise UserError(f"no process {pid} on {self.dest}")
+        if found.get("critical") and not allow_critical:
+            raise UserError(f"pid {pid} on {self.dest} is a {found['critical']}: probing it stalls the server "
+                            "(--allow-critical overrides)")
+        self.pid = int(pid)
+
+    # -- through the agent -------------------------------------------------------------------
+    def window(self, pid, recipe, limits, engine, on_capture, on_state, allow_critical: bool = False):
+        """A capture window the agent runs on the host (eBPF there); same ``run``/``cancel``/``armed``."""
+        return self.agent.client.window(pid, recipe, limits, engine, on_capture, on_state,
+                                        allow_critical=allow_critical)
+
+    def read_function(self, path: str, symbol: str) -> tuple[int, bytes]:
+        """``symbol``'s file address and bytes in ``path`` on the host (for disassembly here)."""
+        with self.requests:
+            header, code = self.agent.client.read_function(path, symbol)
+        return int(header["address"]), code
+
+
+def _kind(process: dict) -> str:
+    if process.get("critical"):
+        return f"critical: {process['critical']}"
+    return "maps the probed code" if process.get("maps") else "process"
+
+
+def open_host_session(engine: Engine, dest: str, ssh_options: Sequence[str] = (), pid: int | None = None,
+                      allow_prompts: bool = False) -> HostSession:
+    """Connect to ``dest``, start the agent and settle the target; each failure one line."""
+    agent = connect_agent(SshHost(dest, ssh_options, allow_prompts=allow_prompts))
+    try:
+        session = HostSession(agent, engine, pid or 0, ssh_options)
+        if pid is not None:
+            session.choose_target(pid, allow_critical=True)  # there? (the deny-list is the window's ARM check)
+            return session
+        mapping = [p for p in session._processes(_symbols(engine)) if p.get("maps") and not p.get("critical")]
+        if len(mapping) != 1:
+            what = "no process" if not mapping else f"{len(mapping)} processes"
+            raise UserError(f"{what} on {dest} map{'s' if not mapping else ''} {engine.label}'s probed functions: "
+                            "give --pid PID (or choose one with Change target…)")
+        session.pid = mapping[0]["pid"]
+        return session
+    except BaseException:
+        agent.close()
+        raise
