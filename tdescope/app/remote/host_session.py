@@ -21,10 +21,15 @@ from collections.abc import Sequence
 
 from tdescope.app.engines.api import Engine, Inventory, TargetChoice, Workload
 from tdescope.app.errors import UserError
+from tdescope.app.remote.client import REPLY_S
 from tdescope.app.remote.over_ssh import RemoteAgent, connect_agent
 from tdescope.app.remote.ssh import SshHost
 
 __all__ = ["HostSession", "host_label", "open_host_session", "ssh_option_words"]
+
+#: How long the search for the processes that map the probed functions may take (the agent reads each
+#: process's mapped ELF files once: 5-20 s on a busy host).
+SEARCH_S = 90.0
 
 _OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*=.+")
 
@@ -45,7 +50,7 @@ def host_label(session: object) -> str:
 
 
 def _symbols(engine: Engine) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(r.symbol for r in engine.probe_recipes()))
+    return tuple(dict.fromkeys(s for r in engine.probe_recipes() for s in r.symbols))
 
 
 class HostSession:
@@ -104,13 +109,13 @@ class HostSession:
 
     # -- the target ------------------------------------------------------------------------
     def _processes(self, symbols: Sequence[str] = ()) -> list[dict]:
-        with self.requests:
-            return self.agent.client.targets(symbols=tuple(symbols))
+        with self.requests:  # which processes map the symbols: the agent reads their ELF files (seconds)
+            return self.agent.client.targets(symbols=tuple(symbols), timeout=SEARCH_S if symbols else REPLY_S)
 
     def targets(self) -> list[TargetChoice]:
-        """The host's processes, those that map the engine's probed functions first."""
-        rows = self._processes(_symbols(self.engine))
-        rows.sort(key=lambda p: (not p.get("maps"), p["pid"]))
+        """The host's processes, the current target first (the deny-list's roles said)."""
+        rows = self._processes()
+        rows.sort(key=lambda p: (p["pid"] != self.pid, p["pid"]))
         return [TargetChoice(p["pid"], _kind(p), application=p["comm"], activity=p["cmdline"]) for p in rows]
 
     def choose_target(self, pid: int, allow_critical: bool = False) -> None:
@@ -153,9 +158,9 @@ def open_host_session(engine: Engine, dest: str, ssh_options: Sequence[str] = ()
             return session
         mapping = [p for p in session._processes(_symbols(engine)) if p.get("maps") and not p.get("critical")]
         if len(mapping) != 1:
-            what = "no process" if not mapping else f"{len(mapping)} processes"
+            what = "no process" if not mapping else f"{len(mapping)} processes ({', '.join(str(p['pid']) for p in mapping[:5])})"
             raise UserError(f"{what} on {dest} map{'s' if not mapping else ''} {engine.label}'s probed functions: "
-                            "give --pid PID (or choose one with Change target…)")
+                            "give --pid PID")
         session.pid = mapping[0]["pid"]
         return session
     except BaseException:

@@ -1,0 +1,147 @@
+"""``tdescope gui --ssh``: the window on a process of an ssh host (the test sshd's "host" is this machine).
+
+The agent runs there under ``sudo -n`` with the system python3; the window's capture, hotspots, OS waits,
+target list and disassembly bytes come through it; the host shows in the title, the status bar, the
+Engine dock and the report; a bad host is one line; killing the ssh client mid-capture shows
+"connection lost", the agent goes, and Reconnect re-arms the same target (issue 28, the window's half).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from conftest import run_tdescope, wait_for
+from tdescope.app.events import HotspotWindow, PageCapture, WaitSample
+
+pytestmark = pytest.mark.usefixtures("sshd")
+
+
+def _window(qtbot, qsettings, sshd, pid: int | None, dest: str = "ops"):
+    from tdescope.app.engines import discover_engines
+    from tdescope.ui.window.main_window import MainWindow
+    from tdescope.ui.window.remote_host import host_params
+
+    win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    win.connect_engine(host_params(dest, ("-F", str(sshd.config)), pid))
+    return win
+
+
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists()
+
+
+def _captures(win) -> int:
+    return win.captures_dock.model.rowCount()
+
+
+def test_gui_over_ssh_shows_the_host_and_captures_through_the_agent(qtbot, qsettings, sshd, sqlcipher_app):
+    from tdescope.app.hotspots.disasm import disassemble_code
+    from tdescope.app.report.model import build_report, render_html
+    from tdescope.app.session.reader import SessionReader
+
+    app = sqlcipher_app()
+    app.go()
+    win = _window(qtbot, qsettings, sshd, app.pid)
+    events: list = []
+    win.live.subscribe(events.append)
+    try:
+        qtbot.waitUntil(lambda: win.session is not None, timeout=90000)
+        assert win.session.server_pid() == app.pid
+        agent = win.session.agent.welcome["pid"]  # the agent's pid on the host (this machine)
+        assert not _gone(agent)
+        assert win.windowTitle() == f"tdescope — {win.engine.label} — ops via ssh"
+        assert "ops via ssh" in win.remote.label.text() and win.remote.label.isVisible()
+        assert "ops via ssh" in win.engine_dock.title.text()
+        assert win.remote.reconnect_action.isEnabled() and not win.remote.reconnect_button.isVisible()
+
+        targets = win.session.targets()  # the host's processes, the target first
+        assert targets[0].pid == app.pid and "python" in targets[0].application
+        assert len(targets) > 5 and any(t.application == "sshd" for t in targets)
+
+        win.workload_dock.watch_button.click()
+        qtbot.waitUntil(lambda: _captures(win) >= 5, timeout=90000)
+        wait_for(lambda: any(isinstance(e, WaitSample) for e in events), 60, what="OS waits from the host")
+        wait_for(lambda: any(isinstance(e, HotspotWindow) and e.stacks for e in events), 60,
+                 what="a perf window from the host")
+        cap = next(e for e in events if isinstance(e, PageCapture))
+        assert cap.before and cap.after and cap.before != cap.after
+
+        # disassembly from bytes the agent read on the host
+        library = next(line.split()[-1] for line in Path(f"/proc/{app.pid}/maps").read_text().splitlines()
+                       if "sqlcipher" in line and line.split()[-1].startswith("/"))
+        address, code = win.session.read_function(library, "sqlcipher_page_cipher")
+        assert any(i.mnemonic == "ret" for i in disassemble_code(code, address))
+
+        win.cancel()
+        qtbot.waitUntil(lambda: win.experiment.done.is_set(), timeout=30000)
+        win.recording.flush()
+        with SessionReader(win.recording.recorder.path, writable=False) as reader:
+            assert reader.meta.params["host"] == "ops via ssh"
+            html = render_html(build_report(reader, win.decoder))
+        assert "ops via ssh (workbench on" in html
+    finally:
+        win.shutdown()
+    wait_for(lambda: _gone(agent), 15, what="the agent saying goodbye")
+    assert app.proc.poll() is None  # the target runs on
+
+
+def test_connect_to_a_bad_host_is_one_line(qtbot, qsettings, sshd):
+    win = _window(qtbot, qsettings, sshd, 1, dest="nosudo")
+    try:
+        qtbot.waitUntil(lambda: "needs a password" in win.engine_dock.target.text(), timeout=60000)
+        line = win.engine_dock.target.text()
+        assert line.startswith("sudo on nosudo needs a password") and "\n" not in line and "Traceback" not in line
+        assert win.session is None and win.remote.progress is None
+        win.remote.connect_to("unreachable", ("-F", str(sshd.config)))
+        qtbot.waitUntil(lambda: "cannot reach unreachable" in win.engine_dock.target.text(), timeout=60000)
+        assert win.session is None
+        assert win.windowTitle() == f"tdescope — {win.engine.label}"
+    finally:
+        win.shutdown()
+
+
+def test_reconnect_after_the_ssh_client_dies_rearms_the_same_target(qtbot, qsettings, sshd, sqlcipher_app):
+    app = sqlcipher_app()
+    app.go()
+    win = _window(qtbot, qsettings, sshd, app.pid)
+    try:
+        qtbot.waitUntil(lambda: win.session is not None, timeout=90000)
+        win.workload_dock.max_captures.setValue(100000)  # still capturing when the connection goes
+        win.workload_dock.watch_button.click()
+        qtbot.waitUntil(lambda: _captures(win) >= 3, timeout=90000)
+        agent = win.session.agent.welcome["pid"]
+        assert not _gone(agent)
+        os.kill(win.session.agent.client.pid, signal.SIGKILL)  # the ssh client that carries the agent's stdio
+        qtbot.waitUntil(lambda: "connection lost" in win.remote.label.text(), timeout=30000)
+        assert win.remote.reconnect_button.isVisible()
+        wait_for(lambda: _gone(agent), 15,
+                 what="the agent disarming and exiting on the host")
+        assert app.proc.poll() is None
+        qtbot.waitUntil(lambda: win.experiment.done.is_set(), timeout=30000)
+
+        before, lost = _captures(win), win.experiment
+        assert "connection lost" in (lost.error or "")
+        win.remote.reconnect_button.click()
+        qtbot.waitUntil(lambda: win.session is not None and win.remote.label.text().strip() == "ops via ssh",
+                        timeout=90000)
+        assert win.session.server_pid() == app.pid and not win.remote.reconnect_button.isVisible()
+        qtbot.waitUntil(lambda: _captures(win) >= before + 3, timeout=90000)  # re-armed by itself
+        assert win.experiment is not lost and win.experiment.recipe.key == lost.recipe.key
+        agent = win.session.agent.welcome["pid"]
+    finally:
+        win.shutdown()
+    wait_for(lambda: _gone(agent), 15, what="the agent saying goodbye")
+
+
+def test_gui_ssh_arguments_are_checked_before_a_window_opens():
+    result = run_tdescope("gui", "--pid", "1", env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert result.returncode == 2 and result.stderr.strip() == \
+        "tdescope: gui --pid PID needs --ssh DEST (a process on that host); locally use Change target…"
+    result = run_tdescope("gui", "--ssh", "db1", "--dsn", "host=x", env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert result.returncode == 2 and "--dsn is not carried over ssh yet" in result.stderr
