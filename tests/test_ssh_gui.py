@@ -145,3 +145,68 @@ def test_gui_ssh_arguments_are_checked_before_a_window_opens():
         "tdescope: gui --pid PID needs --ssh DEST (a process on that host); locally use Change target…"
     result = run_tdescope("gui", "--ssh", "db1", "--dsn", "host=x", env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
     assert result.returncode == 2 and "--dsn is not carried over ssh yet" in result.stderr
+
+
+def _ssh_masters(config: Path) -> list[int]:
+    """The master ssh processes started with the fixture's ``-F`` config (ours: the tests run one by one)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if cmd[:1] == ["ssh"] and str(config) in cmd and "-M" in cmd:
+                found.append(int(entry.name))
+    return found
+
+
+def test_connect_to_host_dialog_remembers_hosts_and_cancels(qtbot, qsettings, sshd):
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from ssh_fixture import free_port
+    from tdescope.app.engines import discover_engines
+    from tdescope.app.errors import UserError
+    from tdescope.ui.window.main_window import MainWindow
+    from tdescope.ui.window.remote_host import HostDialog
+
+    win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    port = free_port()
+
+    def fill() -> None:
+        dialog = next(w for w in QApplication.topLevelWidgets() if isinstance(w, HostDialog) and w.isVisible())
+        dialog.dest.setEditText("127.0.0.1")
+        dialog.options.setText(f"Port={port} StrictHostKeyChecking=no")
+        dialog.accept()
+
+    try:
+        from tdescope.ui.window.menus import Menu
+
+        assert win.remote.connect_action in win.menus[Menu.FILE].actions()
+        QTimer.singleShot(300, fill)
+        win.remote.connect_action.trigger()
+        assert win.remote.progress is not None and win.remote.progress.isVisible()  # off the GUI thread
+        qtbot.waitUntil(lambda: "cannot reach 127.0.0.1" in win.engine_dock.target.text(), timeout=60000)
+        line = win.engine_dock.target.text()
+        assert "Connection refused" in line and "\n" not in line and win.remote.progress is None
+        assert win.remote.recent.entries() == [f"127.0.0.1 Port={port} StrictHostKeyChecking=no"]
+
+        again = HostDialog(win.remote.recent.entries())  # the next dialog offers it, options and all
+        assert again.dest.currentText() == "127.0.0.1" and again.options.text() == f"Port={port} StrictHostKeyChecking=no"
+        again.options.setText("-oProxyCommand=x")
+        with pytest.raises(UserError, match="not an ssh option"):
+            again.chosen()
+
+        win.remote.connect_to("ops", ("-F", str(sshd.config)))  # then Cancel at once: nothing is kept
+        from PySide6.QtWidgets import QPushButton
+
+        next(b for b in win.remote.progress.findChildren(QPushButton) if b.text() == "Cancel").click()
+        assert "cancelled" in win.statusBar().currentMessage()
+        wait_for(lambda: not _ssh_masters(sshd.config), 60, what="the cancelled connection closing")
+        qtbot.wait(500)
+        assert win.session is None
+    finally:
+        win.shutdown()

@@ -163,6 +163,7 @@ class RemoteHost(QObject):
 
     def _cancelled(self, state, dest: str) -> None:
         state.cancel()  # its outcome is dropped; what it opened is closed by the task itself
+        self._done()
         self.window.statusBar().showMessage(f"Not connecting to {dest}: cancelled", 8000)
 
     def _done(self) -> None:
