@@ -55,9 +55,9 @@ def test_gui_over_ssh_shows_the_host_and_captures_through_the_agent(qtbot, qsett
         assert win.session.server_pid() == app.pid
         agent = win.session.agent.welcome["pid"]  # the agent's pid on the host (this machine)
         assert not _gone(agent)
-        assert win.windowTitle() == f"tdescope — {win.engine.label} — ops via ssh"
+        assert win.windowTitle() == "tdescope — SQLCipher — ops via ssh"
         assert "ops via ssh" in win.remote.label.text() and win.remote.label.isVisible()
-        assert "ops via ssh" in win.engine_dock.title.text()
+        assert win.engine_dock.title.text() == "<b>SQLCipher on ops via ssh</b>"
         assert win.remote.reconnect_action.isEnabled() and not win.remote.reconnect_button.isVisible()
 
         targets = win.session.targets()  # the host's processes, the target first

@@ -183,6 +183,8 @@ class RemoteHost(QObject):
         self.session = session if self.host else None
         self.timer.start() if self.host else self.timer.stop()
         where = f" — {self.host}" if self.host else ""
+        if self.host:  # "SQLCipher (embedded lab)": the engine's name only, the process is the host's
+            engine_label = engine_label.split(" (")[0]
         self.window.setWindowTitle(f"tdescope — {engine_label}{where}")
         self.label.setText(f"  {self.host}  " if self.host else "")
         self.label.setStyleSheet("background: #1f618d; color: white; border-radius: 3px;" if self.host else "")
