@@ -15,12 +15,15 @@ engine's probed functions.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections.abc import Sequence
 
 from tdescope.app.engines.api import Engine, Inventory, TargetChoice, Workload
 from tdescope.app.errors import UserError
+from tdescope.app.events import CaptureWindowState, WindowState
+from tdescope.app.probe.window import CaptureSummary
 from tdescope.app.remote.client import REPLY_S
 from tdescope.app.remote.over_ssh import RemoteAgent, connect_agent
 from tdescope.app.remote.ssh import SshHost
@@ -124,21 +127,55 @@ class HostSession:
         if found is None:
             raise UserError(f"no process {pid} on {self.dest}")
         if found.get("critical") and not allow_critical:
-            raise UserError(f"pid {pid} on {self.dest} is a {found['critical']}: probing it stalls the server "
-                            "(--allow-critical overrides)")
+            raise UserError(f"pid {pid} on {self.dest} is {found['critical']}, on the deny-list of processes "
+                            "never to probe (--allow-critical overrides)")
         self.pid = int(pid)
 
     # -- through the agent -------------------------------------------------------------------
     def window(self, pid, recipe, limits, engine, on_capture, on_state, allow_critical: bool = False):
-        """A capture window the agent runs on the host (eBPF there); same ``run``/``cancel``/``armed``."""
-        return self.agent.client.window(pid, recipe, limits, engine, on_capture, on_state,
-                                        allow_critical=allow_critical)
+        """A capture window the agent runs on the host (eBPF there); same ``run``/``cancel``/``armed``.
+        Its failure once the connection is gone says "connection lost" (the window offers Reconnect)."""
+
+        def state(ev: CaptureWindowState) -> None:
+            if ev.state is WindowState.FAILED and ev.message and not self.alive():
+                ev = dataclasses.replace(ev, message=self.lost_line(ev.message))
+            on_state(ev)
+
+        return _HostWindow(self, self.agent.client.window(pid, recipe, limits, engine, on_capture, state,
+                                                          allow_critical=allow_critical))
+
+    def lost_line(self, why: str) -> str:
+        """The one line for a window or sampler the lost connection ended: ``db1: connection lost (why)``."""
+        return why if "connection lost" in why else f"{self.dest}: connection lost ({why})"
 
     def read_function(self, path: str, symbol: str) -> tuple[int, bytes]:
         """``symbol``'s file address and bytes in ``path`` on the host (for disassembly here)."""
         with self.requests:
             header, code = self.agent.client.read_function(path, symbol)
         return int(header["address"]), code
+
+
+class _HostWindow:
+    """The agent's capture window (:class:`~tdescope.app.remote.client.AgentWindow`), whose summary, once
+    the connection is gone, says "connection lost" rather than how the stream broke off."""
+
+    def __init__(self, session: HostSession, window) -> None:
+        self._session = session
+        self._window = window
+        self.armed = window.armed
+
+    @property
+    def skipped(self) -> int:
+        return self._window.skipped
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        self._window.cancel(reason)
+
+    def run(self) -> CaptureSummary:
+        summary = self._window.run()
+        if summary.error and not self._session.alive():
+            summary = dataclasses.replace(summary, error=self._session.lost_line(summary.error))
+        return summary
 
 
 def _kind(process: dict) -> str:
