@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_tdescope, wait_for
+from tdescope.app.errors import UserError
 from tdescope.app.events import HotspotWindow, PageCapture, WaitSample
 
 pytestmark = pytest.mark.usefixtures("sshd")
@@ -62,6 +63,8 @@ def test_gui_over_ssh_shows_the_host_and_captures_through_the_agent(qtbot, qsett
 
         targets = win.session.targets()  # the host's processes, the target first
         assert targets[0].pid == app.pid and "python" in targets[0].application
+        with pytest.raises(UserError, match="^no process 999999999 on ops$"):
+            win.session.choose_target(999999999)
         assert len(targets) > 5 and any(t.application == "sshd" for t in targets)
 
         win.workload_dock.watch_button.click()
@@ -167,7 +170,6 @@ def test_connect_to_host_dialog_remembers_hosts_and_cancels(qtbot, qsettings, ss
 
     from ssh_fixture import free_port
     from tdescope.app.engines import discover_engines
-    from tdescope.app.errors import UserError
     from tdescope.ui.window.main_window import MainWindow
     from tdescope.ui.window.remote_host import HostDialog
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, Problem
@@ -37,8 +38,8 @@ class HostObservation:
         self.exact_problem = ""
 
     def start(self) -> HostObservation:
-        """Start the chosen samplers on a worker thread; returns at once."""
-        threading.Thread(target=self._start_all, name="host-observation-start", daemon=True).start()
+        """Start the chosen samplers (in the session's serial worker); returns at once."""
+        self._submit(self._start_all)
         return self
 
     def _start_all(self) -> None:
@@ -47,19 +48,26 @@ class HostObservation:
                 self._set(which, True)
 
     def set_hotspots(self, on: bool) -> None:
-        """Start or stop perf on the host (a round trip: call off the GUI thread)."""
-        self._set("hotspots", on)
+        """Start or stop perf on the host; returns once the agent answered (call off the GUI thread)."""
+        self._submit(self._set, "hotspots", on).result()
 
     def set_waits(self, on: bool) -> None:
-        """Start or stop the /proc wait sampler on the host."""
-        self._set("waits", on)
+        """Start or stop the /proc wait sampler on the host; returns once the agent answered."""
+        self._submit(self._set, "waits", on).result()
 
     def stop(self) -> None:
-        """Stop both samplers on the host (nothing to stop when the connection is gone). Idempotent."""
+        """Stop both samplers on the host, after what was asked before; returns at once. Idempotent."""
         with self._lock:
             self._stopped = True
-        for which in ("hotspots", "waits"):
-            self._set(which, False, force=True)
+        self._submit(lambda: [self._set(which, False, force=True) for which in ("hotspots", "waits")])
+
+    def _submit(self, fn, *args) -> Future:
+        try:
+            return self.session.serial.submit(fn, *args)
+        except RuntimeError:  # the session closed: the agent stopped everything on its way out
+            done: Future = Future()
+            done.set_result(None)
+            return done
 
     def _set(self, which: str, on: bool, force: bool = False) -> None:
         with self._lock:

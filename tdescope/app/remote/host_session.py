@@ -19,6 +19,7 @@ import dataclasses
 import re
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from tdescope.app.engines.api import Engine, Inventory, TargetChoice, Workload
 from tdescope.app.errors import UserError
@@ -68,6 +69,9 @@ class HostSession:
         self.pid = int(pid)
         self.ssh_options = tuple(ssh_options)
         self.requests = threading.Lock()  #: held around each request that waits for its reply
+        #: Sampler starts and stops, one after the other in the order asked, off the caller's thread: an
+        #: observation stopped for a new target is stopped on the host before the new one starts.
+        self.serial = ThreadPoolExecutor(1, thread_name_prefix="host-samplers")
 
     @property
     def dest(self) -> str:
@@ -108,6 +112,7 @@ class HostSession:
 
     def close(self) -> None:
         """Say bye to the agent (it disarms and exits) and close the ssh connection. Safe twice."""
+        self.serial.shutdown(wait=False, cancel_futures=True)
         self.agent.close()
 
     # -- the target ------------------------------------------------------------------------
