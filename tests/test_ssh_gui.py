@@ -212,3 +212,57 @@ def test_connect_to_host_dialog_remembers_hosts_and_cancels(qtbot, qsettings, ss
         assert win.session is None
     finally:
         win.shutdown()
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        children = Path(f"/proc/{parent}/task/{parent}/children")
+        try:
+            kids = [int(k) for k in children.read_text().split()]
+        except OSError:
+            kids = []
+        out += kids
+        todo += kids
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_the_gui_command_connects_to_the_host_and_ctrl_c_closes_it(sshd, sqlcipher_app):
+    """``tdescope gui --ssh ops --pid PID``, as a user types it: the agent starts on the host through ssh,
+    and Ctrl+C closes the window cleanly (exit 0, the agent and the ssh connection gone)."""
+    import subprocess
+
+    from conftest import TDESCOPE
+
+    app = sqlcipher_app()
+    proc = subprocess.Popen([*TDESCOPE, "gui", "--ssh", "ops", "--ssh-config", str(sshd.config), "--pid", str(app.pid)],
+                            env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        carrier = wait_for(lambda: next((p for p in _descendants(proc.pid) if "agent-" in _cmdline(p)
+                                         and "ssh" in _cmdline(p).split()[0]), None), 90,
+                           what="the ssh client carrying the agent")
+        assert "sudo -n python3 -I" in _cmdline(carrier) and str(sshd.config) in _cmdline(carrier)
+        home = f"/home/{sshd.accounts['ops']}/.cache/tdescope/agent-"  # the agent there, under this run's account
+        agents = wait_for(lambda: [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+                                   and _cmdline(int(p.name)).startswith(f"python3 -I {home}")], 30,
+                          what="the agent running on the host")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err
+        assert not Path(f"/proc/{carrier}").exists()
+        wait_for(lambda: all(_gone(a) for a in agents), 15, what="the agent exiting on the host")
+        assert app.proc.poll() is None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
