@@ -269,8 +269,6 @@ def test_the_gui_command_connects_to_the_host_and_ctrl_c_closes_it(sshd, sqlciph
             proc.wait()
 
 
-@pytest.mark.xfail(strict=True, reason="the hole: a lab's recording (plaintext kept) goes on recording a host's "
-                                       "process after Connect to host…")
 def test_connect_to_host_from_a_lab_window_records_the_hosts_pages_without_plaintext(qtbot, lab_window, sshd,
                                                                                        sqlcipher_app):
     """A lab is tdescope's own target: its recording keeps plaintext. A customer's process on a host is not:
@@ -281,6 +279,7 @@ def test_connect_to_host_from_a_lab_window_records_the_hosts_pages_without_plain
     win.workload_dock.run_button.click()  # the lab's events go to the autosave, plaintext kept
     qtbot.waitUntil(lambda: win.recording.recorder is not None and win.experiment is not None
                     and win.experiment.done.is_set(), timeout=90000)
+    lab_file = win.recording.recorder.path
     app = sqlcipher_app()
     app.go()
     win.remote.connect_to("ops", ("-F", str(sshd.config)), app.pid)
@@ -293,3 +292,4 @@ def test_connect_to_host_from_a_lab_window_records_the_hosts_pages_without_plain
         from_host = [c for c in reader.events(kinds=[PageCapture]) if c.ts >= watched]
         assert from_host and reader.meta.params.get("host") == "ops via ssh"
         assert all(not c.plaintext for c in from_host)
+    assert win.recording.recorder.path != lab_file  # a new file for the host's process
