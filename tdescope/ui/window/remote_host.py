@@ -140,6 +140,10 @@ class RemoteHost(QObject):
 
     def ask(self) -> None:
         """Show the dialog, then connect off the GUI thread (progress with Cancel)."""
+        if self.window.replay.replaying:  # a replay shows a file: nothing there is live to move to a host
+            self.window.statusBar().showMessage("This window replays a recording: connect to a host from a live "
+                                                "window (tdescope gui --ssh HOST)", 10000)
+            return
         dialog = HostDialog(self.recent.entries(), self.window)
         if not dialog.exec():
             return
