@@ -293,3 +293,28 @@ def test_connect_to_host_from_a_lab_window_records_the_hosts_pages_without_plain
         assert from_host and reader.meta.params.get("host") == "ops via ssh"
         assert all(not c.plaintext for c in from_host)
     assert win.recording.recorder.path != lab_file  # a new file for the host's process
+
+
+def test_without_pid_the_target_is_the_one_process_running_the_probed_code(sshd, sqlcipher_app):
+    """``gui --ssh ops`` with no ``--pid``: the agent searches the host's processes for the engine's probed
+    functions; exactly one (off the deny-list) is the target, none or several is one line."""
+    from tdescope.app.engines import discover_engines
+    from tdescope.app.remote.host_session import open_host_session, running_the_code
+
+    app = sqlcipher_app()
+    engine = discover_engines()[0]["sqlcipher"]
+    session = open_host_session(engine, "ops", ("-F", str(sshd.config)), app.pid)
+    try:
+        found = session.search()  # the real search, through the agent
+    finally:
+        session.close()
+    ours = next(p for p in found if p["pid"] == app.pid)
+    assert ours["maps"] is True and not ours["critical"]
+    assert all(p["maps"] is False for p in found if p["comm"] == "sshd")
+    alone = [p for p in found if p["pid"] == app.pid or not p["maps"]]
+    assert running_the_code(alone, "ops", "SQLCipher") == app.pid
+    with pytest.raises(UserError, match=r"^no process on ops maps SQLCipher's probed functions: give --pid PID$"):
+        running_the_code([p for p in found if not p["maps"]], "ops", "SQLCipher")
+    twice = alone + [{**ours, "pid": 1}]
+    with pytest.raises(UserError, match=rf"^2 processes on ops map .* \({app.pid}, 1\): give --pid PID$"):
+        running_the_code(twice, "ops", "SQLCipher")

@@ -29,7 +29,7 @@ from tdescope.app.remote.client import REPLY_S
 from tdescope.app.remote.over_ssh import RemoteAgent, connect_agent
 from tdescope.app.remote.ssh import SshHost
 
-__all__ = ["HostSession", "host_label", "open_host_session", "ssh_option_words"]
+__all__ = ["HostSession", "host_label", "open_host_session", "running_the_code", "ssh_option_words"]
 
 #: How long the search for the processes that map the probed functions may take (the agent reads each
 #: process's mapped ELF files once: 5-20 s on a busy host).
@@ -136,6 +136,11 @@ class HostSession:
                             "never to probe (--allow-critical overrides)")
         self.pid = int(pid)
 
+    def search(self) -> list[dict]:
+        """The host's processes, each with ``maps``: whether it maps the engine's probed functions (slow:
+        the agent reads every process's mapped ELF files once)."""
+        return self._processes(_symbols(self.engine))
+
     # -- through the agent -------------------------------------------------------------------
     def window(self, pid, recipe, limits, engine, on_capture, on_state, allow_critical: bool = False):
         """A capture window the agent runs on the host (eBPF there); same ``run``/``cancel``/``armed``.
@@ -189,6 +194,18 @@ def _kind(process: dict) -> str:
     return "maps the probed code" if process.get("maps") else "process"
 
 
+def running_the_code(processes: list[dict], dest: str, engine_label: str) -> int:
+    """The pid of the one process (off the deny-list) that maps the probed functions; one line otherwise."""
+    mapping = [p for p in processes if p.get("maps") and not p.get("critical")]
+    if len(mapping) == 1:
+        return int(mapping[0]["pid"])
+    if not mapping:
+        raise UserError(f"no process on {dest} maps {engine_label}'s probed functions: give --pid PID")
+    pids = ", ".join(str(p["pid"]) for p in mapping[:5]) + (", …" if len(mapping) > 5 else "")
+    raise UserError(f"{len(mapping)} processes on {dest} map {engine_label}'s probed functions ({pids}): "
+                    "give --pid PID")
+
+
 def open_host_session(engine: Engine, dest: str, ssh_options: Sequence[str] = (), pid: int | None = None,
                       allow_prompts: bool = False) -> HostSession:
     """Connect to ``dest``, start the agent and settle the target; each failure one line."""
@@ -198,12 +215,7 @@ def open_host_session(engine: Engine, dest: str, ssh_options: Sequence[str] = ()
         if pid is not None:
             session.choose_target(pid, allow_critical=True)  # there? (the deny-list is the window's ARM check)
             return session
-        mapping = [p for p in session._processes(_symbols(engine)) if p.get("maps") and not p.get("critical")]
-        if len(mapping) != 1:
-            what = "no process" if not mapping else f"{len(mapping)} processes ({', '.join(str(p['pid']) for p in mapping[:5])})"
-            raise UserError(f"{what} on {dest} map{'s' if not mapping else ''} {engine.label}'s probed functions: "
-                            "give --pid PID")
-        session.pid = mapping[0]["pid"]
+        session.pid = running_the_code(session.search(), dest, engine.label.split(" (")[0])
         return session
     except BaseException:
         agent.close()
