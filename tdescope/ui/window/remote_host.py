@@ -67,6 +67,7 @@ class HostDialog(QDialog):
     def __init__(self, recent: list[str], parent=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Connect to host")
+        self.setMinimumWidth(520)
         self.dest = QComboBox(editable=True)
         self.options = QLineEdit()
         self.options.setPlaceholderText("optional: KEY=VALUE … (ssh -o), e.g. Port=2222 ProxyJump=bastion")
@@ -74,10 +75,12 @@ class HostDialog(QDialog):
             self.dest.addItem(entry.split()[0], entry)
         self.dest.currentIndexChanged.connect(self._recall)
         self.pid = QLineEdit()
-        self.pid.setPlaceholderText("optional: the process to probe (default: the one running the engine's code)")
+        self.pid.setPlaceholderText("optional (default: the process running the probed code)")
         form = QFormLayout(self)
-        form.addRow(QLabel("Your own OpenSSH connects (~/.ssh/config, keys and jump hosts work); the agent runs "
-                           "with the host's python3 under sudo -n."))
+        about = QLabel("Your own OpenSSH connects (~/.ssh/config, keys and jump hosts work); the agent runs "
+                       "with the host's python3 under sudo -n.")
+        about.setWordWrap(True)  # never wider than a projector's screen
+        form.addRow(about)
         form.addRow("&Destination", self.dest)
         form.addRow("ssh &options", self.options)
         form.addRow("&pid", self.pid)
