@@ -62,8 +62,8 @@ def refuse_not_carried(args) -> None:
         raise UserError("over --ssh the agent probes with eBPF only; leave out --backend gdb")
 
 
-def gui_host(args) -> tuple[str, tuple[str, ...], int | None] | None:
-    """``gui --ssh DEST [--pid PID]``: ``(dest, ssh words, pid)`` for the window, or None without ``--ssh``.
+def gui_host(args) -> tuple[str, tuple[str, ...], int | None, bool] | None:
+    """``gui --ssh DEST [--pid PID]``: ``(dest, ssh words, pid, prompts allowed)`` for the window, or None.
     The window's engine (``--lab``/``--engine`` name it) only gives the recipes and the decoder there."""
     host = ssh_host(args)
     if host is None:
@@ -73,7 +73,7 @@ def gui_host(args) -> tuple[str, tuple[str, ...], int | None] | None:
     if getattr(args, "dsn", None):
         raise UserError("gui --ssh watches a process on the host (--pid PID, or the one running the engine's "
                         "code); --dsn is not carried over ssh yet")
-    return host.dest, host.options, getattr(args, "pid", None)
+    return host.dest, host.options, getattr(args, "pid", None), host.allow_prompts
 
 
 def ebpf_options(args) -> dict:

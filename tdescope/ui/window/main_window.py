@@ -174,7 +174,7 @@ class MainWindow(QMainWindow):
         engine, o = self.engine, params.options
 
         def connect(state) -> Connected | None:
-            session = open_host_session(engine, o["ssh"], o["ssh_options"], o["pid"]) if o.get("ssh") \
+            session = open_host_session(engine, o["ssh"], o["ssh_options"], o["pid"], o["prompt"]) if o.get("ssh") \
                 else open_session(engine, params)
             if state.cancelled:  # the window closed while connecting: nobody will close it later
                 session.close()
@@ -325,7 +325,7 @@ class MainWindow(QMainWindow):
             self.experiment.wait(15)
         old, self.session = self.session, None
         if params is None and isinstance(old, HostSession):
-            params = host_params(old.dest, old.ssh_options, old.pid)
+            params = host_params(old.dest, old.ssh_options, old.pid, old.agent.host.allow_prompts)
         self.observation.stop()
         if old is not None:
             self.tasks.run(lambda _state: old.close(), name="close-session", on_exception=lambda _e: None)

@@ -36,9 +36,11 @@ from tdescope.app.remote.host_session import HostSession, host_label, ssh_option
 __all__ = ["HostDialog", "RecentHosts", "RemoteHost", "host_params"]
 
 
-def host_params(dest: str, ssh_options: tuple[str, ...] = (), pid: int | None = None) -> ConnectParams:
-    """How the window connects to a process on ``dest`` (``connect_engine`` opens a HostSession from it)."""
-    return ConnectParams(options={"ssh": dest, "ssh_options": tuple(ssh_options), "pid": pid})
+def host_params(dest: str, ssh_options: tuple[str, ...] = (), pid: int | None = None,
+                prompt: bool = False) -> ConnectParams:
+    """How the window connects to a process on ``dest`` (``connect_engine`` opens a HostSession from it);
+    ``prompt``: ssh may ask for a password or passphrase on the terminal (``--ssh-prompt``)."""
+    return ConnectParams(options={"ssh": dest, "ssh_options": tuple(ssh_options), "pid": pid, "prompt": prompt})
 
 
 class RecentHosts:
