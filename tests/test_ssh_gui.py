@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,11 @@ def test_gui_over_ssh_shows_the_host_and_captures_through_the_agent(qtbot, qsett
                        if "sqlcipher" in line and line.split()[-1].startswith("/"))
         address, code = win.session.read_function(library, "sqlcipher_page_cipher")
         assert any(i.mnemonic == "ret" for i in disassemble_code(code, address))
+        disasm = win.observation.hotspots_dock.disasm  # the Hotspots dock's Disassembly tab reads them the same way
+        assert disasm.read_code is not None
+        disasm.show_function("sqlcipher_page_cipher", library, "", Counter())
+        qtbot.waitUntil(lambda: not disasm.busy, timeout=60000)
+        assert disasm.insns and disasm.insns[0].address == address and "instructions" in disasm.title.text()
 
         win.cancel()
         qtbot.waitUntil(lambda: win.experiment.done.is_set(), timeout=30000)
