@@ -328,3 +328,38 @@ def test_without_pid_the_target_is_the_one_process_running_the_probed_code(sshd,
     twice = alone + [{**ours, "pid": 1}]
     with pytest.raises(UserError, match=rf"^2 processes on ops map .* \({app.pid}, 1\): give --pid PID$"):
         running_the_code(twice, "ops", "SQLCipher")
+
+
+def test_a_cut_network_mid_capture_shows_connection_lost_and_reconnect_says_one_line(qtbot, qsettings, sshd,
+                                                                                     sshd_cut, sqlcipher_app):
+    """The link to the host goes down mid-capture (a netns sshd, its veth taken down): keepalives notice (1 s),
+    the window says "connection lost", the agent disarms and exits there; Reconnect to the cut host is one line."""
+    from tdescope.app.engines import discover_engines
+    from tdescope.ui.window.main_window import MainWindow
+    from tdescope.ui.window.remote_host import host_params
+
+    app = sqlcipher_app()
+    app.go()
+    win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    keepalive = ("-F", str(sshd.config), "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2",
+                 "-o", "ConnectTimeout=3")
+    win.connect_engine(host_params("cut", keepalive, app.pid))
+    try:
+        qtbot.waitUntil(lambda: win.session is not None, timeout=90000)
+        win.workload_dock.max_captures.setValue(100000)
+        win.workload_dock.watch_button.click()
+        qtbot.waitUntil(lambda: _captures(win) >= 3, timeout=90000)
+        agent = win.session.agent.welcome["pid"]
+        sshd_cut.cut()
+        qtbot.waitUntil(lambda: "connection lost" in win.remote.label.text(), timeout=30000)
+        assert win.remote.reconnect_button.isVisible() and win.engine_dock.reconnect.isVisible()
+        wait_for(lambda: _gone(agent), 15, what="the agent exiting on the host after the cut")
+        assert app.proc.poll() is None
+        win.remote.reconnect_button.click()
+        qtbot.waitUntil(lambda: "cannot reach cut" in win.engine_dock.target.text(), timeout=90000)
+        line = win.engine_dock.target.text()
+        assert "\n" not in line and "Traceback" not in line and win.session is None
+    finally:
+        win.shutdown()
