@@ -17,6 +17,7 @@ import sys
 
 from tdescope.app.errors import NothingObserved, UserError
 from tdescope.commands import all_commands
+from tdescope.commands._ssh import add_ssh_arguments
 from tdescope.commands._stdout import ReaderGone, silence_stdout, stdout_reader_gone
 
 __all__ = ["build_parser", "main"]
@@ -40,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument("--backend", choices=("auto", "ebpf", "gdb"), default="auto",
                      help="what places probes: eBPF uprobes, gdb breakpoints (the teaching view), or auto (default)")
     gui.add_argument("file", nargs="?", help="a recorded session (.tds) to open")
+    gui.add_argument("--pid", type=int, metavar="PID", help="with --ssh: the process on the host to probe "
+                     "(default: the one that maps the engine's probed functions)")
+    add_ssh_arguments(gui)
     for name, module_name in all_commands().items():
         module = importlib.import_module(module_name)
         # argparse reads help as a %-format ("95 % interval" was "% i"); a description is read as text.
@@ -72,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command == "gui":
             from tdescope.commands._dsn import refuse_password_in_dsn
+            from tdescope.commands._ssh import gui_host
+
             refuse_password_in_dsn(getattr(args, "dsn", ""), getattr(args, "engine", None))
             _require_window_libraries()
             try:
@@ -80,10 +86,12 @@ def main(argv: list[str] | None = None) -> int:
                 if "shared object" not in str(exc):
                     raise
                 raise UserError(f"the window cannot start: {exc} (`tdescope doctor` names the packages)") from None
+            host = gui_host(args)  # --ssh DEST: a process on that host, through the agent
 
             return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
                            engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""),
-                           encrypt=getattr(args, "encrypt", False), backend=getattr(args, "backend", "auto"))
+                           encrypt=getattr(args, "encrypt", False), backend=getattr(args, "backend", "auto"),
+                           host=host)
         return importlib.import_module(all_commands()[command]).run(args)
     except ReaderGone:
         return 0  # `| head`: the reader has seen enough (see commands/_stdout.py)

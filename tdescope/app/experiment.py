@@ -162,8 +162,8 @@ class Experiment:
                 more = {} if self.isolated or not has_ability(self.session, Ability.FOLLOW_PROCESSES) \
                     else {"followers": self.session.probe_followers(self.pid, self.recipe)}
                 self.window = window_class(self.pid, self.recipe, self.limits, self.engine, on_capture=self.sink,
-                                            on_state=self.sink, allow_critical=self.allow_critical,
-                                            backend=self.backend, **more)
+                                           on_state=self.sink, allow_critical=self.allow_critical,
+                                           backend=self.backend, **more)
                 self._window_thread = threading.Thread(target=self._run_window, name="capture-window", daemon=True)
                 self._window_thread.start()
                 # the workload starts once breakpoints sit in the target (or the window failed)

@@ -91,6 +91,20 @@ def remote_backend(args, recipe, dest: str, welcome: dict) -> tuple[tuple[str, d
     return ("gdb", {}), note
 
 
+def gui_host(args) -> tuple[str, tuple[str, ...], int | None, bool] | None:
+    """``gui --ssh DEST [--pid PID]``: ``(dest, ssh words, pid, prompts allowed)`` for the window, or None.
+    The window's engine (``--lab``/``--engine`` name it) only gives the recipes and the decoder there."""
+    host = ssh_host(args)
+    if host is None:
+        if getattr(args, "pid", None) is not None:
+            raise UserError("gui --pid PID needs --ssh DEST (a process on that host); locally use Change target…")
+        return None
+    if getattr(args, "dsn", None):
+        raise UserError("gui --ssh watches a process on the host (--pid PID, or the one running the engine's "
+                        "code); --dsn is not carried over ssh yet")
+    return host.dest, host.options, getattr(args, "pid", None), host.allow_prompts
+
+
 def ebpf_options(args) -> dict:
     """The eBPF window's bounds (``--sample``, ``--max-mb-per-s``, ``--ring-mb``) as the agent takes them."""
     ebpf = {"sample_every": args.sample, "max_bytes_per_s": args.max_mb_per_s * 1e6}

@@ -52,11 +52,14 @@ def _run_replay(path: str) -> int:
 
 
 def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str | None = None,
-            dsn: str = "", encrypt: bool = False, backend: str = "auto") -> int:
+            dsn: str = "", encrypt: bool = False, backend: str = "auto",
+            host: tuple[str, tuple[str, ...], int | None, bool] | None = None) -> int:
     """Open the workbench on the ``lab`` engine, or on ``engine`` at ``dsn``; returns the exit status.
 
     ``encrypt`` asks a passphrase before anything is recorded, so no plain autosave is ever written.
     ``backend`` is the Workload dock's first probe backend choice (``auto``, ``ebpf``, ``gdb``).
+    ``host``: ``(dest, ssh words, pid, prompts allowed)``: watch a process on that ssh host through the agent
+    (``--ssh``; ``--ssh-prompt`` lets ssh ask on the terminal the window was started from).
     """
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
@@ -90,7 +93,11 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     # keeps the cyclic GC's full passes (tens of ms, on whichever thread allocates,
     # holding the GIL) from walking them again and again during a capture storm.
     gc.freeze()
-    if engine is None:
+    if host is not None:
+        from tdescope.ui.window.remote_host import host_params
+
+        window.connect_engine(host_params(*host))
+    elif engine is None:
         window.connect_engine(ConnectParams(options={"lab": True}))
     else:
         from tdescope.ui.engine_docks import PasswordPrompt

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
-from tdescope.app.hotspots.disasm import HeatRow, Insn, annotate, code_file, disassemble
+from tdescope.app.hotspots.disasm import HeatRow, Insn, annotate, code_file, disassemble, disassemble_code
 from tdescope.ui.table_model import RowTableModel
 from tdescope.ui.tasks import TaskRunner, TaskState, describe
 
@@ -118,6 +119,8 @@ class DisassemblyView(QWidget):
 
     #: The observed process, so code whose file is gone can be read through /proc/PID/map_files.
     pid: int | None = None
+    #: ``(path, symbol) -> (address, bytes)`` when the code is on another host (read by the agent there).
+    read_code: Callable[[str, str], tuple[int, bytes]] | None = None
 
     def show_function(self, symbol: str, dso: str, about: str, heat: Counter[int]) -> None:
         """Disassemble ``symbol`` from ``dso`` off the GUI thread, then show it with ``heat``."""
@@ -138,11 +141,16 @@ class DisassemblyView(QWidget):
         self.title.setText(f"<b>{symbol}</b> · {dso} · disassembling…")
         if self._task is not None:
             self._task.cancel()  # superseded: its outcome is dropped, and it skips the work if still queued
-        pid = self.pid
+        pid, read_code = self.pid, self.read_code
 
         def work(state: TaskState) -> list[Insn] | None:
             with _ONE_AT_A_TIME:
-                return None if state.cancelled else disassemble(code_file(dso, pid), symbol)
+                if state.cancelled:
+                    return None
+                if read_code is not None:  # the server's binary is on the host, not here
+                    address, code = read_code(dso, symbol)
+                    return disassemble_code(code, address)
+                return disassemble(code_file(dso, pid), symbol)
 
         self._task = self.tasks.run(work, name="disassemble", on_done=lambda insns: self._on_loaded(symbol, insns),
                                     on_exception=lambda exc: self._on_loaded(symbol, describe(exc)))

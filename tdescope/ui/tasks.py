@@ -30,7 +30,7 @@ _GUI_WORDS = {"--allow-critical overrides": "tick “Allow critical processes”
 
 
 #: Words of a lost database connection in the drivers' messages (psycopg, PyMySQL, oracledb, the lab).
-_LOST = ("connection is closed", "server closed the connection", "terminating connection", "lost connection",
+_LOST = ("connection lost", "connection is closed", "server closed the connection", "terminating connection", "lost connection",
          "connection was lost", "not connected", "gone away", "lab worker crashed", "connection refused",
          "dpi-1080", "ora-03113", "ora-03114")
 

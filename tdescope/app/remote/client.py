@@ -203,13 +203,14 @@ class AgentClient:
                 return
 
     def targets(self, critical: tuple | None = None, symbols: Sequence[str] = (),
-                library: str | None = None) -> list[dict]:
+                library: str | None = None, timeout: float = REPLY_S) -> list[dict]:
         """The host's processes: ``pid``, ``comm``, ``cmdline``, ``critical`` (deny-list role or None),
-        ``maps`` (whether it maps one of ``symbols``; None when none were given)."""
+        ``maps`` (whether it maps one of ``symbols``; None when none were given). With ``symbols`` the agent
+        reads every process's mapped ELF files (seconds on a busy host): give a ``timeout`` to match."""
         rules = _engines_rules() if critical is None else critical
         self.send(Kind.LIST_TARGETS, {"critical": [wire.to_fields(r) for r in rules], "symbols": list(symbols),
                                       "library": library})
-        return list(self._reply(Kind.TARGETS)[0]["processes"])
+        return list(self._reply(Kind.TARGETS, timeout)[0]["processes"])
 
     def processes(self, pids=None) -> list[ProcRow]:
         """The host's process table: the rows of ``pids`` that exist there (every process when None)."""

@@ -32,7 +32,7 @@ from tdescope.app.session.notes import Note
 from tdescope.app.report.captures import MASK, CaptureSection, capture_section, selected_captures
 from tdescope.app.report.plots import SIDE_COLORS, TimelineLane, flame_graph, horizontal_bars, stacked_bars, timeline
 from tdescope.app.session.reader import SessionReader
-from tdescope.app.session.meta import PLAINTEXT_WITHHELD
+from tdescope.app.session.meta import PLAINTEXT_WITHHELD, SessionMeta
 from tdescope.app.report.exact_waits import exact_waits_table
 from tdescope.app.waits.counter import WaitCounter
 
@@ -314,7 +314,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
     problems = tuple(p.message for p in reader.events(kinds=[Problem]))
     return Report(
         title=meta.title or f"{meta.engine_label or meta.engine or 'Session'} encryption session",
-        engine=meta.engine_label or meta.engine, versions=dict(meta.versions), host=meta.host,
+        engine=meta.engine_label or meta.engine, versions=dict(meta.versions), host=_host(meta),
         recorded=_clock(t0), duration_s=summary.duration_s, generated=_clock(time.time()),
         results=tuple(_results(reader)) + tuple(_exact_waits_table(reader)), plots=tuple(plots),
         captures=tuple(captures), notes=tuple(notes),
@@ -323,6 +323,12 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
         lessons=cards, captures_note=chosen,
         note_cards={n.id: c for n in notes for c in cards if n.text == c.text()},
     )
+
+
+def _host(meta: SessionMeta) -> str:
+    """Where the target was: ``db1 via ssh (workbench on laptop)`` for a recording made over ssh."""
+    target = meta.params.get("host")
+    return f"{target} (workbench on {meta.host})" if target else meta.host
 
 
 def render_html(report: Report, image_src=None, for_print: bool = False) -> str:

@@ -8,22 +8,21 @@ actions), giving each the collaborators it needs and connecting to their signals
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMainWindow, QMessageBox
+from PySide6.QtWidgets import QMainWindow
 
-from tdescope import __version__
 from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, PageDecoder, ProbeRecipe
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session, recorded_decoder
 from tdescope.app.errors import UserError
-from tdescope.app.events import ABResult, CaptureWindowState, Marker, PageCapture, Problem, WorkloadProgress, WorkloadResult
+from tdescope.app.events import ABResult, CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
 from tdescope.app.experiment import Experiment
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
+from tdescope.app.remote.host_session import HostSession, open_host_session
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.live import LiveSession
 from tdescope.ui.captures_dock import CapturesDock
@@ -36,21 +35,20 @@ from tdescope.ui.window.capture_presenter import CapturePresenter
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
 from tdescope.ui.window.layout import default_layout, restore_layout, save_layout
 from tdescope.ui.window.lessons import LessonsController
-from tdescope.ui.window.menus import Menu, MenuRegistry
+from tdescope.ui.window.menus import Menu, MenuRegistry, show_about
 from tdescope.ui.window.messages import Captured, Connected, ExperimentFinished
 from tdescope.ui.window.notes import NotesController
 from tdescope.ui.window.observation import ObservationController
 from tdescope.ui.window.presentation import Presentation
 from tdescope.ui.window.probe_status import ProbeStatus, probe_backend_for
-from tdescope.ui.window.retarget import pick_target
+from tdescope.ui.window.remote_host import RemoteHost, host_params
+from tdescope.ui.window.retarget import follow_target, pick_target
 from tdescope.ui.window.recording import RecordingController
 from tdescope.ui.window.replay import ReplayController, engine_for
 from tdescope.ui.window.replay_view import ReplayView
 from tdescope.ui.workload_dock import WorkloadDock
 
 __all__ = ["MainWindow", "open_replay_window"]
-
-
 
 class MainWindow(QMainWindow):
     """tdescope's workbench window for one engine session."""
@@ -65,6 +63,7 @@ class MainWindow(QMainWindow):
         self.decoder = decoder or engine.page_decoder()  # a replay's: the one its recording was shown with
         self.settings = settings or QSettings("tdescope", "tdescope")
         self.setWindowTitle(f"tdescope — {engine.label}")
+        self.label = engine.label  # the Engine dock's title: "SQLCipher on db1 via ssh" for a host's process
 
         self.live = LiveSession()  # producers publish here; the recorder and the pump take it from here
         self.pump = EventPump(parent=self)
@@ -79,6 +78,7 @@ class MainWindow(QMainWindow):
         self.workload_dock = WorkloadDock(self)
         self.captures_dock = CapturesDock(self)
         self.probe_status = ProbeStatus(self.statusBar())
+        self.remote = RemoteHost(self, self.settings, self.reconnect)
 
         self.observation = ObservationController(engine, self.live.publish, self.pump, self.tasks, self)
         self.notes = NotesController(self.captures_dock, self.page_view, self.observation.timeline_dock,
@@ -110,7 +110,7 @@ class MainWindow(QMainWindow):
         self.workload_dock.cancelRequested.connect(self.cancel)
         self.captures_dock.captureSelected.connect(self.show_capture)
         self.engine_dock.change_target.clicked.connect(self.pick_target)
-        self.engine_dock.reconnect.clicked.connect(self.reconnect)
+        self.engine_dock.reconnect.clicked.connect(lambda: self.reconnect())
         self.pump.subscribe(Captured, self._on_captures)
         self.pump.subscribe(CaptureWindowState, self._on_window_state)
         self.pump.subscribe(WorkloadProgress, self._on_progress)
@@ -141,6 +141,7 @@ class MainWindow(QMainWindow):
     def _fill_menus(self) -> None:
         file_menu = self.menus[Menu.FILE]
         self.files.fill_menu(file_menu)
+        self.remote.fill_menu(file_menu)
         file_menu.addSeparator()
         file_menu.addAction(QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close))
         self.notes.fill_menu(self.menus[Menu.EDIT])
@@ -163,31 +164,28 @@ class MainWindow(QMainWindow):
         for dock in self.engine_docks:
             view_menu.addAction(dock.toggleViewAction())
         self.observation.fill_menu(self.menus[Menu.OBSERVE])
-        self.menus[Menu.HELP].addAction(QAction("&About tdescope", self, triggered=self._about))
-
-    def _about(self) -> None:
-        QMessageBox.about(self, "About tdescope", f"<b>tdescope {__version__}</b><br>Look inside database "
-                          "encryption while it happens.<br><br>Probes are eBPF uprobes or read-only gdb breakpoints "
-                          "in bounded windows; the target never waits on this window.")
+        self.menus[Menu.HELP].addAction(QAction("&About tdescope", self, triggered=lambda: show_about(self)))
 
     # -- session ---------------------------------------------------------------
-    def connect_engine(self, params: ConnectParams) -> None:
-        """Connect (start the lab) on the task runner; the window stays responsive."""
-        self.statusBar().showMessage(f"Connecting to {self.engine.label}…")
+    def connect_engine(self, params: ConnectParams):
+        """Connect (start the lab; a process on an ssh host: ``host_params``) on the task runner; its TaskState."""
+        self.statusBar().showMessage(f"Connecting to {params.options.get('ssh') or self.engine.label}…")
         self._connect_params = params  # kept for Reconnect (the password is asked again, never kept)
-        engine = self.engine
+        engine, o = self.engine, params.options
 
         def connect(state) -> Connected | None:
-            session = open_session(engine, params)
+            session = open_host_session(engine, o["ssh"], o["ssh_options"], o["pid"], o["prompt"]) if o.get("ssh") \
+                else open_session(engine, params)
             if state.cancelled:  # the window closed while connecting: nobody will close it later
                 session.close()
                 return None
             catalog = has_ability(session, Ability.CATALOG_DECODER)
             return Connected(session, session.inventory(), session.catalog_decoder() if catalog else None)
 
-        self.tasks.run(connect, name="connect", on_done=self._on_connected, on_exception=self._on_connect_failed)
+        return self.tasks.run(connect, name="connect", on_done=self._on_connected, on_exception=self._on_connect_failed)
 
     def _on_connect_failed(self, exc: BaseException) -> None:
+        self.remote.failed()
         message = describe(exc)
         self.engine_dock.show_error(message)
         self.workload_dock.status.setText(message)
@@ -197,8 +195,8 @@ class MainWindow(QMainWindow):
         self.session, self.decoder = ev.session, ev.decoder or self.decoder
         self.files.decoder = self.decoder  # the report decodes as the window does, now and from the file
         self.recording.set_inventory(ev.inventory, self.decoder)  # both kept in the recording's metadata
-        pid = self.session.server_pid()
-        self.engine_dock.show_inventory(self.engine.label, ev.inventory, pid)
+        pid, self.label = self.session.server_pid(), self.remote.show(self.session, self.engine.label)
+        self.engine_dock.show_inventory(self.label, ev.inventory, pid)
         for dock in self.engine_docks:
             if hasattr(dock, "show_inventory"):
                 dock.show_inventory(ev.inventory)
@@ -208,21 +206,14 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Connected: target pid {pid}", 5000)
         self.observation.observe(self.session)
         self.lessons.update_gate()
+        self.remote.rearm(self.run_workload)  # reconnected after the host went mid-capture: the same run again
 
     def pick_target(self) -> None:
         """Let the user probe another server process (sessions that offer ``targets()``)."""
         if self.experiment is not None and not self.experiment.done.is_set():
             self.statusBar().showMessage("Finish or cancel the running workload first", 5000)
             return
-        pick_target(self, self.session, self.tasks, self._on_retargeted)
-
-    def _on_retargeted(self, session: EngineSession, allow_critical: bool) -> None:
-        pid, self.allow_critical = session.server_pid(), allow_critical
-        self.statusBar().showMessage(f"Probe target is now pid {pid}", 5000)
-        self.live.publish(Marker(time.time(), f"probe target: pid {pid}", "target", {"pid": pid}))
-        self.observation.observe(session)  # hotspots, OS and engine waits follow the new process
-        self.tasks.run(lambda _state: session.inventory(), name="inventory",  # its "probe target" row too
-                       on_done=lambda inv: self.engine_dock.show_inventory(self.engine.label, inv, pid))
+        pick_target(self, self.session, self.tasks, lambda session, allow: follow_target(self, session, allow))
 
     # -- running ---------------------------------------------------------------
     def run_workload(self, name: str | None, params: dict, recipe: ProbeRecipe | None, max_captures: int,
@@ -235,16 +226,19 @@ class MainWindow(QMainWindow):
         workload = next((w for w in self.session.workloads() if w.name == name), None)
         if workload is None and (name is not None or recipe is None):
             return
+        host = self.session if isinstance(self.session, HostSession) else None  # the agent there probes
         backend = probe_backend_for(self.workload_dock.backend.currentData(), recipe,
-                                    lambda line: self.statusBar().showMessage(line, 15000)) if recipe else None
-        if recipe is not None and backend is None:
+                                    lambda line: self.statusBar().showMessage(line, 15000)) if recipe and not host else None
+        if recipe is not None and backend is None and host is None:
             return
+        self.remote.last_run = (name, params, recipe, max_captures, rounds)
         self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0, first_seq=self._next_seq,
                                max_kept_per_s=KEEP_PER_S,  # `record` keeps the same
                                **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish,
                          allow_critical=self.allow_critical, backend=backend, isolated=True,
+                         windows=host.window if host else None, local_server=host is None,
                          rounds=rounds if workload and {"encrypted", "plain"} <= set(workload.sides) else 0)
         self.experiment = exp
         self.lessons.update_gate()
@@ -264,8 +258,7 @@ class MainWindow(QMainWindow):
         session = self.session
         if session is not None:  # file sizes and page counts moved with the workload
             self.tasks.run(lambda _state: session.inventory(), name="inventory",
-                           on_done=lambda inv: self.engine_dock.show_inventory(self.engine.label, inv,
-                                                                               session.server_pid()))
+                           on_done=lambda inv: self.engine_dock.show_inventory(self.label, inv, session.server_pid()))
 
     def _seek_and_show(self, ts: float, then: Callable[[], None] | None = None) -> None:
         """Move the replay to ``ts``; once its events are fed, deliver them and run ``then`` on views at ``ts``."""
@@ -322,19 +315,23 @@ class MainWindow(QMainWindow):
         self.workload_dock.status.setText(text)
         self.statusBar().showMessage(text, 15000)
         if self.session is not None and connection_lost(text):
-            self.engine_dock.show_error(text, lost=True)  # offers Reconnect: no restart of the window
+            # offers Reconnect: no restart of the window (on an ssh host: the same host and target again)
+            self.remote.connection_lost(text) if self.remote.host else self.engine_dock.show_error(text, lost=True)
 
-    def reconnect(self) -> None:
-        """Close the session (it is broken or was never made) and connect again with the same parameters."""
+    def reconnect(self, params: ConnectParams | None = None):
+        """Close the session (broken, never made, or left for ``params``: another host) and connect again
+        (a host's process: the same host and target); the connect task's TaskState."""
         if self.experiment is not None and not self.experiment.done.is_set():
             self.experiment.cancel()
             self.experiment.wait(15)
         old, self.session = self.session, None
+        if params is None and isinstance(old, HostSession):
+            params = host_params(old.dest, old.ssh_options, old.pid, old.agent.host.allow_prompts)
         self.observation.stop()
         if old is not None:
             self.tasks.run(lambda _state: old.close(), name="close-session", on_exception=lambda _e: None)
         self.workload_dock.set_workloads([], [])
-        self.connect_engine(getattr(self, "_connect_params", ConnectParams(options={"lab": True})))
+        return self.connect_engine(params or getattr(self, "_connect_params", ConnectParams(options={"lab": True})))
 
     def _clear_captures(self) -> None:
         self.captures_dock.clear()

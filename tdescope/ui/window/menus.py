@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from enum import Enum
 
-from PySide6.QtWidgets import QMenu, QMenuBar
+from PySide6.QtWidgets import QMenu, QMenuBar, QMessageBox, QWidget
 
-__all__ = ["Menu", "MenuRegistry"]
+from tdescope import __version__
+
+__all__ = ["Menu", "MenuRegistry", "show_about"]
+
+
+def show_about(parent: QWidget) -> None:
+    """Help → About tdescope."""
+    QMessageBox.about(parent, "About tdescope", f"<b>tdescope {__version__}</b><br>Look inside database "
+                      "encryption while it happens.<br><br>Probes are eBPF uprobes or read-only gdb breakpoints "
+                      "in bounded windows; the target never waits on this window.")
 
 
 class Menu(Enum):

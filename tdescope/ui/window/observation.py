@@ -24,6 +24,8 @@ from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.app.events import Event, HotspotLeaves, HotspotWindow, Marker, WaitFigures, WaitSample, WaitSpans, WorkloadProgress
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.observe.sampling import ENGINE_WAIT_HZ, Observation, engine_poll_text
+from tdescope.app.remote.host_observation import HostObservation
+from tdescope.app.remote.host_session import HostSession
 from tdescope.ui.event_pump import EventPump
 from tdescope.ui.hotspots_dock import HotspotsDock, glossary_of
 from tdescope.ui.tasks import TaskRunner
@@ -65,7 +67,7 @@ class ObservationController(QObject):
         self.frequency = DEFAULT_HZ  # perf's sampling rate (Observe → Hotspot sampling rate)
         self.engine_hz = ENGINE_WAIT_HZ  # engine-wait polls a second, one statement each (Observe menu)
         self._session: EngineSession | None = None
-        self.observation: Observation | None = None
+        self.observation: Observation | HostObservation | None = None
         self._generation = 0  # bumped by stop(): a wait source that opens later starts nothing
         self.refresh_ms: list[float] = []  # GUI time of each refresh, for the bench
         self.hotspots_dock = HotspotsDock(self.run, glossary_of(engine), parent)
@@ -136,6 +138,13 @@ class ObservationController(QObject):
         self.hotspots_dock.set_glossary(glossary_of(self.engine))
         pid = session.server_pid()
         self.hotspots_dock.disasm.pid = pid
+        self.hotspots_dock.disasm.read_code = session.read_function if isinstance(session, HostSession) else None
+        if isinstance(session, HostSession):  # perf and /proc run in the agent on the host
+            self.observation = HostObservation(session, self._publish, frequency=self.frequency,
+                                               hotspots=self.hotspots_action.isChecked(),
+                                               waits=self.waits_action.isChecked()).start()
+            self.waits_dock.set_engine_poll("", self.engine_hz)
+            return
         self.tasks.run(lambda _state: session.wait_source(), name="wait-source",
                        on_done=lambda source: self._start(generation, pid, source),
                        # a broken engine source must not stop observation

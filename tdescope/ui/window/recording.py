@@ -23,6 +23,7 @@ from tdescope.app.engines.api import Engine, EngineSession, Inventory, PageDecod
 from tdescope.app.errors import UserError
 from tdescope.app.session.file import SessionRecorder
 from tdescope.app.session.live import LiveSession
+from tdescope.app.remote.host_session import host_label
 from tdescope.app.session.meta import SessionMeta, decoder_catalog, keeps_plaintext
 from tdescope.app.session.notes import NoteStore
 from tdescope.ui.event_pump import EventPump
@@ -95,7 +96,8 @@ class RecordingController(QObject):
         return self.live.recorder
 
     def set_inventory(self, inventory: Inventory, decoder: PageDecoder | None = None) -> None:
-        """The engine session's inventory (once connected): stored in the recording's metadata.
+        """The engine session's inventory (once connected): stored in the recording's metadata. A session
+        on another host, or whose decrypted pages the file may not keep, starts a new file.
 
         ``decoder``, the window's: its catalog is kept there too (and again when the file closes), so
         that a report of the file, made later with no server, decodes captures as the window did.
@@ -103,13 +105,21 @@ class RecordingController(QObject):
         self._inventory = inventory
         if decoder is not None:
             self.decoder = decoder
-        if self.recorder is not None:
-            self.recorder.update_meta(self._meta())
+        recorder, session = self.recorder, self._session()
+        if recorder is not None and (recorder.keep_plaintext != keeps_plaintext(session)
+                                     or recorder.meta.params.get("host", "") != host_label(session)):
+            # another kind of target (a lab's, then a host's process): a file keeps one target's facts and
+            # plaintext rule, so this one ends and the next event starts a new one
+            self.close_recording()
+        elif recorder is not None:
+            recorder.update_meta(self._meta())
 
     def _meta(self) -> SessionMeta:
         engine = self.engine
         session = self._session()
         params = {"target_pid": session.server_pid()} if session is not None else {}
+        if host_label(session):  # as `record --ssh` says it: the machine facts are this one's, the target is there
+            params["host"] = host_label(session)
         rows = self._inventory.rows if self._inventory is not None else ()
         return SessionMeta.collect(engine.name, engine.label, inventory=rows, params=params,
                                    decoder=decoder_catalog(self.decoder))

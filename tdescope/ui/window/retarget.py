@@ -5,15 +5,28 @@ Listing the targets and choosing one are database calls: both run on the task ru
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from tdescope.app.engines.api import EngineSession
 from tdescope.app.engines.capabilities import Ability, has_ability
+from tdescope.app.events import Marker
 from tdescope.ui.tasks import TaskRunner, describe
 
-__all__ = ["pick_target"]
+__all__ = ["follow_target", "pick_target"]
+
+
+def follow_target(window, session: EngineSession, allow_critical: bool) -> None:
+    """The window probes ``session``'s new target: say it, mark it in the recording, and let the samplers
+    and the Engine dock's "probe target" row follow it."""
+    pid, window.allow_critical = session.server_pid(), allow_critical
+    window.statusBar().showMessage(f"Probe target is now pid {pid}", 5000)
+    window.live.publish(Marker(time.time(), f"probe target: pid {pid}", "target", {"pid": pid}))
+    window.observation.observe(session)  # hotspots, OS and engine waits follow the new process
+    window.tasks.run(lambda _state: session.inventory(), name="inventory",
+                     on_done=lambda inv: window.engine_dock.show_inventory(window.label, inv, pid))
 
 
 def pick_target(parent: QWidget, session: EngineSession | None, tasks: TaskRunner,

@@ -1,0 +1,98 @@
+"""Hotspots and OS waits of a process on an ssh host: perf and the /proc sampler run in the agent there.
+
+:class:`HostObservation` has the face of :class:`~tdescope.app.observe.sampling.Observation` the
+window uses (``start``, ``stop``, ``set_hotspots``, ``set_waits``, ``exact_problem``), so the
+window's Hotspots and Waits docks fill the same way from a remote target. Each sampler fails alone,
+as one :class:`~tdescope.app.events.Problem`; a lost connection is one Problem too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from tdescope.app.errors import UserError
+from tdescope.app.events import Event, Problem
+from tdescope.app.hotspots.perf_record import DEFAULT_HZ
+
+__all__ = ["HostObservation"]
+
+
+class HostObservation:
+    """Watch ``session``'s target through its agent (a :class:`~tdescope.app.remote.host_session.HostSession`)."""
+
+    def __init__(self, session, sink: Callable[[Event], None], *, hotspots: bool = True, waits: bool = True,
+                 frequency: int = DEFAULT_HZ, window_s: float = 1.0) -> None:
+        self.session = session
+        self.pid = session.server_pid()
+        self.sink = sink
+        self.frequency = frequency
+        self.window_s = window_s
+        self._want = {"hotspots": hotspots, "waits": waits}
+        self._on = {"hotspots": False, "waits": False}
+        self._lock = threading.Lock()
+        self._stopped = False
+        #: The agent samples OS waits from /proc only: no exact (eBPF) figures to miss.
+        self.exact_problem = ""
+
+    def start(self) -> HostObservation:
+        """Start the chosen samplers (in the session's serial worker); returns at once."""
+        self._submit(self._start_all)
+        return self
+
+    def _start_all(self) -> None:
+        for which, on in self._want.items():
+            if on:
+                self._set(which, True)
+
+    def set_hotspots(self, on: bool) -> None:
+        """Start or stop perf on the host; returns once the agent answered (call off the GUI thread)."""
+        self._submit(self._set, "hotspots", on).result()
+
+    def set_waits(self, on: bool) -> None:
+        """Start or stop the /proc wait sampler on the host; returns once the agent answered."""
+        self._submit(self._set, "waits", on).result()
+
+    def stop(self) -> None:
+        """Stop both samplers on the host, after what was asked before; returns at once. Idempotent."""
+        with self._lock:
+            self._stopped = True
+        self._submit(lambda: [self._set(which, False, force=True) for which in ("hotspots", "waits")])
+
+    def _submit(self, fn, *args) -> Future:
+        try:
+            return self.session.serial.submit(fn, *args)
+        except RuntimeError:  # the session closed: the agent stopped everything on its way out
+            done: Future = Future()
+            done.set_result(None)
+            return done
+
+    def _set(self, which: str, on: bool, force: bool = False) -> None:
+        with self._lock:
+            if (on and self._stopped and not force) or self._on[which] == on:
+                return
+            self._on[which] = on
+            try:
+                with self.session.requests:
+                    self._request(which, on)
+            except UserError as exc:
+                self._on[which] = False
+                if on or self.session.alive():  # stopping on a lost connection: nothing runs there any more
+                    self._problem(which, str(exc))
+
+    def _request(self, which: str, on: bool) -> None:
+        client = self.session.agent.client
+        if which == "hotspots" and on:
+            client.start_hotspots(self.pid, self.frequency, self.window_s, on_window=self.sink,
+                                  on_error=lambda m: self._problem("hotspots", m))
+        elif which == "hotspots":
+            client.stop_hotspots()
+        elif on:
+            client.start_waits(self.pid, on_sample=self.sink, on_error=lambda m: self._problem("waits", m))
+        else:
+            client.stop_waits()
+
+    def _problem(self, source: str, message: str) -> None:
+        self.sink(Problem(time.time(), source, message))
