@@ -219,9 +219,12 @@ class HotspotSampler:
         return self._thread is not None and self._thread.is_alive()
 
     @property
-    def record_pid(self) -> int | None:
-        """perf record's pid (None before start)."""
-        return self._pipeline.record.pid if self._pipeline is not None and self._pipeline.record else None
+    def perf_pids(self) -> tuple[int, int] | None:
+        """The pids of perf record and perf script (None before start)."""
+        p = self._pipeline
+        if p is None or p.record is None or p.script is None:
+            return None
+        return p.record.pid, p.script.pid
 
     @property
     def late_samples(self) -> int:
