@@ -128,7 +128,7 @@ def _phase(target: _Rounds, mode: str | None) -> dict:
     rounds = target.progress(t1) - target.progress(t0)
     out = {"rate": rounds / (t1 - t0), "cpu_per_round": (cpu1 - cpu0) / rounds}
     if sampler is not None:
-        record_pid = sampler.perf_pids[0]
+        record_pid = sampler.child_pids[0]
         record_cpu = _proc_cpu(record_pid)  # perf's own CPU and bytes, read before it is killed
         written = _written(record_pid)
         span = time.time() - t0 + 0.3

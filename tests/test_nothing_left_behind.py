@@ -12,7 +12,7 @@ from conftest import TDESCOPE, compile_client
 
 
 def _perf_on(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"perf record .* -p {pid} "], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", f"perf record .*-p {pid},"], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 

@@ -121,6 +121,43 @@ def test_windows_hold_the_samples_of_their_own_time_with_callers_unwound(tmp_pat
     assert sampler.late_samples <= 0.01 * sum(sum(w.stacks.values()) for w in windows)
 
 
+BURSTY = r"""
+import hashlib, sys, time
+print("ready", flush=True)
+sys.stdin.readline()
+for _ in range(4):  # 0.15 s of work, then 1.2 s of sleep: a database serving a query now and then
+    t = time.monotonic()
+    while time.monotonic() - t < 0.15:
+        hashlib.sha256(b"x" * 4096).digest()
+    time.sleep(1.2)
+"""
+
+
+@pytest.mark.perf
+def test_a_bursty_targets_samples_land_in_the_windows_of_their_bursts():
+    """perf script prints a batch once the next one has come: without the metronome in perf record's
+    pid list, each burst of a bursty target came out with the next burst (measured: half the
+    samples 3 s late), in the wrong window."""
+    _need_perf()
+    target = subprocess.Popen([sys.executable, "-c", BURSTY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    windows, errors = [], []
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        with HotspotSampler(target.pid, window_s=0.5, on_window=windows.append, on_error=errors.append) as sampler:
+            target.stdin.write("go\n")
+            target.stdin.flush()
+            wait_for(lambda: not sampler.running, timeout=60, what="the sampler's end at the target's exit")
+    finally:
+        target.kill()
+        target.wait()
+    total = sum(sum(w.stacks.values()) for w in windows)
+    busy = [w for w in windows if w.stacks]
+    print("samples", total, "late", sampler.late_samples, "windows with samples", len(busy), "of", len(windows))
+    assert total > 40 and sampler.late_samples <= 0.1 * total
+    assert 4 <= len(busy) <= 8  # each burst in the one or two windows of its time
+
+
 @pytest.mark.perf
 def test_stopping_the_sampler_leaves_no_perf(tmp_path):
     _need_perf()
@@ -130,7 +167,7 @@ def test_stopping_the_sampler_leaves_no_perf(tmp_path):
     try:
         sampler = HotspotSampler(target.pid, window_s=0.5, on_window=windows.append)
         sampler.start()
-        pids = sampler.perf_pids
+        pids = sampler.child_pids
         assert pids is not None and all(_alive(p) for p in pids)
         wait_for(lambda: len(windows) >= 2, timeout=30, what="2 hotspot windows")
         sampler.stop()
@@ -146,7 +183,7 @@ import sys, time
 from tdescope.app.hotspots.perf_record import HotspotSampler
 sampler = HotspotSampler(int(sys.argv[1]), window_s=0.5)
 sampler.start()
-print(*sampler.perf_pids, flush=True)
+print(*sampler.child_pids, flush=True)
 time.sleep(600)
 """
 
@@ -154,20 +191,22 @@ time.sleep(600)
 @pytest.mark.perf
 @pytest.mark.parametrize("busy", [True, False], ids=["busy", "idle"])
 def test_kill_9_of_the_owner_leaves_no_perf(tmp_path, busy):
-    """Both perfs run in sessions of their own; their reapers end them when the owner is killed. An
-    idle target is the sharp case: no sample flows, so no broken pipe would ever end them."""
+    """Both perfs run in sessions of their own; they end when the owner is killed (perf record at the
+    hang-up of its control fd, and its reaper; perf script then at the end of its input, and its
+    reaper), the metronome at EOF on its stdin. An idle target is the sharp case: no sample flows, so
+    no broken pipe would end them."""
     _need_perf()
     exe = compile_client("hot.c", tmp_path / "hot", "-fno-omit-frame-pointer")
     target = subprocess.Popen([str(exe), "60"] if busy else ["sleep", "60"])
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(target.pid)], stdout=subprocess.PIPE, text=True)
     try:
         pids = [int(p) for p in owner.stdout.readline().split()]
-        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        assert len(pids) == 3 and all(_alive(p) for p in pids)
         time.sleep(1.0)  # a window or two through the pipeline
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()
         wait_for(lambda: not any(_alive(p) for p in pids), timeout=30, interval=0.05,
-                 what="both perfs gone after kill -9 of their owner")
+                 what="perf record, perf script and the metronome gone after kill -9 of their owner")
         assert _alive(target.pid)  # the target goes on, untouched
     finally:
         owner.kill()

@@ -41,9 +41,10 @@ CALL_GRAPHS = ("dwarf", "fp", "none")
 #: User stack copied per sample in ``dwarf`` mode: deep enough for SQLite's VDBE -> B-tree -> pager ->
 #: codec -> OpenSSL chain, bounded so a sample stays small (perf's own default is 8192).
 DWARF_STACK_BYTES = 16384
-#: How often perf record is asked to write out what its buffers hold (and finished windows looked
-#: for), at most: a lightly busy target's samples reach ``perf script`` within about two of these.
-TICK_S = 0.25
+#: How often perf record is asked to write out what its buffers hold, the metronome
+#: (:mod:`~tdescope.app.hotspots.perf_tick`) gives perf script a next batch, and finished windows
+#: are looked for.
+TICK_S = 0.1
 
 
 def _thread_count(pid: int) -> int:
@@ -161,16 +162,16 @@ class HotspotSampler:
             raise UserError(f"no process {self.pid}")
         self.event = self.event or perf_event()
         threads = _thread_count(self.pid)
-        args = ["-F", str(self.frequency), "-p", str(self.pid), "-e", self.event, "--no-bpf-event"]
+        args = ["-F", str(self.frequency), "-e", self.event, "--no-bpf-event"]
         # --no-bpf-event: perf's side-band thread for BPF program events waits out a 1 s poll at every
         # stop (measured: `perf record -- true` 1.2 s with it, 0.3 s without); tdescope needs no BPF symbols.
         if self.callgraph == "dwarf":
             args[:0] = ["--call-graph", f"dwarf,{self.stack_bytes}"]
         elif self.callgraph == "fp":
             args[:0] = ["-g"]
-        pipeline = self._pipeline = PerfPipeline(args)
+        pipeline = self._pipeline = PerfPipeline(self.pid, args, min(TICK_S, self.window_s / 2))
         pipeline.start()
-        self._await_attached(threads)
+        self._await_attached(threads + 1)  # and the metronome's one thread
         origin = time.monotonic()
         self._epoch = time.time() - origin
         self._cutter = WindowCutter(origin, self.window_s)
@@ -219,12 +220,12 @@ class HotspotSampler:
         return self._thread is not None and self._thread.is_alive()
 
     @property
-    def perf_pids(self) -> tuple[int, int] | None:
-        """The pids of perf record and perf script (None before start)."""
+    def child_pids(self) -> tuple[int, int, int] | None:
+        """The pids of perf record, perf script and the metronome (None before start)."""
         p = self._pipeline
-        if p is None or p.record is None or p.script is None:
+        if p is None or p.record is None or p.script is None or p.ticker is None:
             return None
-        return p.record.pid, p.script.pid
+        return p.record.pid, p.script.pid, p.ticker.pid
 
     @property
     def late_samples(self) -> int:
@@ -279,6 +280,8 @@ class HotspotSampler:
         tick = min(TICK_S, self.window_s / 2)
         while not self._stop.wait(tick):
             pipeline.ping()
+            if not _alive(self.pid):
+                pipeline.target_gone()  # perf record then ends, and perf script prints what is left
             ended = self._ended.is_set()
             with self._lock:
                 cuts = cutter.rest(time.monotonic()) if ended else cutter.due(time.monotonic(), pipeline.idle())

@@ -10,8 +10,9 @@ Samples come with ``CLOCK_MONOTONIC`` timestamps (``perf record --clockid``), th
 :func:`time.monotonic`, so windows are cut by sample time
 (:class:`~tdescope.app.hotspots.time_windows.WindowCutter`). perf record writes what its ring
 buffers hold only when they are half full; :meth:`PerfPipeline.ping` (``ping`` on perf record's
-``--control`` fd) makes it write what it has now, so a lightly busy target's samples come through
-in well under a second too.
+``--control`` fd) makes it write what it has now, and the metronome
+(:mod:`~tdescope.app.hotspots.perf_tick`, also in perf record's ``-p`` list) gives perf script a
+next batch every tick, so a lightly busy or bursty target's samples come through within a few ticks.
 
 Both perf processes run niced in sessions of their own (a Ctrl+C aimed at tdescope does not cut
 them); each has a reaper (:func:`~tdescope.app.system.reaper.reap_with_me`), so a killed workbench
@@ -24,12 +25,13 @@ import array
 import fcntl
 import os
 import subprocess
+import sys
 import termios
 import threading
 from collections.abc import Iterator
 
 from tdescope.app.hotspots.perf_script import Sample, iter_perf_script
-from tdescope.app.system.child_env import PERF, child_env
+from tdescope.app.system.child_env import PERF, PYTHON, child_env
 from tdescope.app.system.reaper import Reaper, reap_with_me
 
 __all__ = ["PERF_SCRIPT_FIELDS", "PerfPipeline"]
@@ -55,17 +57,24 @@ def _pending(fd: int) -> int:
 
 
 class PerfPipeline:
-    """``perf record RECORD_ARGS -o -`` into ``perf script -i -``; parsed samples out.
+    """``perf record -p PID RECORD_ARGS -o -`` into ``perf script -i -``; parsed samples out.
 
     Parameters
     ----------
+    pid : int
+        The target process.
     record_args : list of str
-        What perf record samples and how (``-F``, ``-p``, ``-e``, ``--call-graph``...); the pipeline
-        adds the clock, the control fd and the output.
+        How perf record samples (``-F``, ``-e``, ``--call-graph``...); the pipeline adds the pids,
+        the clock, the control fd and the output.
+    tick_s : float
+        The metronome's period.
     """
 
-    def __init__(self, record_args: list[str]) -> None:
+    def __init__(self, pid: int, record_args: list[str], tick_s: float) -> None:
+        self.pid = pid
         self.record_args = list(record_args)
+        self.tick_s = tick_s
+        self.ticker: subprocess.Popen | None = None
         self.record: subprocess.Popen | None = None
         self.script: subprocess.Popen | None = None
         #: What each perf said on stderr (its first 50 non-empty lines), for the error message.
@@ -76,11 +85,16 @@ class PerfPipeline:
         self._closing = threading.Lock()  # stop() and the sampler thread may both end the pipeline
 
     def start(self) -> None:
-        """Start both perfs (returns at once; :attr:`record` may still be attaching)."""
+        """Start the metronome and both perfs (returns at once; :attr:`record` may still be attaching)."""
+        # It ends at EOF on its stdin, which only we hold: with us, or when the target has gone.
+        self.ticker = subprocess.Popen(
+            [sys.executable, "-m", "tdescope.app.hotspots.perf_tick", str(self.tick_s)], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=child_env(PYTHON))
         ctl_read, ctl_write = os.pipe()
         try:
             self.record = subprocess.Popen(
-                ["nice", "-n", "19", "perf", "record", *self.record_args, "--clockid", "CLOCK_MONOTONIC",
+                ["nice", "-n", "19", "perf", "record", "-p", f"{self.pid},{self.ticker.pid}", *self.record_args,
+                 "--clockid", "CLOCK_MONOTONIC",
                  "--control", f"fd:{ctl_read}", "-o", "-"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 start_new_session=True, pass_fds=(ctl_read,), env=child_env(PERF))
@@ -117,8 +131,18 @@ class PerfPipeline:
 
     def samples(self) -> Iterator[Sample]:
         """perf script's samples as they come; ends when perf script does (or is killed)."""
-        assert self.script is not None and self.script.stdout is not None
-        return iter_perf_script(self.script.stdout)
+        assert self.script is not None and self.script.stdout is not None and self.ticker is not None
+        ticker = self.ticker.pid
+        return (s for s in iter_perf_script(self.script.stdout) if s.pid != ticker)
+
+    def target_gone(self) -> None:
+        """The target has exited: end the metronome, so perf record ends and perf script prints the rest."""
+        ticker = self.ticker
+        if ticker is not None and ticker.stdin is not None and not ticker.stdin.closed:
+            try:
+                ticker.stdin.close()
+            except OSError:
+                pass
 
     def ping(self) -> None:
         """Ask perf record to write what its ring buffers hold now (no-op once it has gone)."""
@@ -143,7 +167,7 @@ class PerfPipeline:
     def kill(self, timeout: float = 1.0) -> None:
         """End both perfs (SIGKILL: harmless to the target, the kernel closes its events with perf's
         fds), close the pipes, release the reapers. Idempotent."""
-        for proc in (self.record, self.script):
+        for proc in (self.record, self.script, self.ticker):
             if proc is not None and proc.poll() is None:
                 try:
                     proc.kill()
@@ -153,8 +177,8 @@ class PerfPipeline:
         self.close()
 
     def wait(self, timeout: float) -> None:
-        """Wait up to ``timeout`` s for each perf to end."""
-        for proc in (self.record, self.script):
+        """Wait up to ``timeout`` s for each perf (and the metronome) to end."""
+        for proc in (self.record, self.script, self.ticker):
             if proc is not None:
                 try:
                     proc.wait(timeout)
@@ -170,6 +194,11 @@ class PerfPipeline:
                 os.close(ctl)
             if self.record is not None and self.record.stdout is not None:
                 self.record.stdout.close()
+            if self.ticker is not None and self.ticker.stdin is not None:
+                try:
+                    self.ticker.stdin.close()
+                except OSError:
+                    pass
         for reaper in reapers:
             reaper.release()
 
