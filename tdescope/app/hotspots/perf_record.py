@@ -171,7 +171,7 @@ class HotspotSampler:
             args[:0] = ["-g"]
         pipeline = self._pipeline = PerfPipeline(self.pid, args, min(TICK_S, self.window_s / 2))
         pipeline.start()
-        self._await_attached(threads + 1)  # and the metronome's one thread
+        self._await_attached(threads + pipeline.ticking)  # and the metronome's one thread
         origin = time.monotonic()
         self._epoch = time.time() - origin
         self._cutter = WindowCutter(origin, self.window_s)

@@ -30,6 +30,7 @@ import termios
 import threading
 from collections.abc import Iterator
 
+from tdescope.app.hotspots import perf_tick  # imported, not only run: the agent's zipapp carries it
 from tdescope.app.hotspots.perf_script import Sample, iter_perf_script
 from tdescope.app.system.child_env import PERF, PYTHON, child_env
 from tdescope.app.system.reaper import Reaper, reap_with_me
@@ -75,6 +76,8 @@ class PerfPipeline:
         self.record_args = list(record_args)
         self.tick_s = tick_s
         self.ticker: subprocess.Popen | None = None
+        #: True when the metronome runs and perf record watches it.
+        self.ticking = False
         self.record: subprocess.Popen | None = None
         self.script: subprocess.Popen | None = None
         #: What each perf said on stderr (its first 50 non-empty lines), for the error message.
@@ -88,12 +91,17 @@ class PerfPipeline:
         """Start the metronome and both perfs (returns at once; :attr:`record` may still be attaching)."""
         # It ends at EOF on its stdin, which only we hold: with us, or when the target has gone.
         self.ticker = subprocess.Popen(
-            [sys.executable, "-m", "tdescope.app.hotspots.perf_tick", str(self.tick_s)], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=child_env(PYTHON))
+            [sys.executable, "-m", perf_tick.__name__, str(self.tick_s)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, env=child_env(PYTHON))
+        assert self.ticker.stdout is not None
+        self.ticking = self.ticker.stdout.readline().strip() == b"ready"
+        self.ticker.stdout.close()
+        pids = f"{self.pid},{self.ticker.pid}" if self.ticking else str(self.pid)
+        # else it could not start: sample without it (a bursty target's samples then come a burst late)
         ctl_read, ctl_write = os.pipe()
         try:
             self.record = subprocess.Popen(
-                ["nice", "-n", "19", "perf", "record", "-p", f"{self.pid},{self.ticker.pid}", *self.record_args,
+                ["nice", "-n", "19", "perf", "record", "-p", pids, *self.record_args,
                  "--clockid", "CLOCK_MONOTONIC",
                  "--control", f"fd:{ctl_read}", "-o", "-"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -9,8 +9,8 @@ the last one is printed within about two ticks. It costs a wake-up per tick and 
 runs long enough to be sampled; :class:`~tdescope.app.hotspots.perf_stream.PerfPipeline` drops any
 that it gets anyway).
 
-Run as ``python -m tdescope.app.hotspots.perf_tick SECONDS``; it ends at EOF on its stdin (the
-workbench closed it, ended, or was killed).
+Run as ``python -m tdescope.app.hotspots.perf_tick SECONDS``; it says ``ready`` on stdout once it
+can map, and ends at EOF on its stdin (the workbench closed it, ended, or was killed).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ __all__ = ["tick"]
 def tick(period_s: float, stdin: int = 0) -> None:
     """Map and unmap one executable page of the interpreter every ``period_s`` until EOF on ``stdin``."""
     fd = os.open(sys.executable, os.O_RDONLY)
+    os.write(1, b"ready\n")
     try:
         while True:
             ready, _, _ = select.select([stdin], [], [], period_s)
