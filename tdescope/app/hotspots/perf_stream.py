@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import array
 import fcntl
+import functools
 import os
 import subprocess
 import sys
@@ -45,6 +46,17 @@ PERF_SCRIPT_FIELDS = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
 #: DWARF samples): perf script may fall behind for a moment without perf record blocking on it.
 PIPE_BYTES = 1 << 20
 _F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named in Python 3.10+ only on some builds
+
+
+@functools.cache
+def _has_control() -> bool:
+    """Whether this perf record takes ``--control`` (perf 5.10 and later); asked once."""
+    try:
+        usage = subprocess.run(["perf", "record", "-h"], capture_output=True, text=True, timeout=10,
+                               env=child_env(PERF))
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--control" in usage.stdout + usage.stderr
 
 
 def _pending(fd: int) -> int:
@@ -99,11 +111,12 @@ class PerfPipeline:
         pids = f"{self.pid},{self.ticker.pid}" if self.ticking else str(self.pid)
         # else it could not start: sample without it (a bursty target's samples then come a burst late)
         ctl_read, ctl_write = os.pipe()
+        # an older perf has no --control: its samples then come when its buffers fill (or the cap)
+        control = ["--control", f"fd:{ctl_read}"] if _has_control() else []
         try:
             self.record = subprocess.Popen(
                 ["nice", "-n", "19", "perf", "record", "-p", pids, *self.record_args,
-                 "--clockid", "CLOCK_MONOTONIC",
-                 "--control", f"fd:{ctl_read}", "-o", "-"],
+                 "--clockid", "CLOCK_MONOTONIC", *control, "-o", "-"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 start_new_session=True, pass_fds=(ctl_read,), env=child_env(PERF))
         except BaseException:
