@@ -3,7 +3,7 @@
 The target is ``fast_target.py`` (one thread scanning an encrypted table flat out, no Python per
 row); its rounds per second are the throughput. Phases of ``PHASE_S`` seconds alternate between no
 perf at all and the real :class:`~tdescope.app.hotspots.perf_record.HotspotSampler` (1 s windows,
-each read by ``perf script`` as the GUI and ``top`` read them) in each mode below, the order rotated
+cut from one long-lived ``perf script`` as the GUI and ``top`` read them) in each mode below, the order rotated
 every round so drift hits every mode alike. Per mode, medians over the rounds:
 
 - ``overhead_pct``: throughput lost against the no-perf phase of the same round (elapsed: noisy on
@@ -13,7 +13,7 @@ every round so drift hits every mode alike. Per mode, medians over the rounds:
   sensitive to other load than elapsed time);
 - ``record_core_pct`` / ``script_core_pct``: CPU of ``perf record`` and of ``perf script`` (which
   unwinds DWARF stacks) as % of one core;
-- ``mb_per_s``: perf.data written per second;
+- ``mb_per_s``: what ``perf record`` wrote into the pipe to ``perf script``, per second;
 - ``samples_5s``: samples a 5 s run gets;
 - ``unknown_pct``: samples with an ``[unknown]`` frame in their stack;
 - ``complete_pct``: samples whose stack reaches the process's entry (``_start``/``main``);
@@ -128,7 +128,9 @@ def _phase(target: _Rounds, mode: str | None) -> dict:
     rounds = target.progress(t1) - target.progress(t0)
     out = {"rate": rounds / (t1 - t0), "cpu_per_round": (cpu1 - cpu0) / rounds}
     if sampler is not None:
-        record_cpu = _proc_cpu(sampler._proc.pid)  # noqa: SLF001 - perf's own CPU, read before it is killed
+        record_pid = sampler.child_pids[0]
+        record_cpu = _proc_cpu(record_pid)  # perf's own CPU and bytes, read before it is killed
+        written = _written(record_pid)
         span = time.time() - t0 + 0.3
         sampler.stop()
         everything = _children_cpu() - c0  # perf record (reaped at stop) and every perf script
@@ -136,12 +138,23 @@ def _phase(target: _Rounds, mode: str | None) -> dict:
         out.update({
             "record_core_pct": 100 * record_cpu / span,
             "script_core_pct": 100 * max(0.0, everything - record_cpu) / span,
-            "mb_per_s": sum(sampler.data_bytes) / 1e6 / covered,
+            "mb_per_s": written / 1e6 / span,
             "samples_5s": 5.0 * sum(sum(w.stacks.values()) for w in windows) / covered,
-            "script_s_per_window": statistics.median(sampler.script_seconds) if sampler.script_seconds else 0.0,
+            "window_lag_s": statistics.median(sampler.lag_s) if sampler.lag_s else 0.0,
             **_quality(windows),
         })
     return out
+
+
+def _written(pid: int) -> int:
+    """Bytes process ``pid`` has written (``wchar`` of /proc/PID/io; 0 when unreadable)."""
+    try:
+        for line in open(f"/proc/{pid}/io"):
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def lab_cost(reps: int) -> dict:
@@ -213,8 +226,8 @@ def run(quick: bool) -> dict:
         out[f"callgraph_{m}_perf_core_pct"] = round(med("record_core_pct") + med("script_core_pct"), 1)
         for key in ("record_core_pct", "script_core_pct", "mb_per_s", "samples_5s", "unknown_pct", "complete_pct",
                     "cipher_callers_pct", "aes_callers_pct", "sha512_callers_pct", "vdbe_total_over_self", "vdbe_self_pct", "vdbe_total_pct",
-                    "script_s_per_window"):
-            out[f"callgraph_{m}_{key}"] = round(med(key), 3 if key == "script_s_per_window" else 1)
+                    "window_lag_s"):
+            out[f"callgraph_{m}_{key}"] = round(med(key), 3 if key == "window_lag_s" else 1)
     out.update(lab_cost(3 if quick else 6))
     out["callgraph_load_avg_1m"] = os.getloadavg()[0]
     return out

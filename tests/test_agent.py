@@ -5,6 +5,7 @@ so these prove the zipapp carries what it needs. The eBPF tests capture from a r
 """
 
 import os
+import re
 import random
 import subprocess
 import zipfile
@@ -276,7 +277,8 @@ def test_perf_hotspots_on_the_host_arrive_as_hotspot_windows(agent, sqlcipher_ap
         client.start_hotspots(app.pid, frequency=199, window_s=0.5, callgraph="fp", on_window=windows.append,
                               on_error=errors.append)
         wait_for(lambda: windows, timeout=15, what="a perf window through the agent")
-        perf = [p for p in client.targets(critical=()) if p["comm"] == "perf" and f"-p {app.pid} " in p["cmdline"]]
+        perf = [p for p in client.targets(critical=()) if p["comm"] == "perf"
+                and re.search(rf"-p {app.pid}[ ,]", p["cmdline"])]
         assert perf  # perf runs on the host, under the agent
         client.stop_hotspots()
     from tdescope.app.events import HotspotWindow

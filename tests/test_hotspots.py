@@ -253,7 +253,6 @@ def test_sampler_ranks_hot_loop_first(tmp_path):
         with HotspotSampler(target.pid, frequency=199, window_s=0.5, on_window=windows.append,
                             on_error=errors.append, on_samples=samples.extend) as sampler:
             _await_windows(windows, 3)
-            tmpdir = sampler._tmpdir
         t0 = time.monotonic()
         sampler.stop()
         assert time.monotonic() - t0 < 1.0  # a perf script still unwinding a window is killed, not awaited
@@ -271,7 +270,6 @@ def test_sampler_ranks_hot_loop_first(tmp_path):
     assert top[0].self_pct > 50
     assert prof.stat("cold_loop").self_samples < top[0].self_samples
     assert leaves_of(samples, target.pid).offsets["hot_loop"]
-    assert not os.path.exists(tmpdir)  # temp files gone
     assert not sampler.running
 
 
@@ -319,7 +317,7 @@ def test_sqlcipher_workload_shows_crypto(tmp_path):
         with HotspotSampler(worker.pid, window_s=1.0, on_window=windows.append,
                             on_error=errors.append) as sampler:
             _await_windows(windows, 2)
-        script_s = sampler.script_seconds
+        lag_s = sampler.lag_s
     finally:
         worker.kill()
         worker.wait()
@@ -328,7 +326,7 @@ def test_sqlcipher_workload_shows_crypto(tmp_path):
     assert prof.samples > 20, prof.samples  # ~200 max; fewer when the 2 cores are shared
     top = prof.top(10)
     crypto_top = [r.symbol for r in top if is_crypto(r.symbol)]
-    print("perf script seconds per 1 s window:", [round(s, 3) for s in script_s])
+    print("seconds from each 1 s window's end to its hand-out:", [round(s, 3) for s in lag_s])
     print("samples:", prof.samples, "top:", [(r.symbol, round(r.self_pct, 1)) for r in top], "crypto %", crypto_pct(prof))
     # SQLCipher 4 defaults: AES-256-CBC (aesni_cbc_encrypt) + HMAC-SHA512 per page
     assert any(s.startswith("sha512_block_data_order") or s.startswith("aesni_")

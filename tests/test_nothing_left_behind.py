@@ -12,7 +12,7 @@ from conftest import TDESCOPE, compile_client
 
 
 def _perf_on(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"perf record .* -p {pid} "], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", f"perf record .*-p {pid},"], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 
@@ -25,6 +25,22 @@ def _gone_within(check, seconds: float) -> bool:
     return False
 
 
+def _perf_scripts_of(parent: int) -> list[int]:
+    """The ``perf script`` processes whose parent is ``parent``."""
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and argv[:2] == [b"perf", b"script"]:
+            out.append(int(name))
+    return out
+
+
 @pytest.mark.perf
 @pytest.mark.parametrize("command", [["top", "--seconds", "60"], ["record", "--seconds", "60", "--captures", "0",
                                                                    "--engine", "sqlcipher"]])
@@ -33,20 +49,18 @@ def test_perf_dies_with_a_killed_command(tmp_path, command):
     target = subprocess.Popen([str(exe), "60"])
     try:
         extra = ["-o", str(tmp_path / "r.tds")] if command[0] == "record" else []
-        before = {f for f in os.listdir("/tmp") if f.startswith("tdescope-perf-")}
         cli = subprocess.Popen([*TDESCOPE, command[0], "--pid", str(target.pid), *command[1:], *extra],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
-        while not _perf_on(target.pid) and time.monotonic() < deadline:
+        while not (_perf_on(target.pid) and _perf_scripts_of(cli.pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        perf = _perf_on(target.pid)
-        assert perf, "perf never started"
-        folders = [f for f in os.listdir("/tmp") if f.startswith("tdescope-perf-") and f not in before]
-        assert folders
+        perf, scripts = _perf_on(target.pid), _perf_scripts_of(cli.pid)
+        assert perf and scripts, "perf record | perf script never started"
         cli.send_signal(signal.SIGKILL)
         cli.wait()
-        assert _gone_within(lambda: _perf_on(target.pid), 20.0), "perf outlived the killed workbench"
-        assert _gone_within(lambda: [f for f in folders if os.path.exists(f"/tmp/{f}")], 20.0)
+        assert _gone_within(lambda: _perf_on(target.pid), 20.0), "perf record outlived the killed workbench"
+        assert _gone_within(lambda: [p for p in scripts if os.path.exists(f"/proc/{p}")], 20.0), \
+            "perf script outlived the killed workbench"
     finally:
         target.kill()
         target.wait()

@@ -1,14 +1,10 @@
 """Running real perf on a target: the check, the event choice, the rolling sampler.
 
-Why one long ``perf record --switch-output`` rather than one ``perf record --
-sleep 1`` per window: measured here, ``perf record -p PID -- sleep 1`` takes
-2.2 s of wall time, so back-to-back windows would miss half of the target's
-life. A single recorder that we ask for a new file with SIGUSR2 (perf's
-``--switch-output`` signal mode) samples continuously; the window edges are
-exactly the moments we send the signal, so windows can be any length (the
-time mode of ``--switch-output`` only takes whole seconds). perf reports each
-finished file on stderr as ``[ perf record: Dump PATH ]``, which is how we know
-a file is complete without guessing from sizes or timers.
+One perf pipeline per sampler, for its whole life (:mod:`~tdescope.app.hotspots.perf_stream`):
+``perf record -o -`` piped into one ``perf script``, so the DSOs' symbols and unwind tables load once,
+not once a window (measured, the per-window ``perf script`` was most of what observing cost). Windows
+are cut by the samples' own timestamps (:mod:`~tdescope.app.hotspots.time_windows`), so a window
+holds exactly the samples taken in it however late ``perf script`` prints them.
 
 Stacks are unwound with DWARF by default (``--call-graph dwarf,16384``): the sqlcipher3 wheel,
 libpython and Debian's libc are built without frame pointers, and with ``-g`` 58-74 % of samples
@@ -19,22 +15,16 @@ stopped at ``[unknown]`` right above the leaf (``bench/bench_callgraph.py``; the
 from __future__ import annotations
 
 import os
-import queue
-import re
-import shutil
-import signal
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 
-from tdescope.app.hotspots.perf_check import check_perf, perf_event
-from tdescope.app.hotspots.perf_script import Sample, fold, frame_label, parse_perf_script
 from tdescope.app.errors import UserError
-from tdescope.app.system.reaper import Reaper, reap_with_me
-from tdescope.app.system.child_env import PERF, child_env
 from tdescope.app.events import HotspotWindow
+from tdescope.app.hotspots.perf_check import check_perf, perf_event
+from tdescope.app.hotspots.perf_script import Sample, fold, frame_label
+from tdescope.app.hotspots.perf_stream import PERF_SCRIPT_FIELDS, PerfPipeline
+from tdescope.app.hotspots.time_windows import Cut, WindowCutter
 from tdescope.app.system.procstat import process_state
 
 __all__ = ["check_perf", "perf_event", "HotspotSampler", "PERF_SCRIPT_FIELDS", "CALL_GRAPHS", "DEFAULT_HZ",
@@ -44,19 +34,17 @@ __all__ = ["check_perf", "perf_event", "HotspotSampler", "PERF_SCRIPT_FIELDS", "
 #: (the issue asks for at least 1000); ``docs/design-notes.md`` has the measured cost (bench_callgraph).
 DEFAULT_HZ = 499
 #: How stacks are unwound: ``dwarf`` (perf copies the top ``DWARF_STACK_BYTES`` of each sample's user
-#: stack and unwinds it from ``.eh_frame`` when the window is read), ``fp`` (frame pointers: cheap, but
+#: stack and ``perf script`` unwinds it from ``.eh_frame``), ``fp`` (frame pointers: cheap, but
 #: code built without them, as most distribution libraries and the sqlcipher3 wheel are, loses its
 #: callers) or ``none`` (leaf only).
 CALL_GRAPHS = ("dwarf", "fp", "none")
 #: User stack copied per sample in ``dwarf`` mode: deep enough for SQLite's VDBE -> B-tree -> pager ->
 #: codec -> OpenSSL chain, bounded so a sample stays small (perf's own default is 8192).
 DWARF_STACK_BYTES = 16384
-
-# pid/tid in every header (the default layout drops pid); symoff so the
-# disassembly heat works from symbol offsets. --no-inline keeps perf script
-# from running addr2line on every frame, which is what makes it slow.
-PERF_SCRIPT_FIELDS = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
-_DUMP = re.compile(r"\[ perf record: Dump (?P<path>.+?) \]")
+#: How often perf record is asked to write out what its buffers hold, the metronome
+#: (:mod:`~tdescope.app.hotspots.perf_tick`) gives perf script a next batch, and finished windows
+#: are looked for.
+TICK_S = 0.1
 
 
 def _thread_count(pid: int) -> int:
@@ -114,9 +102,9 @@ class HotspotSampler:
 
     Notes
     -----
-    perf runs in its own session so a Ctrl-C aimed at tdescope does not cut
-    it mid-file; :meth:`stop` ends it (SIGINT, then SIGKILL) and removes the
-    temporary directory. Use as a context manager to be sure.
+    perf runs in sessions of its own so a Ctrl-C aimed at tdescope does not cut it; :meth:`stop`
+    ends it (SIGKILL) and a reaper does if the workbench dies first. Nothing is written to disk. Use
+    as a context manager to be sure.
     """
 
     def __init__(
@@ -132,7 +120,7 @@ class HotspotSampler:
         event: str | None = None,
     ) -> None:
         if window_s < 0.25:
-            raise ValueError("window_s must be at least 0.25 s (perf names files by 10 ms)")
+            raise ValueError("window_s must be at least 0.25 s")
         callgraph = {True: "dwarf", False: "none"}.get(callgraph, callgraph)
         if callgraph not in CALL_GRAPHS:
             raise ValueError(f"callgraph must be one of {', '.join(CALL_GRAPHS)}, not {callgraph!r}")
@@ -147,16 +135,17 @@ class HotspotSampler:
         self.on_error = on_error
         self.on_samples = on_samples
         self.event = event
-        self.script_seconds: list[float] = []  # perf script time per window, for the curious
-        self.data_bytes: list[int] = []  # size of each window's perf.data, likewise
+        #: Seconds from each window's end to its hand-out (how far perf script runs behind).
+        self.lag_s: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._proc: subprocess.Popen | None = None
-        self._script: subprocess.Popen | None = None  # the perf script reading a window, if one is
-        self._reaper: Reaper | None = None
-        self._tmpdir: str | None = None
-        self._dumps: queue.Queue[str | None] = queue.Queue()
-        self._stderr_lines: list[str] = []
+        self._reader: threading.Thread | None = None
+        self._pipeline: PerfPipeline | None = None
+        self._cutter: WindowCutter | None = None
+        self._lock = threading.Lock()  # the cutter, between the reader and the window thread
+        self._ended = threading.Event()  # perf script's output reached its end
+        self._read_error: BaseException | None = None
+        self._epoch = 0.0  # time.time() - time.monotonic(): windows are cut on the monotonic clock
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
@@ -173,25 +162,21 @@ class HotspotSampler:
             raise UserError(f"no process {self.pid}")
         self.event = self.event or perf_event()
         threads = _thread_count(self.pid)
-        self._tmpdir = tempfile.mkdtemp(prefix="tdescope-perf-")
-        cmd = ["nice", "-n", "19", "perf", "record", "-F", str(self.frequency), "-p", str(self.pid),
-               "-e", self.event, "-o", os.path.join(self._tmpdir, "w.data"),
-               "--switch-output", "--no-bpf-event"]
-        # No -q: it would silence the "Dump" lines that mark finished files. --no-bpf-event: perf's
-        # side-band thread for BPF program events waits out a 1 s poll at every stop (measured:
-        # `perf record -- true` 1.2 s with it, 0.3 s without); tdescope needs no BPF symbols.
+        args = ["-F", str(self.frequency), "-e", self.event, "--no-bpf-event"]
+        # --no-bpf-event: perf's side-band thread for BPF program events waits out a 1 s poll at every
+        # stop (measured: `perf record -- true` 1.2 s with it, 0.3 s without); tdescope needs no BPF symbols.
         if self.callgraph == "dwarf":
-            cmd[cmd.index("record") + 1:cmd.index("record") + 1] = ["--call-graph", f"dwarf,{self.stack_bytes}"]
+            args[:0] = ["--call-graph", f"dwarf,{self.stack_bytes}"]
         elif self.callgraph == "fp":
-            cmd.insert(cmd.index("record") + 1, "-g")
-        self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, start_new_session=True, env=child_env(PERF),
-        )
-        # perf runs in its own session: if the workbench dies, the reaper ends it and removes its files
-        self._reaper = reap_with_me(self._proc.pid, folder=self._tmpdir)
-        self._await_attached(threads)
-        threading.Thread(target=self._read_stderr, name="perf-stderr", daemon=True).start()
+            args[:0] = ["-g"]
+        pipeline = self._pipeline = PerfPipeline(self.pid, args, min(TICK_S, self.window_s / 2))
+        pipeline.start()
+        self._await_attached(threads + pipeline.ticking)  # and the metronome's one thread
+        origin = time.monotonic()
+        self._epoch = time.time() - origin
+        self._cutter = WindowCutter(origin, self.window_s)
+        self._reader = threading.Thread(target=self._read, name="perf-script-reader", daemon=True)
+        self._reader.start()
         self._thread = threading.Thread(target=self._loop, name="hotspot-sampler", daemon=True)
         self._thread.start()
 
@@ -203,7 +188,7 @@ class HotspotSampler:
         starts one thread per workload run, just after the sampler starts: measured, 2 in 8 runs of
         1.5 s then had no sample at all. Waiting here closes that gap.
         """
-        proc = self._proc
+        proc = self._pipeline.record if self._pipeline is not None else None
         assert proc is not None
         deadline, seen = time.monotonic() + timeout, -1
         while time.monotonic() < deadline and proc.poll() is None:
@@ -214,19 +199,13 @@ class HotspotSampler:
             time.sleep(0.01)
 
     def stop(self, timeout: float = 1.0) -> None:
-        """Stop sampling, end perf, remove temp files. Idempotent."""
+        """Stop sampling and end perf (the window being sampled is dropped). Idempotent."""
         self._stop.set()
-        script = self._script
-        if script is not None and script.poll() is None:
-            script.kill()  # a window being read is dropped anyway
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-        self._kill_perf()
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
-        if self._reaper is not None:
-            self._reaper.release()
+        if self._pipeline is not None:
+            self._pipeline.kill()  # the reader then sees the end of perf script's output
+        for thread in (self._thread, self._reader):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout)
 
     def __enter__(self) -> HotspotSampler:
         self.start()
@@ -240,141 +219,93 @@ class HotspotSampler:
         """True while the sampler thread lives."""
         return self._thread is not None and self._thread.is_alive()
 
-    # -- internals -------------------------------------------------------------
-    def _read_stderr(self) -> None:
-        proc = self._proc
-        assert proc is not None and proc.stderr is not None
-        for line in proc.stderr:
-            m = _DUMP.search(line)
-            if m is not None:
-                self._dumps.put(m.group("path"))
-            elif line.strip() and len(self._stderr_lines) < 50:
-                self._stderr_lines.append(line.strip())
-        self._dumps.put(None)  # EOF: perf is gone
+    @property
+    def child_pids(self) -> tuple[int, int, int] | None:
+        """The pids of perf record, perf script and the metronome (None before start)."""
+        p = self._pipeline
+        if p is None or p.record is None or p.script is None or p.ticker is None:
+            return None
+        return p.record.pid, p.script.pid, p.ticker.pid
 
-    def _kill_perf(self) -> None:
-        # SIGKILL, not SIGINT: a graceful perf exit takes ~0.6 s here (it
-        # finalizes the file we would discard anyway), and killing perf is
-        # harmless to the target: the kernel closes its events with its fds.
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            try:
-                proc.kill()
-            except ProcessLookupError:
-                pass
+    @property
+    def late_samples(self) -> int:
+        """Samples that reached us after their window had gone out (counted in a later one)."""
+        return self._cutter.late if self._cutter is not None else 0
+
+    # -- internals -------------------------------------------------------------
+    def _read(self) -> None:
+        """Parse perf script's output into the cutter until it ends."""
+        pipeline, cutter = self._pipeline, self._cutter
+        assert pipeline is not None and cutter is not None
         try:
-            proc.wait(1.0)
-        except subprocess.TimeoutExpired:
-            pass
+            for sample in pipeline.samples():
+                with self._lock:
+                    cutter.add(sample)
+        except (OSError, ValueError) as exc:  # ValueError: the pipe was closed under us at stop
+            self._read_error = exc
+        finally:
+            pipeline.close_output()
+            self._ended.set()
 
     def _error(self, message: str) -> None:
         if self.on_error is not None:
             self.on_error(message)
 
     def _loop(self) -> None:
+        pipeline = self._pipeline
+        assert pipeline is not None
         try:
             ended_by_perf = self._windows()
         except Exception as err:  # errors cross threads as messages
-            self._kill_perf()
+            pipeline.kill()
             self._error(f"hotspot sampler failed: {err!r}")
             return
+        pipeline.kill()
         if not ended_by_perf:
-            self._kill_perf()
             return
-        proc = self._proc
-        assert proc is not None
         if _alive(self.pid):
-            lines = self._stderr_lines
+            lines = pipeline.record_lines + pipeline.script_lines
             # perf's usage text follows its error; the line naming the error comes first.
             why = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
-            self._error(f"perf stopped sampling pid {self.pid}: "
-                        f"{why or f'exit status {proc.returncode}'}")
+            record = pipeline.record
+            status = record.returncode if record is not None else None
+            self._error(f"perf stopped sampling pid {self.pid}: {why or f'exit status {status}'}")
         else:
             self._error(f"process {self.pid} exited; hotspot sampling stopped")
 
     def _windows(self) -> bool:
-        """Cut and process windows until stopped (False) or perf ends (True)."""
-        proc = self._proc
-        assert proc is not None
-        start = time.time()
-        next_edge = time.monotonic() + self.window_s
-        edges: list[tuple[float, float]] = []  # (start, end) of windows asked for
-        while True:
-            if self._stop.wait(max(0.0, next_edge - time.monotonic())):
-                return False
-            next_edge += self.window_s
-            end = time.time()
-            edges.append((start, end))
-            start = end
-            if proc.poll() is None:
-                try:
-                    proc.send_signal(signal.SIGUSR2)
-                except ProcessLookupError:
-                    pass
-            if not self._drain(edges):
-                # perf ended (target gone): it wrote its last file on exit.
+        """Hand out finished windows until stopped (False) or perf's output ends (True)."""
+        pipeline, cutter = self._pipeline, self._cutter
+        assert pipeline is not None and cutter is not None
+        tick = min(TICK_S, self.window_s / 2)
+        while not self._stop.wait(tick):
+            pipeline.ping()
+            if not _alive(self.pid):
+                pipeline.target_gone()  # perf record then ends, and perf script prints what is left
+            ended = self._ended.is_set()
+            with self._lock:
+                cuts = cutter.rest(time.monotonic()) if ended else cutter.due(time.monotonic(), pipeline.idle())
+            for cut in cuts:
+                if self._stop.is_set():
+                    return False
+                self._emit(cut)
+            if ended:
+                pipeline.wait(2.0)  # perf record ends with the target: its status names why
                 return True
+        return False
 
-    def _drain(self, edges: list[tuple[float, float]]) -> bool:
-        """Process finished files; False once perf's stderr reached EOF."""
-        deadline = time.monotonic() + 2.0
-        while edges and not self._stop.is_set():
-            try:
-                # Short polls so stop() is honoured while perf writes a file.
-                path = self._dumps.get(timeout=0.1)
-            except queue.Empty:
-                if time.monotonic() > deadline:
-                    return True  # late file: matched to its window next time
-                continue
-            if path is None:
-                return False
-            s, e = edges.pop(0)
-            self._process(path, s, e)
-        return True
-
-    def _process(self, path: str, start: float, end: float) -> None:
-        t0 = time.perf_counter()
-        try:
-            self.data_bytes.append(os.path.getsize(path))
-        except OSError:
-            pass
-        try:
-            # niced: the observers yield the CPU to the database they observe. On a busy machine a
-            # niced unwind can take seconds, so stop() kills it rather than waiting.
-            script = self._script = subprocess.Popen(
-                ["nice", "-n", "19", "perf", "script", "-i", path, "-F", PERF_SCRIPT_FIELDS, "--no-inline"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                env=child_env(PERF))
-            out, err = script.communicate(timeout=30)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            if self._script is not None:
-                self._script.kill()
-                self._script.wait()
-            self._error(f"perf script failed: {exc}")
-            return
-        finally:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-        self.script_seconds.append(time.perf_counter() - t0)
-        if self._stop.is_set():
-            return  # stop() may have removed files (or killed perf script) under its feet
-        if script.returncode != 0:
-            lines = err.strip().splitlines()
-            self._error("perf script failed: " + (lines[-1] if lines else str(script.returncode)))
-            return
-        samples = parse_perf_script(out)
+    def _emit(self, cut: Cut) -> None:
+        self.lag_s.append(time.monotonic() - cut.end)
+        samples = list(cut.samples)
         if self.on_samples is not None:
             self.on_samples(samples)
+        if self.on_window is None:
+            return
         dsos: dict[str, str] = {}
         for s in samples:
             for f in s.frames:
                 dsos.setdefault(frame_label(f), f.dso)
-        if self.on_window is not None:
-            self.on_window(HotspotWindow(
-                ts=end, start=start, pid=self.pid, stacks=fold(samples), dsos=dsos,
-                event=self.event or "cpu-clock", frequency=self.frequency,
-            ))
+        self.on_window(HotspotWindow(
+            ts=cut.end + self._epoch, start=cut.start + self._epoch, pid=self.pid, stacks=fold(samples),
+            dsos=dsos, event=self.event or "cpu-clock", frequency=self.frequency,
+        ))

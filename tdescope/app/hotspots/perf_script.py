@@ -27,12 +27,12 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from tdescope.app.slots import SLOTS
 
-__all__ = ["Frame", "Sample", "parse_perf_script", "fold", "frame_label"]
+__all__ = ["Frame", "Sample", "iter_perf_script", "parse_perf_script", "fold", "frame_label"]
 
 # The header is parsed from the left for comm (which may hold spaces) up to
 # "pid[/tid] [cpu] time:", then "period event:" and, without callchains, the
@@ -133,50 +133,48 @@ def _parse_frame(text: str) -> Frame | None:
     return Frame(int(m.group("addr"), 16), symtext or "[unknown]", offset, dso or "[unknown]")
 
 
-def parse_perf_script(text_or_lines: str | Iterable[str]) -> list[Sample]:
-    """Parse ``perf script`` output into samples.
+def iter_perf_script(lines: Iterable[str]) -> Iterator[Sample]:
+    """Parse ``perf script`` output as it comes, one :class:`Sample` as soon as it is complete.
+
+    A callchain sample is complete at the blank line perf prints after it (or the next header, or the
+    end of the text); a single-line sample at once. This is what reads a long-lived ``perf script``
+    on a pipe (:mod:`tdescope.app.hotspots.perf_stream`).
 
     Parameters
     ----------
-    text_or_lines : str or iterable of str
-        The whole output, or its lines (with or without newlines).
+    lines : iterable of str
+        Lines, with or without newlines.
 
-    Returns
-    -------
-    list of Sample
-        In the order perf printed them. Lines that are neither a header nor a
-        frame (perf warnings, ``(inlined)`` notes) are skipped.
+    Yields
+    ------
+    Sample
+        In the order perf printed them. Lines that are neither a header nor a frame (perf warnings,
+        ``(inlined)`` notes) are skipped.
     """
-    lines = text_or_lines.splitlines() if isinstance(text_or_lines, str) else text_or_lines
-    samples: list[Sample] = []
     head: re.Match | None = None
     frames: list[Frame] = []
 
-    def flush() -> None:
-        nonlocal head, frames
-        if head is not None:
-            tid = head.group("tid")
-            pid = int(head.group("pid"))
-            cpu = head.group("cpu")
-            samples.append(
-                Sample(
-                    comm=head.group("comm"),
-                    pid=pid,
-                    tid=int(tid) if tid is not None else pid,
-                    ts=float(head.group("time")),
-                    period=int(head.group("period") or 1),
-                    event=head.group("event"),
-                    frames=tuple(frames),
-                    callchain=not head.group("rest"),
-                    cpu=int(cpu) if cpu is not None else None,
-                )
-            )
-        head, frames = None, []
+    def sample() -> Sample:
+        assert head is not None
+        tid, pid, cpu = head.group("tid"), int(head.group("pid")), head.group("cpu")
+        return Sample(
+            comm=head.group("comm"),
+            pid=pid,
+            tid=int(tid) if tid is not None else pid,
+            ts=float(head.group("time")),
+            period=int(head.group("period") or 1),
+            event=head.group("event"),
+            frames=tuple(frames),
+            callchain=not head.group("rest"),
+            cpu=int(cpu) if cpu is not None else None,
+        )
 
     for raw in lines:
         line = raw.rstrip("\r\n")
         if not line.strip():
-            flush()
+            if head is not None:
+                yield sample()
+            head, frames = None, []
             continue
         # Frame lines are indented with a tab; headers of the single-line
         # layout are indented with spaces (comm is right-aligned).
@@ -189,15 +187,34 @@ def parse_perf_script(text_or_lines: str | Iterable[str]) -> list[Sample]:
         m = _HEADER.match(line)
         if m is None:
             continue
-        flush()
-        head = m
+        if head is not None:
+            yield sample()
+        head, frames = m, []
         rest = m.group("rest")
         if rest:
             frame = _parse_frame(rest)
             frames = [frame] if frame is not None else []
-            flush()
-    flush()
-    return samples
+            yield sample()
+            head, frames = None, []
+    if head is not None:
+        yield sample()
+
+
+def parse_perf_script(text_or_lines: str | Iterable[str]) -> list[Sample]:
+    """Parse the whole ``perf script`` output into samples (see :func:`iter_perf_script`).
+
+    Parameters
+    ----------
+    text_or_lines : str or iterable of str
+        The whole output, or its lines (with or without newlines).
+
+    Returns
+    -------
+    list of Sample
+        In the order perf printed them.
+    """
+    lines = text_or_lines.splitlines() if isinstance(text_or_lines, str) else text_or_lines
+    return list(iter_perf_script(lines))
 
 
 def frame_label(frame: Frame) -> str:
