@@ -18,11 +18,12 @@ import math
 from dataclasses import dataclass
 
 from tdescope.app.hotspots.perf_script import Sample
+from tdescope.app.slots import SLOTS
 
 __all__ = ["Cut", "WindowCutter"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Cut:
     """One finished window: its edges (the samples' clock) and its samples, in arrival order."""
 
