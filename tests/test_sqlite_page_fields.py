@@ -123,3 +123,76 @@ def test_ciphertext_of_no_page_size_has_no_reserve():
     assert [(f.name, f.start, f.end) for f in page.fields] == [("ciphertext", 0, 1000)]
     sized = SqlitePageDecoder().decode(random.Random(5).randbytes(1024), 3)
     assert [(f.name, f.start, f.end) for f in sized.fields] == [("ciphertext", 0, 944), ("reserved space", 944, 1024)]
+
+
+def test_a_database_of_64_kib_pages(tmp_path):
+    """The largest page size: the header stores it as 1, and a page's content may start at 65536 (stored 0)."""
+    path = tmp_path / "big.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA page_size=65536")
+    conn.execute("CREATE TABLE t(x)")
+    conn.execute("CREATE TABLE empty(x)")
+    conn.executemany("INSERT INTO t VALUES (?)", [(f"row {i}",) for i in range(50)])
+    conn.commit()
+    root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name='empty'").fetchone()[0]
+    conn.close()
+    data = path.read_bytes()
+    pages = [data[i:i + 65536] for i in range(0, len(data), 65536)]
+    dec = SqlitePageDecoder()
+    first = dec.decode(pages[0], 1)
+    header = next(f for f in first.fields if f.name == "database header")
+    assert next(c.value for c in header.children if c.name == "page size") == "65536"
+    assert first.page_type == "table leaf" and not first.problems
+    leaf = dec.decode(pages[1], 2)
+    assert (leaf.page_type, leaf.cells, leaf.problems) == ("table leaf", 50, ())
+    assert [r[1] for r in leaf.records] == [f"row {i}" for i in range(50)]
+    assert "usable size 65536 (reserve 0: the last 80 bytes" in leaf.fields[0].value  # measured, not unknown
+    cipher = dec.decode(random.Random(6).randbytes(65536), 2)  # SQLCipher's IV + HMAC end a 64 KiB page too
+    assert [(f.name, f.start, f.end) for f in cipher.fields] == [("ciphertext", 0, 65456),
+                                                                 ("reserved space", 65456, 65536)]
+    empty = dec.decode(pages[root - 1], root)
+    assert (empty.page_type, empty.cells, empty.problems) == ("table leaf", 0, ())
+    start = next(c for c in empty.fields[0].children if c.name == "cell content area start")
+    assert start.value == "0 (65536)"
+
+
+def test_the_sqlite_version_number_is_spelt_out(pages):
+    p1 = bytearray(pages[0])
+    for number, text in ((3045001, "3.45.1"), (3000002, "3.0.2"), (3999999, "3.999.999")):
+        struct.pack_into(">I", p1, 96, number)
+        header = next(f for f in SqlitePageDecoder(reserve=0).decode(bytes(p1), 1).fields if f.name == "database header")
+        assert header.children[-1].value == f"{number} ({text})"
+
+
+def _interior(kind: int, right: int, ncells: int, cstart: int, size: int = 1024) -> bytes:
+    """A hand-made interior page of ``ncells`` cells packed from ``cstart``, each with left child 7 and key
+    ``i`` (a table page's rowid; an index page's one-column record holding ``i``).
+    """
+    data = bytearray(size)
+    struct.pack_into(">BHHHBI", data, 0, kind, 0, ncells, cstart, 0, right)
+    for i in range(ncells):
+        at = cstart + 8 * i
+        struct.pack_into(">H", data, 12 + 2 * i, at)
+        key = bytes([i]) if kind == 0x05 else bytes([3, 2, 1, i])  # rowid varint / payload 3: header 2, INT8
+        data[at:at + 4 + len(key)] = struct.pack(">I", 7) + key
+    return bytes(data)
+
+
+@pytest.mark.parametrize("kind", [0x02, 0x05], ids=["index", "table"])
+def test_interior_pages_a_right_most_child_of_zero_and_a_full_pointer_array(kind):
+    dec = SqlitePageDecoder(reserve=0)
+    page = dec.decode(_interior(kind, 0, 2, 900), 3)
+    assert "looks like a b-tree page but right-most child page is 0" in page.problems
+    # content right after the pointer array (no unallocated space): the 12-byte header leaves room for it
+    ncells = 100
+    full = dec.decode(_interior(kind, 9, ncells, 12 + 2 * ncells), 3)
+    assert full.page_type == ("index interior" if kind == 0x02 else "table interior") and full.cells == ncells
+    assert not full.problems, full.problems
+    assert full.records == (tuple((i,) for i in range(ncells)) if kind == 0x02 else ())
+
+
+def test_a_capture_of_the_btree_header_alone():
+    header = bytes([0x0D, 0, 0, 0, 0, 0, 8, 0])  # no cells, content area at 8: the header is the whole page
+    page = SqlitePageDecoder(reserve=0).decode(header, 2)
+    assert (page.page_type, page.cells) == ("table leaf", 0)
+    assert "too short for a b-tree page header" not in " ".join(page.problems)
