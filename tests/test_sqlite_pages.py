@@ -100,14 +100,17 @@ def sqlcipher_page_cipher_decrypt(page: bytes, pgno: int, key: bytes, hmac_key: 
     return dec.update(data[:size]) + dec.finalize() + iv + computed
 
 
-def sqlcipher_db(tmp, page_size: int) -> Db:
+def sqlcipher_db(tmp, page_size: int, fill_with=fill) -> Db:
     pytest.importorskip("cryptography")
     path = tmp / f"enc-{page_size}.db"
     conn = sqlcipher3.connect(str(path))
     conn.execute(f"PRAGMA key='{KEY}'")
     conn.execute(f"PRAGMA kdf_iter={KDF_ITER}")
     conn.execute(f"PRAGMA cipher_page_size={page_size}")
-    fill(conn, rows=200)
+    if fill_with is fill:
+        fill(conn, rows=200)
+    else:
+        fill_with(conn)
     raw = path.read_bytes()
     salt = raw[:16]
     key = hashlib.pbkdf2_hmac("sha512", KEY.encode(), salt, KDF_ITER, 32)
@@ -435,6 +438,54 @@ def test_random_blob_rows_decode_although_they_look_encrypted(tmp_path):
         got += [r[1] for r in leaf.records]
     assert got == blobs
     assert verdict(data) == "looks encrypted"
+
+
+
+def test_the_assumed_reserve_gives_way_to_cells_in_the_last_80_bytes(tmp_path):
+    """Plain pages whose tail looks like an IV + HMAC (random BLOBs, or their bytes left by a DELETE without
+    secure_delete): no reserve is assumed where cells or the content area reach into the last 80 bytes."""
+    path = tmp_path / "blobs.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA secure_delete=OFF")  # (on in Debian's build; off by default in SQLite's)
+    conn.execute("CREATE TABLE r(x)")
+    conn.execute("CREATE TABLE emptied(x)")
+    blobs = [random.Random(n).randbytes(500) for n in range(7)]
+    conn.executemany("INSERT INTO r VALUES (?)", [(b,) for b in blobs])
+    conn.executemany("INSERT INTO emptied VALUES (?)", [(b,) for b in blobs])
+    conn.commit()
+    conn.execute("DELETE FROM emptied")
+    conn.commit()
+    roots = dict(conn.execute("SELECT name, rootpage FROM sqlite_schema"))
+    conn.close()
+    raw = path.read_bytes()
+    page = {n: raw[(n - 1) * 4096:n * 4096] for n in roots.values()}
+    assert {n: shannon_entropy(page[n][-80:]) > 5 for n in page} == {n: True for n in page}  # as IV + HMAC do
+    dec = SqlitePageDecoder()
+    leaf = dec.decode(page[roots["r"]], roots["r"])
+    assert (leaf.problems, [r[1] for r in leaf.records]) == ((), blobs)
+    assert "(reserve 0: cells reach into the last 80 bytes, so no SQLCipher IV/HMAC)" in leaf.fields[0].value
+    empty = dec.decode(page[roots["emptied"]], roots["emptied"])
+    assert (empty.page_type, empty.cells, empty.problems) == ("table leaf", 0, ())
+    assert "usable size 4096 (reserve 0" in empty.fields[0].value
+    assert not any(f.name == "reserved space" for f in empty.fields)
+
+
+def test_an_empty_table_of_an_sqlcipher_database_keeps_its_iv_and_hmac(tmp_path):
+    """Its root page has no cells and its content area starts right at the reserve: 80 bytes stay reserved."""
+    def empty_table(conn):
+        conn.execute("CREATE TABLE e(x)")
+        conn.execute("CREATE TABLE t(x)")
+        conn.execute("INSERT INTO t VALUES ('one row')")
+        conn.commit()
+
+    made = sqlcipher_db(tmp_path, 1024, fill_with=empty_table)
+    root = made.root("e")
+    page = SqlitePageDecoder().decode(made.pages[root], root)
+    assert (page.page_type, page.cells, page.problems) == ("table leaf", 0, ())
+    assert "usable size 944 (reserve 80: SQLCipher 4 default assumed)" in page.fields[0].value
+    assert [(f.name, f.start, f.end) for f in page.fields if f.name == "reserved space"] == [
+        ("reserved space", 944, 1024)]
+    made.conn.close()
 
 
 # -- robustness ---------------------------------------------------------------------------------
