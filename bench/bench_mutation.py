@@ -86,7 +86,7 @@ TARGETS = (
     Target("sqlite pages", ("tdescope/plugins/sqlcipher/pages.py", "tdescope/plugins/sqlcipher/_records.py",
                             "tdescope/plugins/sqlcipher/_page_walk.py"),
            ("tests/test_sqlite_pages.py", "tests/test_sqlite_dbstat.py", "tests/test_sqlite_page_fields.py"),
-           timeout=(2.0, 5.0)),
+           timeout=(4.0, 10.0)),
     Target("postgres pages", ("tdescope/plugins/postgres/pages.py", "tdescope/plugins/postgres/_tuples.py",
                               "tdescope/plugins/postgres/_btree.py"),
            ("tests/test_pg_pages.py", "tests/test_pg_page_gaps.py"), ("postgres",)),
@@ -157,6 +157,15 @@ EQUIVALENT: dict[str, str] = {
         "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
     "tdescope.plugins.postgres._tuples.x_decode_tuple__mutmut_148":
         "t_bits sliced one byte longer: only bytes below (natts + 7) // 8 are ever indexed",
+    "tdescope.plugins.sqlcipher._page_walk.x__shift__mutmut_21":
+        "end clamped at 1, not 0: only a field ending at or before the shift would see it, and none does "
+        "(the salt's fields are made only when nothing is shifted; every other field starts at 8 or later)",
+    "tdescope.plugins.sqlcipher._page_walk.x__u__mutmut_4":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.sqlcipher._page_walk.x_is_page_size__mutmut_5":
+        "n <= 65537 instead of 65536: 65537 is not a power of two, so the second test rejects it anyway",
+    "tdescope.plugins.sqlcipher._page_walk.x_is_page_size__mutmut_8":
+        "n & (n - 2) == 0 instead of n & (n - 1): the same for every n in 512..65536 (checked for all of them)",
     "tdescope.plugins.oracle.trace.xǁ_Parserǁhandle__mutmut_57":
         "v.get('e') without its default: a call without e= is Malformed before it gets here (CLOSE returns first)",
 }
