@@ -46,6 +46,22 @@ Z95 = 1.959964  # the normal quantile of a two-sided 95 % interval
 GOAL = 90.0
 DIFFS_SHOWN = 60  # survivors per module whose diff the report shows
 DETECTED = {"killed", "timeout", "segfault", "caught by type check"}
+CHUNK = 100  # mutants per mutmut run: what a stop leaves unfinished (each run repeats the clean tests first)
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT during a run: the mutants run so far are reported (:func:`stop_on_signals`)."""
+
+
+def stop_on_signals() -> None:
+    """A first SIGTERM/SIGINT ends the mutmut run and reports the mutants run so far; a second one quits."""
+    def stop(*_):
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # (the cluster stops, the copies go)
+        signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+        raise Stopped
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
 
 
 @dataclass(frozen=True)
@@ -333,14 +349,21 @@ def run_target(target: Target, base: Path, env: dict, sample: int | None, jobs: 
         out.error = "mutmut generated no mutants (did the clean test run fail?)"
         return out
     chosen = draw_sample(names, sample, seed)
-    for i in range(0, len(chosen), 400):  # (argv length)
-        res = _mutmut(work, env, "run", "--max-children", str(jobs), *chosen[i:i + 400], timeout=4 * 3600)
-        if res.returncode not in (0, 1):
-            out.error = (res.stdout + res.stderr).strip().splitlines()[-1:] or [f"exit {res.returncode}"]
-            out.error = out.error[0]
+    # in a seeded random order and in chunks, so that a run stopped early has run a random sample
+    order = random.Random(seed).sample(chosen, len(chosen))
+    try:
+        for i in range(0, len(order), CHUNK):
+            res = _mutmut(work, env, "run", "--max-children", str(jobs), *order[i:i + CHUNK], timeout=4 * 3600)
+            if res.returncode not in (0, 1):
+                out.error = (res.stdout + res.stderr).strip().splitlines()[-1:] or [f"exit {res.returncode}"]
+                out.error = out.error[0]
+    except Stopped:
+        out.error = "stopped before the end"
     statuses = _statuses(work, env)
     out.statuses = {k: statuses.get(k, "not checked") for k in chosen}
     out.timeouts = recheck(work / "mutants", env, target.tests, out.statuses)
+    if out.error == "stopped before the end":
+        out.error = f"stopped: {sum(v != 'not checked' for v in out.statuses.values())} of {len(chosen)} mutants run"
     out.seconds = time.time() - t0
     return out
 
@@ -352,7 +375,8 @@ def _diff(work: Path, env: dict, name: str) -> str:
 def record(o: Outcome, survivors: dict[str, str], commit: str = "") -> dict:
     """One module's row in ``mutation.json``: seed, n, killed, rate, interval, time, survivors with diffs."""
     lo, hi = o.interval
-    return {"mode": "sample" if o.sampled else "full", "seed": o.seed, "mutants": o.total, "run": len(o.statuses),
+    return {"mode": "sample" if o.sampled else "full", "seed": o.seed, "mutants": o.total,
+            "run": sum(v != "not checked" for v in o.statuses.values()),
             "equivalent": sum(1 for k in o.statuses if k in EQUIVALENT), "n": len(o.counted), "killed": o.killed,
             "rate": None if o.rate is None else round(o.rate, 1), "interval": [round(lo, 1), round(hi, 1)],
             "seconds": round(o.seconds), "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": commit,
@@ -365,6 +389,8 @@ def _row(name: str, r: dict) -> str:
     flag = "" if r["rate"] is None or r["rate"] >= GOAL else " (below 90 %)"
     lo, hi = r["interval"]
     seed = "all" if r["seed"] is None else str(r["seed"])
+    if r["seed"] is None and r.get("run", r["mutants"]) < r["mutants"]:
+        seed = f"{r['run']} run (stopped; random order)"
     return (f"| {name} | {r['mutants']} | {r['n']} | {r['equivalent']} | {r['killed']} | {rate}{flag} | "
             f"{lo:.1f}–{hi:.1f} % | {seed} | {_duration(r['seconds'])} | {r['date']} {r['commit']} |")
 
@@ -447,8 +473,8 @@ def mutate(sample: int | None, only: list[str] | None = None, jobs: int = 2, see
     :data:`SAMPLE_MIN`). ``seed`` None draws one (:func:`choose_seed`).
     """
     targets = select_targets(only)
+    seed = choose_seed(given=seed)  # (a full run's order too)
     if sample is not None:
-        seed = choose_seed(given=seed)
         print(f"mutation sample seed {seed} (MUTATE_SEED={seed} repeats this sample)", flush=True)
     base = Path(tempfile.mkdtemp(prefix="tdescope-mutate-"))
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONDONTWRITEBYTECODE": "1",
@@ -467,9 +493,11 @@ def mutate(sample: int | None, only: list[str] | None = None, jobs: int = 2, see
                                         seed=seed))
                 continue
             size = sample_size(target, sample)
-            o = run_target(target, base, env, size, jobs, seed or 0)
+            o = run_target(target, base, env, size, jobs, seed)
             print(_summary(o), flush=True)
             outcomes.append(o)
+            if o.error.startswith("stopped"):
+                break
         path = write_report(outcomes, base, env)
         print(f"wrote {path.relative_to(ROOT)}")
         return outcomes
@@ -497,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)
     only = args.only or [m for m in os.environ.get("MUTATE_MODULES", "").split(",") if m.strip()]
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the cluster and remove the copies on kill
+    stop_on_signals()
     outcomes = mutate(None if args.full else args.sample, only, args.jobs, args.seed)
     for o in outcomes:
         print(_summary(o))

@@ -108,3 +108,14 @@ def test_a_timeout_is_judged_by_cpu_time_not_by_the_clock(tmp_path, body, word):
         counts = mt.recheck(tmp_path, dict(os.environ), ("test_it.py",), statuses)
         assert (counts["rechecked"], counts[word]) == (1, 1)
         assert statuses == {"m.x_f__mutmut_1": word, "m.x_f__mutmut_2": "killed"}
+
+
+def test_a_stopped_full_run_reports_the_mutants_it_ran():
+    o = bm.Outcome("sqlite pages", total=1798, seconds=3000, error="stopped: 3 of 1798 mutants run",
+                   statuses={"a__mutmut_1": "killed", "a__mutmut_2": "survived", "a__mutmut_3": "timeout",
+                             **{f"b__mutmut_{i}": "not checked" for i in range(1795)}})
+    r = bm.record(o, {}, "abc1234")
+    assert (r["mode"], r["run"], r["n"], r["killed"]) == ("full", 3, 3, 2)
+    md = bm.render({"sqlite pages": {"full": r}})
+    assert "| sqlite pages | 1798 | 3 | 0 | 2 | 66.7 % (below 90 %) |" in md
+    assert "| 3 run (stopped; random order) |" in md and "stopped: 3 of 1798 mutants run" in md
