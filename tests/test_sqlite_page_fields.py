@@ -196,3 +196,47 @@ def test_a_capture_of_the_btree_header_alone():
     page = SqlitePageDecoder(reserve=0).decode(header, 2)
     assert (page.page_type, page.cells) == ("table leaf", 0)
     assert "too short for a b-tree page header" not in " ".join(page.problems)
+
+
+def test_a_capture_of_the_database_header_alone(pages):
+    """Page 1 cut at 100 bytes: the header is all there, the b-tree header is not."""
+    page = SqlitePageDecoder(reserve=0).decode(pages[0][:100], 1)
+    assert page.page_type == "unknown"
+    header = next(f for f in page.fields if f.name == "database header")
+    assert next(c.value for c in header.children if c.name == "page size") == str(PAGE)
+    assert "b-tree header at offset 100: too short for a b-tree page header" in page.problems
+
+
+def test_summarize_never_raises_on_a_short_page_one_and_agrees_with_decode(pages):
+    dec = SqlitePageDecoder(reserve=0)
+    for n in (0, 1, 16, 84, 91, 92, 99, 100, 101, 107):
+        data = pages[0][:n]
+        page = dec.decode(data, 1)
+        assert dec.summarize(data, 1) == (page.page_type, page.cells), n
+
+
+def test_a_decoder_error_is_a_problem_not_an_exception(pages):
+    """The contract: whatever goes wrong inside, decode returns an "unknown" page that says what."""
+    leaf = next(p for n, p in enumerate(pages, 1) if n > 1 and p[0] == 0x0D)  # its rows hold TEXT
+    page = SqlitePageDecoder(reserve=0, encoding="no-such-codec").decode(leaf)
+    assert page.page_type == "unknown" and page.fields == ()
+    assert page.problems == ("decoder error: LookupError: unknown encoding: no-such-codec",)
+
+
+def test_a_64_kib_page_size_field_in_a_shorter_buffer_is_no_page_one_tail():
+    """Unknown page number: a buffer is taken for page 1 minus its salt only when its length fits the header's
+    page size (1 stands for 65536)."""
+    tail = bytearray(4096 - 16)
+    struct.pack_into(">HBBBBB", tail, 0, 1, 1, 1, 0, 0x40, 0x20)
+    tail[7] = 0x20
+    page = SqlitePageDecoder().decode(bytes(tail), -1)
+    assert not any(f.name == "database header" for f in page.fields)
+    struct.pack_into(">H", tail, 0, 4096)
+    assert any(f.name == "database header" for f in SqlitePageDecoder().decode(bytes(tail), -1).fields)
+
+
+def test_the_summary_needs_the_btree_header_only():
+    """Eight bytes of an empty table leaf (content area at 4096) are enough for the cheap summary."""
+    header = bytes([0x0D, 0, 0, 0, 0, 0x10, 0, 0])
+    assert SqlitePageDecoder().summarize(header, 2) == ("table leaf", 0)
+    assert SqlitePageDecoder().summarize(header[:7], 2) != ("table leaf", 0)  # one byte short: decode decides

@@ -370,6 +370,13 @@ def test_every_span_nests_and_pages_are_clean(db):
             assert named(page, "HMAC").end == len(data)
 
 
+def test_summarize_agrees_with_decode_on_every_page(db):
+    """The cheap summary per capture, on every page as the probe gives it (SQLCipher's page 1 without salt)."""
+    for pgno, data in db.pages.items():
+        page = db.decode(pgno)
+        assert db.decoder.summarize(data, pgno) == (page.page_type, page.cells), pgno
+
+
 def test_field_at_finds_the_innermost_field(db):
     page = next(p for _, p in tree_pages(db, db.root("t")) if p.page_type == "table leaf")
     cell = cells(page)[0]
