@@ -377,6 +377,26 @@ def test_summarize_agrees_with_decode_on_every_page(db):
         assert db.decoder.summarize(data, pgno) == (page.page_type, page.cells), pgno
 
 
+def test_btree_header_fields_read_the_bytes_they_span(db):
+    """Each field of every b-tree page header: its name, its bytes and the number they hold."""
+    names = ("page type", "first freeblock", "cell count", "cell content area start", "fragmented free bytes",
+             "right-most child page")
+    for pgno, data in db.pages.items():
+        page = db.decode(pgno)
+        if page.page_type not in ("table leaf", "table interior", "index leaf", "index interior"):
+            continue
+        header = named(page, "b-tree page header")
+        kids = header.children
+        assert [k.name for k in kids] == list(names[:len(kids)]) and len(kids) in (5, 6)
+        assert header.end - header.start == (12 if len(kids) == 6 else 8)
+        assert [k.end - k.start for k in kids] == [1, 2, 2, 2, 1, 4][:len(kids)]
+        for k in kids[1:]:
+            number = int.from_bytes(data[k.start:k.end], "big")
+            assert k.value.split()[0] == str(number), (pgno, k)
+        assert kids[0].value == f"0x{data[kids[0].start]:02x} ({page.page_type})"
+        assert int(kids[2].value) == page.cells
+
+
 def test_field_at_finds_the_innermost_field(db):
     page = next(p for _, p in tree_pages(db, db.root("t")) if p.page_type == "table leaf")
     cell = cells(page)[0]
