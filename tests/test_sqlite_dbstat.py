@@ -272,3 +272,39 @@ def test_reserve_from_the_header_and_the_fallback(plain):
             assert "(reserve 0: " in header and page.problems == (), (pgno, header, page.problems)
             assert page.records == plain.decoder.decode(plain.pages[pgno], pgno).records
             assert not any(f.name == "reserved space" for f in page.fields)
+
+
+def test_pointer_array_gap_and_freeblocks_read_the_bytes_they_span(plain):
+    """The cell pointer array (one field per pointer, each its cell's start), the unallocated gap and the
+    freeblock chain (walked here from the header's first freeblock), on every b-tree page."""
+    for pgno, data in plain.pages.items():
+        page = plain.decoder.decode(data, pgno)
+        if page.page_type not in DBSTAT_TYPES.values() or page.page_type == "overflow or freelist":
+            continue
+        at = 100 if pgno == 1 else 0
+        hl = 12 if data[at] in (2, 5) else 8
+        ncells, cstart = int.from_bytes(data[at + 3:at + 5], "big"), int.from_bytes(data[at + 5:at + 7], "big")
+        ptr_end = at + hl + 2 * ncells
+        ptrs = [int.from_bytes(data[at + hl + 2 * i:at + hl + 2 * i + 2], "big") for i in range(ncells)]
+        if ncells:
+            array = _named(page, "cell pointer array")
+            assert (array.start, array.end, array.value) == (at + hl, ptr_end, f"{ncells} pointers")
+            assert [(k.name, k.start, k.end, k.value) for k in array.children] == [
+                (f"pointer {i}", at + hl + 2 * i, at + hl + 2 * i + 2, f"{v} (0x{v:04x})") for i, v in enumerate(ptrs)]
+            assert [c.start for c in _cells(page)] == ptrs
+        gaps = [f for f in page.fields if f.name == "unallocated space"]
+        if cstart > ptr_end:
+            gap = data[ptr_end:cstart]
+            assert [(g.start, g.end, g.value) for g in gaps] == [
+                (ptr_end, cstart, f"{len(gap)} bytes" + (", all zero" if not any(gap) else ""))]
+        else:
+            assert gaps == []
+        chain, fb = [], int.from_bytes(data[at + 1:at + 3], "big")
+        while fb:
+            nxt, size = int.from_bytes(data[fb:fb + 2], "big"), int.from_bytes(data[fb + 2:fb + 4], "big")
+            chain.append((f"freeblock @{fb}", fb, fb + size, f"{size} bytes",
+                          [("next freeblock", fb, fb + 2, str(nxt)), ("size", fb + 2, fb + 4, str(size))]))
+            fb = nxt
+        got = [(f.name, f.start, f.end, f.value, [(k.name, k.start, k.end, k.value) for k in f.children])
+               for f in page.fields if f.name.startswith("freeblock @")]
+        assert got == chain, pgno
