@@ -240,3 +240,19 @@ def test_the_summary_needs_the_btree_header_only():
     header = bytes([0x0D, 0, 0, 0, 0, 0x10, 0, 0])
     assert SqlitePageDecoder().summarize(header, 2) == ("table leaf", 0)
     assert SqlitePageDecoder().summarize(header[:7], 2) != ("table leaf", 0)  # one byte short: decode decides
+
+
+@pytest.mark.parametrize("kind", [0x02, 0x05], ids=["index", "table"])
+def test_an_interior_page_whose_last_cell_reaches_into_a_random_looking_tail(kind):
+    """No reserve is assumed when the highest cell (here the last pointer's) ends in the last 80 bytes,
+    although those bytes look like an IV + HMAC (leftovers of deleted cells)."""
+    data = bytearray(_interior(kind, 9, 10, 500))
+    tail_cells = [(i, 1008 - 8 * (9 - i)) for i in (8, 9)]  # the last two cells move to the page's end
+    for i, at in tail_cells:
+        data[at:at + 8] = data[500 + 8 * i:508 + 8 * i]
+        data[500 + 8 * i:508 + 8 * i] = bytes(8)
+        struct.pack_into(">H", data, 12 + 2 * i, at)
+    data[944:1008] = random.Random(9).randbytes(64)
+    page = SqlitePageDecoder().decode(bytes(data), 3)
+    assert page.cells == 10 and "(reserve 0: cells reach into the last 80 bytes" in page.fields[0].value
+    assert not any(f.name == "reserved space" for f in page.fields)
