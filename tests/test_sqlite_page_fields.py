@@ -256,3 +256,15 @@ def test_an_interior_page_whose_last_cell_reaches_into_a_random_looking_tail(kin
     page = SqlitePageDecoder().decode(bytes(data), 3)
     assert page.cells == 10 and "(reserve 0: cells reach into the last 80 bytes" in page.fields[0].value
     assert not any(f.name == "reserved space" for f in page.fields)
+
+
+@pytest.mark.parametrize("serial", [10, 11])
+def test_a_reserved_serial_type_is_named_and_reported(serial):
+    data = bytearray(1024)
+    struct.pack_into(">BHHHB", data, 0, 0x0D, 0, 1, 900, 0)
+    struct.pack_into(">H", data, 8, 900)
+    data[900:905] = bytes([3, 1, 2, serial, 0])  # payload 3, rowid 1: header of 2, serial type 10 or 11
+    page = SqlitePageDecoder(reserve=0).decode(bytes(data), 2)
+    field = next(f for top in page.fields for f in top.walk() if f.name == "serial type 0")
+    assert field.value == f"{serial} (reserved({serial}))"
+    assert f"cell 0: reserved serial type {serial} in column 0" in page.problems

@@ -423,8 +423,16 @@ def test_sqlcipher_file_pages_are_encrypted(tmp_path):
         assert verdict(body) == "looks encrypted" and shannon_entropy(body) > 7.5
         assert named(page, "ciphertext").end == 4016
         assert bytes.fromhex(named(page, "IV").value) == data[4016:4032]
+        assert (named(page, "HMAC").start, named(page, "HMAC").value) == (4032, data[4032:].hex())
     page1 = dec.decode(db.raw[:4096], 1)
-    assert named(page1, "KDF salt (SQLCipher)").value == db.raw[:16].hex()
+    salt = named(page1, "KDF salt (SQLCipher)")
+    assert (salt.start, salt.end, salt.value) == (0, 16, db.raw[:16].hex())
+    # Page 1 decrypted but captured with its salt: the salt, then the header from offset 16
+    whole = dec.decode(db.raw[:16] + db.pages[1], 1)
+    assert whole.page_type == "table leaf" and whole.problems == ()
+    salt = named(whole, "KDF salt (SQLCipher)")
+    assert (salt.start, salt.end, salt.value) == (0, 16, db.raw[:16].hex())
+    assert named(whole, "HMAC").value == db.pages[1][-64:].hex()
     # What the probe sees at entry for page 1: the 4080 bytes after the salt.
     before = dec.decode(db.raw[16:4096], 1)
     assert before.page_type == "encrypted"
