@@ -341,7 +341,11 @@ def run_target(target: Target, base: Path, env: dict, sample: int | None, jobs: 
     out = Outcome(target.name, sampled=sample is not None, seed=seed if sample is not None else None)
     work = _workdir(target, base)
     # mutants and the test-to-function map first (a filter matching nothing stops mutmut right after)
-    _mutmut(work, env, "run", "--max-children", str(jobs), "nothing-matches-this", timeout=1200)
+    try:
+        _mutmut(work, env, "run", "--max-children", str(jobs), "nothing-matches-this", timeout=1200)
+    except Stopped:
+        out.error = "stopped before any mutant ran"
+        return out
     widen_test_selection(work / "mutants" / "mutmut-stats.json")
     names = sorted(_statuses(work, env))
     out.total = len(names)
@@ -377,7 +381,7 @@ def record(o: Outcome, survivors: dict[str, str], commit: str = "") -> dict:
     lo, hi = o.interval
     return {"mode": "sample" if o.sampled else "full", "seed": o.seed, "mutants": o.total,
             "run": sum(v != "not checked" for v in o.statuses.values()),
-            "equivalent": sum(1 for k in o.statuses if k in EQUIVALENT), "n": len(o.counted), "killed": o.killed,
+            "equivalent": sum(1 for k, v in o.statuses.items() if k in EQUIVALENT and v != "not checked"), "n": len(o.counted), "killed": o.killed,
             "rate": None if o.rate is None else round(o.rate, 1), "interval": [round(lo, 1), round(hi, 1)],
             "seconds": round(o.seconds), "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": commit,
             "error": o.error, "statuses": dict(sorted(collections.Counter(o.counted.values()).items())),
@@ -427,7 +431,13 @@ def render(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(outcomes: list[Outcome], base: Path, env: dict) -> Path:
+def head_commit() -> str:
+    """The short hash of HEAD: taken when a run starts (the tests it copies), not when it ends."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def write_report(outcomes: list[Outcome], base: Path, env: dict, commit: str) -> Path:
     """Fold ``outcomes`` into ``mutation.json`` (per module and mode) and rewrite ``mutation.md`` from it."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     store = RESULTS / "mutation.json"
@@ -437,8 +447,6 @@ def write_report(outcomes: list[Outcome], base: Path, env: dict) -> Path:
             results = {}  # (the older flat format)
     except (OSError, ValueError):
         results = {}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
     for o in outcomes:
         work = base / re.sub(r"\W+", "-", o.target)
         # (``mutmut show`` takes a second or two: the diffs of the first DIFFS_SHOWN, the rest by name)
@@ -476,6 +484,7 @@ def mutate(sample: int | None, only: list[str] | None = None, jobs: int = 2, see
     seed = choose_seed(given=seed)  # (a full run's order too)
     if sample is not None:
         print(f"mutation sample seed {seed} (MUTATE_SEED={seed} repeats this sample)", flush=True)
+    commit = head_commit()
     base = Path(tempfile.mkdtemp(prefix="tdescope-mutate-"))
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONDONTWRITEBYTECODE": "1",
            # the InnoDB tests' pages and facts: a private MariaDB makes them on the clean run, once
@@ -498,7 +507,7 @@ def mutate(sample: int | None, only: list[str] | None = None, jobs: int = 2, see
             outcomes.append(o)
             if o.error.startswith("stopped"):
                 break
-        path = write_report(outcomes, base, env)
+        path = write_report(outcomes, base, env, commit)
         print(f"wrote {path.relative_to(ROOT)}")
         return outcomes
     finally:
