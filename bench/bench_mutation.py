@@ -182,6 +182,9 @@ EQUIVALENT: dict[str, str] = {
         "n <= 65537 instead of 65536: 65537 is not a power of two, so the second test rejects it anyway",
     "tdescope.plugins.sqlcipher._page_walk.x_is_page_size__mutmut_8":
         "n & (n - 2) == 0 instead of n & (n - 1): the same for every n in 512..65536 (checked for all of them)",
+    "tdescope.plugins.sqlcipher._records.x_format_value__mutmut_12":
+        "repr for every value left: only int reaches that line (None, bytes, str return before; float is repr'd), "
+        "and repr and str agree on int",
     "tdescope.plugins.oracle.trace.xǁ_Parserǁhandle__mutmut_57":
         "v.get('e') without its default: a call without e= is Malformed before it gets here (CLOSE returns first)",
 }

@@ -268,3 +268,10 @@ def test_a_reserved_serial_type_is_named_and_reported(serial):
     field = next(f for top in page.fields for f in top.walk() if f.name == "serial type 0")
     assert field.value == f"{serial} (reserved({serial}))"
     assert f"cell 0: reserved serial type {serial} in column 0" in page.problems
+
+
+def test_an_all_zero_page_is_empty_even_as_page_one_and_an_all_ones_page_is_not():
+    dec = SqlitePageDecoder()
+    for pgno in (1, 2, -1):
+        assert dec.decode(bytes(4096), pgno) == dec.decode(b"", pgno)  # "empty", nothing else said
+        assert dec.decode(b"\x01" * 4096, pgno).page_type != "empty"
