@@ -316,3 +316,17 @@ def test_pointer_array_gap_and_freeblocks_read_the_bytes_they_span(plain):
                for f in page.fields if f.name.startswith("freeblock @")]
         assert got == chain, pgno
     assert checked > 5
+
+
+def test_overflow_and_freelist_pages_show_the_link_and_the_content(plain):
+    usable = plain.page_size - plain.reserve
+    seen = 0
+    for pgno, data in plain.pages.items():
+        page = plain.decoder.decode(data, pgno)
+        if page.page_type != "overflow or freelist":
+            continue
+        seen += 1
+        link, content = page.fields[:2]
+        assert (link.start, link.end, link.value) == (0, 4, str(int.from_bytes(data[:4], "big")))
+        assert (content.start, content.end, content.value) == (4, usable, f"{usable - 4} bytes")
+    assert seen

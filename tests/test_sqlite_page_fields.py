@@ -154,6 +154,8 @@ def test_a_database_of_64_kib_pages(tmp_path):
     assert (empty.page_type, empty.cells, empty.problems) == ("table leaf", 0, ())
     start = next(c for c in empty.fields[0].children if c.name == "cell content area start")
     assert start.value == "0 (65536)"
+    gap = next(f for f in empty.fields if f.name == "unallocated space")  # up to the page's very end
+    assert (gap.start, gap.end, gap.value) == (8, 65536, "65528 bytes, all zero")
 
 
 def test_the_sqlite_version_number_is_spelt_out(pages):
@@ -275,3 +277,21 @@ def test_an_all_zero_page_is_empty_even_as_page_one_and_an_all_ones_page_is_not(
     for pgno in (1, 2, -1):
         assert dec.decode(bytes(4096), pgno) == dec.decode(b"", pgno)  # "empty", nothing else said
         assert dec.decode(b"\x01" * 4096, pgno).page_type != "empty"
+
+
+def test_reserve_reasons_and_a_reserve_that_leaves_too_little(pages):
+    leaf = next(p for n, p in enumerate(pages, 1) if n > 1 and p[0] == 0x0D)
+    too_big = SqlitePageDecoder(reserve=600).decode(leaf)
+    assert "reserve of 600 bytes leaves less than 480 usable bytes; using 0" in too_big.problems
+    assert "(reserve 0: forced)" in too_big.fields[0].value
+    cut = SqlitePageDecoder().decode(leaf[:1000])  # no page size: nothing to measure a tail against
+    assert "(reserve 0: unknown page geometry)" in cut.fields[0].value
+    cipher = SqlitePageDecoder(reserve=80).decode(random.Random(3).randbytes(1024))
+    assert [(f.name, f.value) for f in cipher.fields][-1] == ("reserved space", "80 bytes (given)")
+
+
+def test_page_one_of_a_salt_and_zeros_is_empty_and_of_plain_garbage_unknown():
+    dec = SqlitePageDecoder()
+    salted = dec.decode(b"\x07" * 16 + bytes(4080), 1)  # (the salt says nothing about the rest)
+    assert salted.page_type == "empty" and salted.problems[0].startswith("page 1 has no readable database header")
+    assert dec.decode(b"\x07" * 4096, 1).page_type == "unknown"
