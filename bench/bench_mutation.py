@@ -190,6 +190,10 @@ EQUIVALENT: dict[str, str] = {
     "tdescope.plugins.sqlcipher._page_walk.xǁPageWalkǁ_btree__mutmut_273":
         "limit + base instead of limit - base in 'past the bytes captured': a page 1 tail (base 16) is never "
         "cut, so a pointer below the usable size is never past it and the message is made with base 0 only",
+    "tdescope.plugins.sqlcipher._records.x_read_varint__mutmut_30":
+        "the unreachable assertion's text: the loop returns by its ninth byte, so the line never runs",
+    "tdescope.plugins.sqlcipher._records.x_format_value__mutmut_11":
+        "str for a float too: str and repr of a float are the same text in Python 3",
     "tdescope.plugins.oracle.trace.xǁ_Parserǁhandle__mutmut_57":
         "v.get('e') without its default: a call without e= is Malformed before it gets here (CLOSE returns first)",
 }

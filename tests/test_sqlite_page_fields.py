@@ -295,3 +295,19 @@ def test_page_one_of_a_salt_and_zeros_is_empty_and_of_plain_garbage_unknown():
     salted = dec.decode(b"\x07" * 16 + bytes(4080), 1)  # (the salt says nothing about the rest)
     assert salted.page_type == "empty" and salted.problems[0].startswith("page 1 has no readable database header")
     assert dec.decode(b"\x07" * 4096, 1).page_type == "unknown"
+
+
+def test_each_record_header_starts_with_its_size(pages):
+    dec = SqlitePageDecoder(reserve=0)
+    seen = 0
+    for pgno, data in enumerate(pages, 1):
+        page = dec.decode(data, pgno)
+        for cell in (f for f in page.fields if f.name.startswith("cell ")):
+            record = next((k for k in cell.children if k.name == "record"), None)
+            if record is None:
+                continue
+            size = record.children[0].children[0]
+            assert (size.name, size.start, size.end, size.value) == (
+                "header size", record.start, record.start + 1, str(data[record.start])), (pgno, cell.name)
+            seen += 1
+    assert seen > 100
