@@ -194,6 +194,8 @@ EQUIVALENT: dict[str, str] = {
         "the unreachable assertion's text: the loop returns by its ninth byte, so the line never runs",
     "tdescope.plugins.sqlcipher._records.x_format_value__mutmut_11":
         "str for a float too: str and repr of a float are the same text in Python 3",
+    "tdescope.plugins.sqlcipher._records.x__value__mutmut_14":
+        "int.from_bytes(raw, signed=True) without 'big': big-endian is the default since Python 3.11",
     "tdescope.plugins.oracle.trace.xǁ_Parserǁhandle__mutmut_57":
         "v.get('e') without its default: a call without e= is Malformed before it gets here (CLOSE returns first)",
 }

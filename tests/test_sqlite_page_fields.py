@@ -311,3 +311,22 @@ def test_each_record_header_starts_with_its_size(pages):
                 "header size", record.start, record.start + 1, str(data[record.start])), (pgno, cell.name)
             seen += 1
     assert seen > 100
+
+
+def test_a_reserve_of_16_is_an_iv_alone():
+    """SQLCipher with cipher_use_hmac off reserves 16 bytes: the IV, and no HMAC bytes."""
+    body = random.Random(4).randbytes(1024)
+    page = SqlitePageDecoder(reserve=16).decode(body, 3)
+    reserved = page.fields[-1]
+    assert [(k.name, k.start, k.end, k.value) for k in reserved.children] == [
+        ("IV", 1008, 1024, body[1008:].hex()), ("HMAC", 1024, 1024, "")]
+
+
+def test_a_record_header_too_big_for_its_payload_still_shows_its_size():
+    data = bytearray(1024)
+    struct.pack_into(">BHHHB", data, 0, 0x0D, 0, 1, 900, 0)
+    struct.pack_into(">H", data, 8, 900)
+    data[900:905] = bytes([3, 1, 9, 1, 1])  # payload 3, rowid 1, a header of 9
+    page = SqlitePageDecoder(reserve=0).decode(bytes(data), 2)
+    header = next(f for top in page.fields for f in top.walk() if f.name == "record header")
+    assert [(k.name, k.start, k.end, k.value) for k in header.children] == [("header size", 902, 903, "9")]
