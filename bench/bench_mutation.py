@@ -196,6 +196,10 @@ EQUIVALENT: dict[str, str] = {
         "str for a float too: str and repr of a float are the same text in Python 3",
     "tdescope.plugins.sqlcipher._records.x__value__mutmut_14":
         "int.from_bytes(raw, signed=True) without 'big': big-endian is the default since Python 3.11",
+    "tdescope.plugins.sqlcipher.pages.xǁSqlitePageDecoderǁ__init____mutmut_2":
+        "default encoding 'UTF-8' instead of 'utf-8': codec names are case-insensitive",
+    "tdescope.plugins.sqlcipher._page_walk.xǁPageWalkǁ_reserve_area__mutmut_7":
+        "r < 0 instead of r <= 0: with r == 0 the usable size is the page size, so usable >= end returns anyway",
     "tdescope.plugins.oracle.trace.xǁ_Parserǁhandle__mutmut_57":
         "v.get('e') without its default: a call without e= is Malformed before it gets here (CLOSE returns first)",
 }

@@ -11,6 +11,7 @@ import struct
 
 import pytest
 
+from tdescope.app.probe.entropy import shannon_entropy
 from tdescope.plugins.sqlcipher._records import format_value
 from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
 
@@ -121,6 +122,7 @@ def test_ciphertext_of_no_page_size_has_no_reserve():
     page = SqlitePageDecoder().decode(body, 3)
     assert page.page_type == "encrypted"
     assert [(f.name, f.start, f.end) for f in page.fields] == [("ciphertext", 0, 1000)]
+    assert page.fields[0].value == f"1000 bytes, {shannon_entropy(body):.2f} bits/byte"
     sized = SqlitePageDecoder().decode(random.Random(5).randbytes(1024), 3)
     assert [(f.name, f.start, f.end) for f in sized.fields] == [("ciphertext", 0, 944), ("reserved space", 944, 1024)]
 
@@ -191,6 +193,10 @@ def test_interior_pages_a_right_most_child_of_zero_and_a_full_pointer_array(kind
     assert full.page_type == ("index interior" if kind == 0x02 else "table interior") and full.cells == ncells
     assert not full.problems, full.problems
     assert full.records == (tuple((i,) for i in range(ncells)) if kind == 0x02 else ())
+    first = next(f for f in full.fields if f.name == "cell 0")
+    kids = [(k.name, k.start, k.end, k.value) for k in first.children][:2]
+    assert kids == [("left child page", 212, 216, "7"),
+                    ("rowid (key)", 216, 217, "0") if kind == 0x05 else ("payload size", 216, 217, "3")]
 
 
 def test_a_capture_of_the_btree_header_alone():

@@ -397,6 +397,19 @@ def test_btree_header_fields_read_the_bytes_they_span(db):
         assert int(kids[2].value) == page.cells
 
 
+def test_cell_summaries_are_cut_at_120_characters_and_records_say_their_size(db):
+    cut = 0
+    for pgno in db.pages:
+        for cell in cells(db.decode(pgno)):
+            assert len(cell.value) <= 120
+            cut += len(cell.value) == 120 and cell.value.endswith("…")
+            for rec in (k for k in cell.children if k.name == "record"):
+                payload = int(next(k.value for k in cell.children if k.name == "payload size"))
+                local = rec.end - rec.start
+                assert rec.value == f"{payload} bytes" + (f", {local} on this page" if local < payload else "")
+    assert cut > 10
+
+
 def test_field_at_finds_the_innermost_field(db):
     page = next(p for _, p in tree_pages(db, db.root("t")) if p.page_type == "table leaf")
     cell = cells(page)[0]
