@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.mutation_timeouts import recheck
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 SAMPLE_MIN = 150  # mutants per module in the sampled mode, at least
@@ -44,6 +46,22 @@ Z95 = 1.959964  # the normal quantile of a two-sided 95 % interval
 GOAL = 90.0
 DIFFS_SHOWN = 60  # survivors per module whose diff the report shows
 DETECTED = {"killed", "timeout", "segfault", "caught by type check"}
+CHUNK = 100  # mutants per mutmut run: what a stop leaves unfinished (each run repeats the clean tests first)
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT during a run: the mutants run so far are reported (:func:`stop_on_signals`)."""
+
+
+def stop_on_signals() -> None:
+    """A first SIGTERM/SIGINT ends the mutmut run and reports the mutants run so far; a second one quits."""
+    def stop(*_):
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # (the cluster stops, the copies go)
+        signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+        raise Stopped
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,11 @@ class Target:
         Servers the tests need started once for the whole run: ``"postgres"``.
     sample : int
         Mutants run in the sampled mode (never fewer than :data:`SAMPLE_MIN`).
+    timeout : tuple of float
+        mutmut's ``timeout_multiplier`` and ``timeout_constant``: a mutant's run is stopped after
+        ``(the tests' time in the clean run + constant) * multiplier`` seconds of wall time. Every
+        timeout is checked again by CPU time (:mod:`bench.mutation_timeouts`), so a short bound makes a
+        run cheaper, never a rate higher.
     """
 
     name: str
@@ -69,6 +92,7 @@ class Target:
     tests: tuple[str, ...]
     needs: tuple[str, ...] = ()
     sample: int = SAMPLE_MIN
+    timeout: tuple[float, float] = (10.0, 10.0)
 
 
 TARGETS = (
@@ -77,7 +101,8 @@ TARGETS = (
     Target("entropy", ("tdescope/app/probe/entropy.py",), ("tests/test_entropy.py",)),
     Target("sqlite pages", ("tdescope/plugins/sqlcipher/pages.py", "tdescope/plugins/sqlcipher/_records.py",
                             "tdescope/plugins/sqlcipher/_page_walk.py"),
-           ("tests/test_sqlite_pages.py", "tests/test_sqlite_dbstat.py", "tests/test_sqlite_page_fields.py")),
+           ("tests/test_sqlite_pages.py", "tests/test_sqlite_dbstat.py", "tests/test_sqlite_page_fields.py"),
+           timeout=(4.0, 10.0)),
     Target("postgres pages", ("tdescope/plugins/postgres/pages.py", "tdescope/plugins/postgres/_tuples.py",
                               "tdescope/plugins/postgres/_btree.py"),
            ("tests/test_pg_pages.py", "tests/test_pg_page_gaps.py"), ("postgres",)),
@@ -95,8 +120,9 @@ TARGETS = (
 
 #: Shown under the tables of mutation.md: what the table leaves out and why.
 NOTES = (
-    "sqlite pages: not run in full (mutmut's trampoline makes its tests ~10 s a mutant: 1798 mutants, about "
-    "2.5 hours on two shared cores); run `MUTATE_MODULES=sqlite make mutate-full` on a quiet machine.",
+    "A timeout counts only when it is confirmed: each is run again alone under a CPU-time limit (4 times "
+    "a clean run's CPU; `bench/mutation_timeouts.py`), so that a survivor slowed by a loaded machine is "
+    "not counted as killed. `timeouts_rechecked` in mutation.json gives what the check found.",
     "A module missing from a table was not run in that mode since issue 24 (the older fixed-seed-18 figures "
     "are not comparable: that sample was the one the tests were written against).",
 )
@@ -147,6 +173,33 @@ EQUIVALENT: dict[str, str] = {
         "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
     "tdescope.plugins.postgres._tuples.x_decode_tuple__mutmut_148":
         "t_bits sliced one byte longer: only bytes below (natts + 7) // 8 are ever indexed",
+    "tdescope.plugins.sqlcipher._page_walk.x__shift__mutmut_21":
+        "end clamped at 1, not 0: only a field ending at or before the shift would see it, and none does "
+        "(the salt's fields are made only when nothing is shifted; every other field starts at 8 or later)",
+    "tdescope.plugins.sqlcipher._page_walk.x__u__mutmut_4":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.sqlcipher._page_walk.x_is_page_size__mutmut_5":
+        "n <= 65537 instead of 65536: 65537 is not a power of two, so the second test rejects it anyway",
+    "tdescope.plugins.sqlcipher._page_walk.x_is_page_size__mutmut_8":
+        "n & (n - 2) == 0 instead of n & (n - 1): the same for every n in 512..65536 (checked for all of them)",
+    "tdescope.plugins.sqlcipher._records.x_format_value__mutmut_12":
+        "repr for every value left: only int reaches that line (None, bytes, str return before; float is repr'd), "
+        "and repr and str agree on int",
+    "tdescope.plugins.sqlcipher._records.x_read_varint__mutmut_29":
+        "the unreachable assertion's text: the loop returns by its ninth byte, so the line never runs",
+    "tdescope.plugins.sqlcipher._page_walk.xǁPageWalkǁ_btree__mutmut_273":
+        "limit + base instead of limit - base in 'past the bytes captured': a page 1 tail (base 16) is never "
+        "cut, so a pointer below the usable size is never past it and the message is made with base 0 only",
+    "tdescope.plugins.sqlcipher._records.x_read_varint__mutmut_30":
+        "the unreachable assertion's text: the loop returns by its ninth byte, so the line never runs",
+    "tdescope.plugins.sqlcipher._records.x_format_value__mutmut_11":
+        "str for a float too: str and repr of a float are the same text in Python 3",
+    "tdescope.plugins.sqlcipher._records.x__value__mutmut_14":
+        "int.from_bytes(raw, signed=True) without 'big': big-endian is the default since Python 3.11",
+    "tdescope.plugins.sqlcipher.pages.xǁSqlitePageDecoderǁ__init____mutmut_2":
+        "default encoding 'UTF-8' instead of 'utf-8': codec names are case-insensitive",
+    "tdescope.plugins.sqlcipher._page_walk.xǁPageWalkǁ_reserve_area__mutmut_7":
+        "r < 0 instead of r <= 0: with r == 0 the usable size is the page size, so usable >= end returns anyway",
     "tdescope.plugins.oracle.trace.xǁ_Parserǁhandle__mutmut_57":
         "v.get('e') without its default: a call without e= is Malformed before it gets here (CLOSE returns first)",
 }
@@ -223,6 +276,7 @@ class Outcome:
     error: str = ""
     sampled: bool = False
     seed: int | None = None
+    timeouts: dict[str, int] = field(default_factory=dict)  # what the CPU-time check of timeouts found
 
     @property
     def counted(self) -> dict[str, str]:
@@ -255,7 +309,8 @@ def _workdir(target: Target, base: Path) -> Path:
     lines += [f"    {f}" for f in target.files]
     lines += ["pytest_add_cli_args =", "    -p", "    no:cacheprovider", "    -q",
               "pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in target.tests]
-    lines += ["use_git_change_detection = false", "timeout_multiplier = 10.0", "timeout_constant = 10.0"]
+    lines += ["use_git_change_detection = false", f"timeout_multiplier = {target.timeout[0]}",
+              f"timeout_constant = {target.timeout[1]}"]
     (work / "setup.cfg").write_text("\n".join(lines) + "\n")
     return work
 
@@ -304,7 +359,11 @@ def run_target(target: Target, base: Path, env: dict, sample: int | None, jobs: 
     out = Outcome(target.name, sampled=sample is not None, seed=seed if sample is not None else None)
     work = _workdir(target, base)
     # mutants and the test-to-function map first (a filter matching nothing stops mutmut right after)
-    _mutmut(work, env, "run", "--max-children", str(jobs), "nothing-matches-this", timeout=1200)
+    try:
+        _mutmut(work, env, "run", "--max-children", str(jobs), "nothing-matches-this", timeout=1200)
+    except Stopped:
+        out.error = "stopped before any mutant ran"
+        return out
     widen_test_selection(work / "mutants" / "mutmut-stats.json")
     names = sorted(_statuses(work, env))
     out.total = len(names)
@@ -312,13 +371,21 @@ def run_target(target: Target, base: Path, env: dict, sample: int | None, jobs: 
         out.error = "mutmut generated no mutants (did the clean test run fail?)"
         return out
     chosen = draw_sample(names, sample, seed)
-    for i in range(0, len(chosen), 400):  # (argv length)
-        res = _mutmut(work, env, "run", "--max-children", str(jobs), *chosen[i:i + 400], timeout=4 * 3600)
-        if res.returncode not in (0, 1):
-            out.error = (res.stdout + res.stderr).strip().splitlines()[-1:] or [f"exit {res.returncode}"]
-            out.error = out.error[0]
+    # in a seeded random order and in chunks, so that a run stopped early has run a random sample
+    order = random.Random(seed).sample(chosen, len(chosen))
+    try:
+        for i in range(0, len(order), CHUNK):
+            res = _mutmut(work, env, "run", "--max-children", str(jobs), *order[i:i + CHUNK], timeout=4 * 3600)
+            if res.returncode not in (0, 1):
+                out.error = (res.stdout + res.stderr).strip().splitlines()[-1:] or [f"exit {res.returncode}"]
+                out.error = out.error[0]
+    except Stopped:
+        out.error = "stopped before the end"
     statuses = _statuses(work, env)
     out.statuses = {k: statuses.get(k, "not checked") for k in chosen}
+    out.timeouts = recheck(work / "mutants", env, target.tests, out.statuses)
+    if out.error == "stopped before the end":
+        out.error = f"stopped: {sum(v != 'not checked' for v in out.statuses.values())} of {len(chosen)} mutants run"
     out.seconds = time.time() - t0
     return out
 
@@ -330,12 +397,13 @@ def _diff(work: Path, env: dict, name: str) -> str:
 def record(o: Outcome, survivors: dict[str, str], commit: str = "") -> dict:
     """One module's row in ``mutation.json``: seed, n, killed, rate, interval, time, survivors with diffs."""
     lo, hi = o.interval
-    return {"mode": "sample" if o.sampled else "full", "seed": o.seed, "mutants": o.total, "run": len(o.statuses),
-            "equivalent": sum(1 for k in o.statuses if k in EQUIVALENT), "n": len(o.counted), "killed": o.killed,
+    return {"mode": "sample" if o.sampled else "full", "seed": o.seed, "mutants": o.total,
+            "run": sum(v != "not checked" for v in o.statuses.values()),
+            "equivalent": sum(1 for k, v in o.statuses.items() if k in EQUIVALENT and v != "not checked"), "n": len(o.counted), "killed": o.killed,
             "rate": None if o.rate is None else round(o.rate, 1), "interval": [round(lo, 1), round(hi, 1)],
             "seconds": round(o.seconds), "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": commit,
             "error": o.error, "statuses": dict(sorted(collections.Counter(o.counted.values()).items())),
-            "survivors": survivors}
+            "timeouts_rechecked": o.timeouts, "survivors": survivors}
 
 
 def _row(name: str, r: dict) -> str:
@@ -343,6 +411,8 @@ def _row(name: str, r: dict) -> str:
     flag = "" if r["rate"] is None or r["rate"] >= GOAL else " (below 90 %)"
     lo, hi = r["interval"]
     seed = "all" if r["seed"] is None else str(r["seed"])
+    if r["seed"] is None and r.get("run", r["mutants"]) < r["mutants"]:
+        seed = f"{r['run']} run (stopped; random order)"
     return (f"| {name} | {r['mutants']} | {r['n']} | {r['equivalent']} | {r['killed']} | {rate}{flag} | "
             f"{lo:.1f}–{hi:.1f} % | {seed} | {_duration(r['seconds'])} | {r['date']} {r['commit']} |")
 
@@ -379,7 +449,13 @@ def render(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(outcomes: list[Outcome], base: Path, env: dict) -> Path:
+def head_commit() -> str:
+    """The short hash of HEAD: taken when a run starts (the tests it copies), not when it ends."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def write_report(outcomes: list[Outcome], base: Path, env: dict, commit: str) -> Path:
     """Fold ``outcomes`` into ``mutation.json`` (per module and mode) and rewrite ``mutation.md`` from it."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     store = RESULTS / "mutation.json"
@@ -389,8 +465,6 @@ def write_report(outcomes: list[Outcome], base: Path, env: dict) -> Path:
             results = {}  # (the older flat format)
     except (OSError, ValueError):
         results = {}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
     for o in outcomes:
         work = base / re.sub(r"\W+", "-", o.target)
         # (``mutmut show`` takes a second or two: the diffs of the first DIFFS_SHOWN, the rest by name)
@@ -425,9 +499,10 @@ def mutate(sample: int | None, only: list[str] | None = None, jobs: int = 2, see
     :data:`SAMPLE_MIN`). ``seed`` None draws one (:func:`choose_seed`).
     """
     targets = select_targets(only)
+    seed = choose_seed(given=seed)  # (a full run's order too)
     if sample is not None:
-        seed = choose_seed(given=seed)
         print(f"mutation sample seed {seed} (MUTATE_SEED={seed} repeats this sample)", flush=True)
+    commit = head_commit()
     base = Path(tempfile.mkdtemp(prefix="tdescope-mutate-"))
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONDONTWRITEBYTECODE": "1",
            # the InnoDB tests' pages and facts: a private MariaDB makes them on the clean run, once
@@ -445,10 +520,12 @@ def mutate(sample: int | None, only: list[str] | None = None, jobs: int = 2, see
                                         seed=seed))
                 continue
             size = sample_size(target, sample)
-            o = run_target(target, base, env, size, jobs, seed or 0)
+            o = run_target(target, base, env, size, jobs, seed)
             print(_summary(o), flush=True)
             outcomes.append(o)
-        path = write_report(outcomes, base, env)
+            if o.error.startswith("stopped"):
+                break
+        path = write_report(outcomes, base, env, commit)
         print(f"wrote {path.relative_to(ROOT)}")
         return outcomes
     finally:
@@ -475,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)
     only = args.only or [m for m in os.environ.get("MUTATE_MODULES", "").split(",") if m.strip()]
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the cluster and remove the copies on kill
+    stop_on_signals()
     outcomes = mutate(None if args.full else args.sample, only, args.jobs, args.seed)
     for o in outcomes:
         print(_summary(o))

@@ -51,6 +51,16 @@ CHARSET_ROWS = ["(1, 'caf\u00e9', '\u00e4', '\u00f8', '\u00df', 'ab', '\u00e9t\u
                 " '\u20ac', 1)",
                 "(2, '', NULL, 'x', 'y ', 'z', NULL, '', '', '', 'a b', 'xyz', NULL)",
                 "(3, 'abcde', 'q', NULL, '', '\u00ff', '', NULL, 'e', NULL, '', '', 3)"]
+#: ``cs_wide``: CHAR in more single-byte charsets (cp1250, koi8r, greek, latin2), in the two multi-byte
+#: charsets whose characters all have one width (ucs2, utf32: fixed-length too), and in two multi-byte
+#: collations with ids over 255 whose low byte is a single-byte collation's (577 utf8mb3_myanmar_ci: 65 is
+#: ascii_bin; 673 utf16_myanmar_ci: 161 is utf32_icelandic_ci); ``n`` after them shows any misread length.
+WIDE = """id INT PRIMARY KEY, c1250 CHAR(4) CHARACTER SET cp1250, k CHAR(4) CHARACTER SET koi8r,
+ g CHAR(4) CHARACTER SET greek, l2 CHAR(4) CHARACTER SET latin2, uc CHAR(3) CHARACTER SET ucs2,
+ u32 CHAR(2) CHARACTER SET utf32, my CHAR(3) COLLATE utf8mb3_myanmar_ci, u16 CHAR(2) COLLATE utf16_myanmar_ci, n INT"""
+WIDE_ROWS = ["(1, 'ab', 'cd', 'ef', 'gh', 'ij', 'k', 'lm', 'no', 1)",
+             "(2, '', 'wxyz', NULL, 'abcd', 'abc', 'ab', 'xyz', '', 2)",
+             "(3, 'x', NULL, 'q', '', NULL, '', NULL, 'z', NULL)"]
 #: Rows of ``big_plain``: enough for several leaf pages under a level-1 root.
 BIG_ROWS = 600
 
@@ -183,6 +193,8 @@ def _from_the_server() -> InnoDbPages:
         cur.execute(f"INSERT INTO {DB}.red_wide VALUES (1, REPEAT('w', 150), NULL), (2, NULL, 5)")
         cur.execute(f"CREATE TABLE {DB}.cs_plain ({CHARSETS}) ENCRYPTED=NO")
         cur.execute(f"INSERT INTO {DB}.cs_plain VALUES {', '.join(CHARSET_ROWS)}")
+        cur.execute(f"CREATE TABLE {DB}.cs_wide ({WIDE}) ENCRYPTED=NO")
+        cur.execute(f"INSERT INTO {DB}.cs_wide VALUES {', '.join(WIDE_ROWS)}")
         cur.execute(f"CREATE TABLE {DB}.nopk_plain (v VARCHAR(10), n INT) ENCRYPTED=NO")
         cur.execute(f"INSERT INTO {DB}.nopk_plain VALUES ('first', 1), (NULL, 2), ('third', NULL)")
         cur.execute("SELECT c.ID, c.COLLATION_NAME, c.CHARACTER_SET_NAME, s.MAXLEN "
@@ -190,7 +202,7 @@ def _from_the_server() -> InnoDbPages:
                     "JOIN information_schema.CHARACTER_SETS s USING (CHARACTER_SET_NAME)")
         facts.collations = {i: (n, cs, m) for i, n, cs, m in cur.fetchall()}
         tables = ("types_plain", "types_compact", "types_enc", "big_plain", "pc_plain", "red_plain", "cs_plain",
-                  "nopk_plain", "red_wide")
+                  "nopk_plain", "red_wide", "cs_wide")
         for table in tables:
             cur.execute(f"SELECT * FROM {DB}.{table}")
             names = [d[0] for d in cur.description]

@@ -1,6 +1,6 @@
 """InnoDB records the mutation audit found unpinned, against a real MariaDB (the pages of innodb_pages_data):
-CHAR in single-byte collations (fixed-length), a UNIQUE secondary index, a table without a primary key
-(DB_ROW_ID), and the collation id tables compared with ``information_schema.COLLATIONS``.
+CHAR in single-byte collations (fixed-length) and in every charset of the server, a UNIQUE secondary
+index, a table without a primary key (DB_ROW_ID), and the collation id tables compared with ``information_schema.COLLATIONS``.
 """
 
 from __future__ import annotations
@@ -30,22 +30,23 @@ def decoder(layouts):
     return InnoDbPageDecoder(layouts)
 
 
-def _ids(facts, *charsets):
-    # prtype keeps the collation id's low byte (MariaDB's NO PAD twins are 1024 + the PAD one's id)
-    return {i for i, (_n, cs, _m) in facts.collations.items() if cs in charsets and i < 256}
+def _one_width(cs: str, maxlen: int) -> bool:
+    """Does every character of ``cs`` take the same bytes (InnoDB: mbminlen == mbmaxlen, so CHAR is fixed)?
+
+    information_schema gives MAXLEN only; of the multi-byte charsets, ucs2 (2) and utf32 (4) are the ones
+    whose characters all take MAXLEN bytes.
+    """
+    return maxlen == 1 or cs in ("ucs2", "utf32")
 
 
 def test_collation_id_tables_are_the_servers(facts):
     c = facts.collations
     assert {i: c[i][0] for i in (48, 49, 65, 94)} == {48: "latin1_general_ci", 49: "latin1_general_cs",
                                                       65: "ascii_bin", 94: "latin1_spanish_ci"}
-    assert records._LATIN1 == _ids(facts, "latin1")
-    assert records._SINGLE_BYTE == _ids(facts, "latin1", "ascii", "binary")
-    assert all(c[i][2] == 1 for i in records._SINGLE_BYTE)  # each one byte a character
+    assert records._LATIN1 == {i for i, (_name, cs, _maxlen) in c.items() if cs == "latin1"}
+    assert records._ONE_WIDTH == {i for i, (_name, cs, maxlen) in c.items() if _one_width(cs, maxlen)}
     assert c[records._BINARY_COLLATION][:2] == ("binary", "binary")
-    for i, (_name, cs, _maxlen) in c.items():  # the NO PAD twins fall on their PAD collation's low byte
-        if cs in ("latin1", "ascii") and i >= 1024:
-            assert i & 0xFF in _ids(facts, cs)
+    assert max(c) <= records._COLLATION_MASK  # every id fits the bits prtype keeps it in
 
 
 def _records(page):
@@ -100,3 +101,34 @@ def test_a_table_without_a_primary_key_is_clustered_on_db_row_id(facts, layouts,
     assert [(r["v"].value, r["n"].value) for r in recs] == [
         ("NULL" if row["v"] is None else row["v"], "NULL" if row["n"] is None else str(row["n"]))
         for row in facts.rows["nopk_plain"].values()]
+
+
+# -- every charset of the server (issue 24: cp1250/koi8r CHAR read as variable-length; collation ids > 255) --
+
+WIDE_FIXED = ("c1250", "k", "g", "l2", "uc", "u32")  # CHAR in charsets of one width: fixed-length
+
+
+def test_char_is_fixed_length_exactly_in_the_servers_one_width_collations(facts):
+    """Column.variable for a CHAR in each of the server's collations, against COLLATIONS and its MAXLEN."""
+    assert len(facts.collations) > 300 and max(facts.collations) > 1024  # (the NO PAD ids and more)
+    wrong = {i: (name, cs, maxlen) for i, (name, cs, maxlen) in facts.collations.items()
+             if records.Column("c", 13, (i << 16) | 254, 8).variable == _one_width(cs, maxlen)}
+    assert wrong == {}
+
+
+def test_char_in_every_kind_of_charset_decodes_to_the_servers_rows(facts, layouts, decoder):
+    index_id, root, _space = facts.indexes[("cs_wide", "PRIMARY")]
+    cols = {c.name: c for c in layouts[index_id].leaf}
+    assert {n: cols[n].prtype >> 16 for n in ("my", "u16")} == {"my": 577, "u16": 673}  # the whole id is kept
+    page = decoder.decode(facts.page("cs_wide", root), root)
+    assert not page.problems and page.cells == 3
+    rows = facts.rows["cs_wide"]
+    maxlen = {"c1250": 1, "k": 1, "g": 1, "l2": 1, "uc": 2, "u32": 4}
+    width = {"c1250": 4, "k": 4, "g": 4, "l2": 4, "uc": 3, "u32": 2}
+    for rec in _records(page):
+        row = rows[int(rec["id"].value)]
+        assert rec["n"].value == ("NULL" if row["n"] is None else str(row["n"]))  # nothing before it misread
+        assert rec["my"].value == ("NULL" if row["my"] is None else row["my"])  # utf8mb3, 1 to 3 bytes a char
+        for name in WIDE_FIXED:
+            f = rec[name]
+            assert f.end - f.start == (0 if row[name] is None else width[name] * maxlen[name]), (name, row["id"])

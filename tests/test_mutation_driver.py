@@ -86,3 +86,36 @@ def test_every_mutated_function_gets_all_the_targets_tests(tmp_path):
     assert data["tests_by_mangled_function_name"] == {k: ["t::one", "t::two"] for k in ("m.x_a", "m.x_b", "m.x_c")}
     assert data["duration_by_test"] == {"t::one": 1.0}
     assert bm.widen_test_selection(tmp_path / "none.json") == 0
+
+
+
+@pytest.mark.parametrize("body, word", [("while True:\n            pass", "timeout"), ("pass", "survived"),
+                                        ("assert 0", "killed")], ids=["loops", "passes", "fails"])
+def test_a_timeout_is_judged_by_cpu_time_not_by_the_clock(tmp_path, body, word):
+    """A mutmut timeout is run again under RLIMIT_CPU: only a run that uses up its CPU is a timeout."""
+    import os
+
+    from bench import mutation_timeouts as mt
+
+    (tmp_path / "test_it.py").write_text(
+        f"import os\n\ndef test_it():\n    if os.environ['MUTANT_UNDER_TEST'] == 'm.x_f__mutmut_1':\n"
+        f"        {body}\n")
+    code, cpu = mt.run_tests(tmp_path, dict(os.environ), ("test_it.py",), "m.x_f__mutmut_1", 2)
+    assert mt.verdict(code) == word
+    assert cpu >= 1.5 if word == "timeout" else cpu < 30
+    if word != "timeout":  # (a loop would use up the check's CPU floor)
+        statuses = {"m.x_f__mutmut_1": "timeout", "m.x_f__mutmut_2": "killed"}
+        counts = mt.recheck(tmp_path, dict(os.environ), ("test_it.py",), statuses)
+        assert (counts["rechecked"], counts[word]) == (1, 1)
+        assert statuses == {"m.x_f__mutmut_1": word, "m.x_f__mutmut_2": "killed"}
+
+
+def test_a_stopped_full_run_reports_the_mutants_it_ran():
+    o = bm.Outcome("sqlite pages", total=1798, seconds=3000, error="stopped: 3 of 1798 mutants run",
+                   statuses={"a__mutmut_1": "killed", "a__mutmut_2": "survived", "a__mutmut_3": "timeout",
+                             **{f"b__mutmut_{i}": "not checked" for i in range(1795)}})
+    r = bm.record(o, {}, "abc1234")
+    assert (r["mode"], r["run"], r["n"], r["killed"]) == ("full", 3, 3, 2)
+    md = bm.render({"sqlite pages": {"full": r}})
+    assert "| sqlite pages | 1798 | 3 | 0 | 2 | 66.7 % (below 90 %) |" in md
+    assert "| 3 run (stopped; random order) |" in md and "stopped: 3 of 1798 mutants run" in md

@@ -55,6 +55,11 @@ def _fill(conn) -> None:
         (f"doc {n}", bytes(0x61 + (i * 7 + n) % 26 for i in range(n))) for n in (100, 700, 3000, 20000)])
     conn.execute("CREATE TABLE s(v)")
     conn.executemany("INSERT INTO s VALUES (?)", [(p.values[0],) for p in SERIAL_TYPES])
+    # index keys around the most an index cell keeps on its page, (U-12)*64/255-23, at each page size
+    conn.execute("CREATE TABLE k(v)")
+    conn.execute("CREATE INDEX k_v ON k(v)")
+    conn.executemany("INSERT INTO k VALUES (?)", [("k" * n,) for lo, hi in ((95, 110), (225, 240), (980, 1012),
+                                                                           (2015, 2065)) for n in range(lo, hi)])
     conn.execute("CREATE TABLE gone(x)")
     conn.executemany("INSERT INTO gone VALUES (?)", [(bytes(300),) for _ in range(60)])
     conn.commit()
@@ -272,3 +277,56 @@ def test_reserve_from_the_header_and_the_fallback(plain):
             assert "(reserve 0: " in header and page.problems == (), (pgno, header, page.problems)
             assert page.records == plain.decoder.decode(plain.pages[pgno], pgno).records
             assert not any(f.name == "reserved space" for f in page.fields)
+
+
+def test_pointer_array_gap_and_freeblocks_read_the_bytes_they_span(plain):
+    """The cell pointer array (one field per pointer, each its cell's start), the unallocated gap and the
+    freeblock chain (walked here from the header's first freeblock), on every b-tree page."""
+    checked = 0
+    for pgno, data in plain.pages.items():
+        page = plain.decoder.decode(data, pgno)
+        if page.page_type not in ("table leaf", "table interior", "index leaf", "index interior"):
+            continue
+        checked += 1
+        at = 100 if pgno == 1 else 0
+        hl = 12 if data[at] in (2, 5) else 8
+        ncells, cstart = int.from_bytes(data[at + 3:at + 5], "big"), int.from_bytes(data[at + 5:at + 7], "big")
+        ptr_end = at + hl + 2 * ncells
+        ptrs = [int.from_bytes(data[at + hl + 2 * i:at + hl + 2 * i + 2], "big") for i in range(ncells)]
+        if ncells:
+            array = _named(page, "cell pointer array")
+            assert (array.start, array.end, array.value) == (at + hl, ptr_end, f"{ncells} pointers")
+            assert [(k.name, k.start, k.end, k.value) for k in array.children] == [
+                (f"pointer {i}", at + hl + 2 * i, at + hl + 2 * i + 2, f"{v} (0x{v:04x})") for i, v in enumerate(ptrs)]
+            assert [c.start for c in _cells(page)] == ptrs
+        gaps = [f for f in page.fields if f.name == "unallocated space"]
+        if cstart > ptr_end:
+            gap = data[ptr_end:cstart]
+            assert [(g.start, g.end, g.value) for g in gaps] == [
+                (ptr_end, cstart, f"{len(gap)} bytes" + (", all zero" if not any(gap) else ""))]
+        else:
+            assert gaps == []
+        chain, fb = [], int.from_bytes(data[at + 1:at + 3], "big")
+        while fb:
+            nxt, size = int.from_bytes(data[fb:fb + 2], "big"), int.from_bytes(data[fb + 2:fb + 4], "big")
+            chain.append((f"freeblock @{fb}", fb, fb + size, f"{size} bytes",
+                          [("next freeblock", fb, fb + 2, str(nxt)), ("size", fb + 2, fb + 4, str(size))]))
+            fb = nxt
+        got = [(f.name, f.start, f.end, f.value, [(k.name, k.start, k.end, k.value) for k in f.children])
+               for f in page.fields if f.name.startswith("freeblock @")]
+        assert got == chain, pgno
+    assert checked > 5
+
+
+def test_overflow_and_freelist_pages_show_the_link_and_the_content(plain):
+    usable = plain.page_size - plain.reserve
+    seen = 0
+    for pgno, data in plain.pages.items():
+        page = plain.decoder.decode(data, pgno)
+        if page.page_type != "overflow or freelist":
+            continue
+        seen += 1
+        link, content = page.fields[:2]
+        assert (link.start, link.end, link.value) == (0, 4, str(int.from_bytes(data[:4], "big")))
+        assert (content.start, content.end, content.value) == (4, usable, f"{usable - 4} bytes")
+    assert seen

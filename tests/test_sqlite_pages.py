@@ -100,14 +100,17 @@ def sqlcipher_page_cipher_decrypt(page: bytes, pgno: int, key: bytes, hmac_key: 
     return dec.update(data[:size]) + dec.finalize() + iv + computed
 
 
-def sqlcipher_db(tmp, page_size: int) -> Db:
+def sqlcipher_db(tmp, page_size: int, fill_with=fill) -> Db:
     pytest.importorskip("cryptography")
     path = tmp / f"enc-{page_size}.db"
     conn = sqlcipher3.connect(str(path))
     conn.execute(f"PRAGMA key='{KEY}'")
     conn.execute(f"PRAGMA kdf_iter={KDF_ITER}")
     conn.execute(f"PRAGMA cipher_page_size={page_size}")
-    fill(conn, rows=200)
+    if fill_with is fill:
+        fill(conn, rows=200)
+    else:
+        fill_with(conn)
     raw = path.read_bytes()
     salt = raw[:16]
     key = hashlib.pbkdf2_hmac("sha512", KEY.encode(), salt, KDF_ITER, 32)
@@ -367,6 +370,46 @@ def test_every_span_nests_and_pages_are_clean(db):
             assert named(page, "HMAC").end == len(data)
 
 
+def test_summarize_agrees_with_decode_on_every_page(db):
+    """The cheap summary per capture, on every page as the probe gives it (SQLCipher's page 1 without salt)."""
+    for pgno, data in db.pages.items():
+        page = db.decode(pgno)
+        assert db.decoder.summarize(data, pgno) == (page.page_type, page.cells), pgno
+
+
+def test_btree_header_fields_read_the_bytes_they_span(db):
+    """Each field of every b-tree page header: its name, its bytes and the number they hold."""
+    names = ("page type", "first freeblock", "cell count", "cell content area start", "fragmented free bytes",
+             "right-most child page")
+    for pgno, data in db.pages.items():
+        page = db.decode(pgno)
+        if page.page_type not in ("table leaf", "table interior", "index leaf", "index interior"):
+            continue
+        header = named(page, "b-tree page header")
+        kids = header.children
+        assert [k.name for k in kids] == list(names[:len(kids)]) and len(kids) in (5, 6)
+        assert header.end - header.start == (12 if len(kids) == 6 else 8)
+        assert [k.end - k.start for k in kids] == [1, 2, 2, 2, 1, 4][:len(kids)]
+        for k in kids[1:]:
+            number = int.from_bytes(data[k.start:k.end], "big")
+            assert k.value.split()[0] == str(number), (pgno, k)
+        assert kids[0].value == f"0x{data[kids[0].start]:02x} ({page.page_type})"
+        assert int(kids[2].value) == page.cells
+
+
+def test_cell_summaries_are_cut_at_120_characters_and_records_say_their_size(db):
+    cut = 0
+    for pgno in db.pages:
+        for cell in cells(db.decode(pgno)):
+            assert len(cell.value) <= 120
+            cut += len(cell.value) == 120 and cell.value.endswith("…")
+            for rec in (k for k in cell.children if k.name == "record"):
+                payload = int(next(k.value for k in cell.children if k.name == "payload size"))
+                local = rec.end - rec.start
+                assert rec.value == f"{payload} bytes" + (f", {local} on this page" if local < payload else "")
+    assert cut > 10
+
+
 def test_field_at_finds_the_innermost_field(db):
     page = next(p for _, p in tree_pages(db, db.root("t")) if p.page_type == "table leaf")
     cell = cells(page)[0]
@@ -393,8 +436,16 @@ def test_sqlcipher_file_pages_are_encrypted(tmp_path):
         assert verdict(body) == "looks encrypted" and shannon_entropy(body) > 7.5
         assert named(page, "ciphertext").end == 4016
         assert bytes.fromhex(named(page, "IV").value) == data[4016:4032]
+        assert (named(page, "HMAC").start, named(page, "HMAC").value) == (4032, data[4032:].hex())
     page1 = dec.decode(db.raw[:4096], 1)
-    assert named(page1, "KDF salt (SQLCipher)").value == db.raw[:16].hex()
+    salt = named(page1, "KDF salt (SQLCipher)")
+    assert (salt.start, salt.end, salt.value) == (0, 16, db.raw[:16].hex())
+    # Page 1 decrypted but captured with its salt: the salt, then the header from offset 16
+    whole = dec.decode(db.raw[:16] + db.pages[1], 1)
+    assert whole.page_type == "table leaf" and whole.problems == ()
+    salt = named(whole, "KDF salt (SQLCipher)")
+    assert (salt.start, salt.end, salt.value) == (0, 16, db.raw[:16].hex())
+    assert named(whole, "HMAC").value == db.pages[1][-64:].hex()
     # What the probe sees at entry for page 1: the 4080 bytes after the salt.
     before = dec.decode(db.raw[16:4096], 1)
     assert before.page_type == "encrypted"
@@ -435,6 +486,54 @@ def test_random_blob_rows_decode_although_they_look_encrypted(tmp_path):
         got += [r[1] for r in leaf.records]
     assert got == blobs
     assert verdict(data) == "looks encrypted"
+
+
+
+def test_the_assumed_reserve_gives_way_to_cells_in_the_last_80_bytes(tmp_path):
+    """Plain pages whose tail looks like an IV + HMAC (random BLOBs, or their bytes left by a DELETE without
+    secure_delete): no reserve is assumed where cells or the content area reach into the last 80 bytes."""
+    path = tmp_path / "blobs.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA secure_delete=OFF")  # (on in Debian's build; off by default in SQLite's)
+    conn.execute("CREATE TABLE r(x)")
+    conn.execute("CREATE TABLE emptied(x)")
+    blobs = [random.Random(n).randbytes(500) for n in range(7)]
+    conn.executemany("INSERT INTO r VALUES (?)", [(b,) for b in blobs])
+    conn.executemany("INSERT INTO emptied VALUES (?)", [(b,) for b in blobs])
+    conn.commit()
+    conn.execute("DELETE FROM emptied")
+    conn.commit()
+    roots = dict(conn.execute("SELECT name, rootpage FROM sqlite_schema"))
+    conn.close()
+    raw = path.read_bytes()
+    page = {n: raw[(n - 1) * 4096:n * 4096] for n in roots.values()}
+    assert {n: shannon_entropy(page[n][-80:]) > 5 for n in page} == {n: True for n in page}  # as IV + HMAC do
+    dec = SqlitePageDecoder()
+    leaf = dec.decode(page[roots["r"]], roots["r"])
+    assert (leaf.problems, [r[1] for r in leaf.records]) == ((), blobs)
+    assert "(reserve 0: cells reach into the last 80 bytes, so no SQLCipher IV/HMAC)" in leaf.fields[0].value
+    empty = dec.decode(page[roots["emptied"]], roots["emptied"])
+    assert (empty.page_type, empty.cells, empty.problems) == ("table leaf", 0, ())
+    assert "usable size 4096 (reserve 0" in empty.fields[0].value
+    assert not any(f.name == "reserved space" for f in empty.fields)
+
+
+def test_an_empty_table_of_an_sqlcipher_database_keeps_its_iv_and_hmac(tmp_path):
+    """Its root page has no cells and its content area starts right at the reserve: 80 bytes stay reserved."""
+    def empty_table(conn):
+        conn.execute("CREATE TABLE e(x)")
+        conn.execute("CREATE TABLE t(x)")
+        conn.execute("INSERT INTO t VALUES ('one row')")
+        conn.commit()
+
+    made = sqlcipher_db(tmp_path, 1024, fill_with=empty_table)
+    root = made.root("e")
+    page = SqlitePageDecoder().decode(made.pages[root], root)
+    assert (page.page_type, page.cells, page.problems) == ("table leaf", 0, ())
+    assert "usable size 944 (reserve 80: SQLCipher 4 default assumed)" in page.fields[0].value
+    assert [(f.name, f.start, f.end) for f in page.fields if f.name == "reserved space"] == [
+        ("reserved space", 944, 1024)]
+    made.conn.close()
 
 
 # -- robustness ---------------------------------------------------------------------------------

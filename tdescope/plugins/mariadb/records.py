@@ -29,10 +29,19 @@ _VARCHAR, _CHAR, _FIXBINARY, _BINARY, _BLOB, _INT, _FLOAT, _DOUBLE, _VARMYSQL, _
 _NOT_NULL, _UNSIGNED = 256, 512
 #: MySQL field types (``prtype & 0xFF``) stored in ways of their own.
 _TIMESTAMP, _DATE, _YEAR, _DATETIME = 7, 10, 13, 12
-#: Single-byte character sets' collation ids (latin1, ascii, binary...): their CHAR columns are fixed-length.
-_SINGLE_BYTE = {5, 8, 11, 15, 31, 47, 48, 49, 63, 65, 94}
-#: latin1's collation ids: text in those columns is decoded as latin1, the rest as UTF-8.
-_LATIN1 = {5, 8, 15, 31, 47, 48, 49, 94}
+#: Collation ids (MariaDB 10.11) of the character sets whose characters all take the same bytes: the 26
+#: single-byte ones (latin1, cp1250, koi8r, ascii, binary...), ucs2 and utf32. InnoDB stores their CHAR
+#: columns at full length; in any other charset a CHAR is variable-length (mbminlen != mbmaxlen).
+_ONE_WIDTH = frozenset({
+    *range(2, 12), *range(14, 17), 18, *range(20, 24), *range(25, 28), *range(29, 33), *range(34, 45),
+    *range(47, 54), *range(57, 62), *range(63, 76), *range(77, 83), 89, 90, *range(92, 95), 99, *range(128, 152),
+    *range(159, 184), *range(640, 643), *range(736, 739), 1027, 1028, *range(1030, 1036), 1040, 1042, 1046,
+    1049, 1050, 1054, 1056, *range(1059, 1066), 1067, 1071, 1074, 1075, 1077, *range(1081, 1086),
+    *range(1088, 1100), *range(1101, 1107), 1113, 1114, 1116, 1117, 1152, 1174, 1184, 1206})
+#: latin1's collation ids (with the NO PAD ones): text in those columns is decoded as latin1, the rest as UTF-8.
+_LATIN1 = frozenset({5, 8, 15, 31, 47, 48, 49, 94, 1032, 1071})
+#: ``prtype >> 16`` keeps the whole collation id in these bits (InnoDB's CHAR_COLL_MASK).
+_COLLATION_MASK = 0x7FFF
 _BINARY_COLLATION = 63
 #: A field stored off-page leaves a 20-byte reference at the end of its local part: space id, page
 #: number, offset, and an 8-byte length whose top bits are flags.
@@ -56,7 +65,12 @@ class Column:
     def variable(self) -> bool:
         if self.mtype in (_VARCHAR, _BINARY, _BLOB, _VARMYSQL):
             return True
-        return self.mtype == _MYSQL and (self.prtype >> 16) & 0xFF not in _SINGLE_BYTE
+        return self.mtype == _MYSQL and self.collation not in _ONE_WIDTH
+
+    @property
+    def collation(self) -> int:
+        """The collation id, for a text column (``information_schema.COLLATIONS.ID``)."""
+        return (self.prtype >> 16) & _COLLATION_MASK
 
     @property
     def wide(self) -> bool:
@@ -153,7 +167,7 @@ def _value(col: Column, raw: bytes) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
     if col.mtype in (_FLOAT, _DOUBLE) and len(raw) in (4, 8):
         return repr(struct.unpack("<f" if len(raw) == 4 else "<d", raw)[0])  # machine order, not sortable
-    collation = (col.prtype >> 16) & 0xFF
+    collation = col.collation
     text_blob = col.mtype == _BLOB and collation not in (0, _BINARY_COLLATION)  # TEXT, not BLOB
     if col.mtype in (_VARCHAR, _CHAR, _VARMYSQL, _MYSQL) or text_blob:
         text = raw.decode("latin-1" if collation in _LATIN1 else "utf-8", errors="replace")
