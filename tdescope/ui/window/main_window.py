@@ -204,7 +204,8 @@ class MainWindow(QMainWindow):
         self.engine_dock.change_target.setVisible(has_ability(self.session, Ability.CHOOSE_TARGET))
         self.engine_dock.offer_sampling(self.session, self.tasks, self.recording.set_inventory)
         self.statusBar().showMessage(f"Connected: target pid {pid}", 5000)
-        self.observation.observe(self.session)
+        if self.session is not None:  # closed meanwhile (Ctrl+C while connecting): nothing to observe
+            self.observation.observe(self.session)
         self.lessons.update_gate()
         self.remote.rearm(self.run_workload)  # reconnected after the host went mid-capture: the same run again
 
