@@ -15,13 +15,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fixtures
 
 from PySide6.QtCore import QTimer  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from conftest import AppProcess  # noqa: E402
+from clients.shoot_window import fresh_window  # noqa: E402
 from ssh_fixture import start_sshd  # noqa: E402
-from tdescope.app.engines import discover_engines  # noqa: E402
 from tdescope.app.events import HotspotWindow  # noqa: E402
-from tdescope.ui.window.main_window import MainWindow  # noqa: E402
 from tdescope.ui.window.remote_host import host_params  # noqa: E402
 
 
@@ -32,12 +30,7 @@ def main() -> int:
     target = AppProcess(Path(tempfile.mkdtemp()) / "app.db", 10**9)
     try:
         target.go()
-        app = QApplication(sys.argv[:1])
-        app.setApplicationName("tdescope-shoot")
-        win = MainWindow(discover_engines()[0]["sqlcipher"])
-        win.settings.remove("layout")
-        win._default_layout()
-        win.show()
+        app, win = fresh_window("sqlcipher")
         hot: list = []
         win.live.subscribe(lambda ev: hot.append(1) if isinstance(ev, HotspotWindow) and ev.stacks else None)
         win.connect_engine(host_params("ops", ("-F", str(server.config)), target.pid))

@@ -22,16 +22,23 @@ def _rect(r: QRect) -> list[int]:
     return [r.x(), r.y(), r.width(), r.height()]
 
 
+def fresh_window(engine: str) -> tuple[QApplication, MainWindow]:
+    """The application and a shown window on ``engine`` with the default layout for this screen (a saved one
+    would make every picture depend on the last run)."""
+    app = QApplication(sys.argv[:1])
+    app.setApplicationName("tdescope-shoot")
+    win = MainWindow(discover_engines()[0][engine])
+    win.settings.remove("layout")
+    win._default_layout()
+    win.show()
+    return app, win
+
+
 def main() -> int:
     out, suffix = Path(sys.argv[1]), sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     out.mkdir(parents=True, exist_ok=True)
-    app = QApplication(sys.argv[:1])
-    app.setApplicationName("tdescope-shoot")
-    win = MainWindow(discover_engines()[0]["sqlcipher"])
-    win.settings.remove("layout")
-    win._default_layout()
-    win.show()
+    app, win = fresh_window("sqlcipher")
     win.connect_engine(ConnectParams(options={"lab": True}))
     seen: dict = {}
     steps = []
