@@ -177,7 +177,8 @@ def test_the_report_shows_the_median_its_interval_and_keeps_the_capture_round_ou
         page = html_mod.unescape(render_html(report))
     (table,) = report.results  # the untimed capture round is not a result
     assert table.title.startswith("A/B DML (seed 000) — 5 rounds") and table.interval == "1.40–1.60"
-    assert table.rows[0] == ("total", "1.500", "1.000", "1.50×", "1.40–1.60")
+    assert table.text_rows()[0] == ("total", "1.500", "1.000", "1.50×", "1.40–1.60")
+    assert table.rows[0][3].value == 1.5 and table.rows[0][3].interval.low == 1.4  # numbers, not text
     assert "Encrypted / plain = <b>1.50×</b> (median; 95 % interval 1.40–1.60×)" in page
     assert "captures: separate round" in page and "9.00×" not in page
 

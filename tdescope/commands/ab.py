@@ -6,6 +6,7 @@ import json
 import math
 import sys
 
+from tdescope.app.ab.result_table import interval_text
 from tdescope.app.errors import UserError
 from tdescope.commands._args import engine_named, positive_int, recipe_named
 from tdescope.commands._dsn import add_dsn_arguments
@@ -172,7 +173,7 @@ def text_report(result, where: str) -> str:
              f"{'phase':<10} {'encrypted s':>11} {'plain s':>9} {'ratio':>7}  {'95 % interval':<15} per-round ratios"]
     for p in result.phases:
         lines.append(f"{p.phase:<10} {p.encrypted_median_s:>11.3f} {p.plain_median_s:>9.3f} {p.ratio_median:>6.2f}×"
-                     f"  {p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}×{'':<4} "
+                     f"  {interval_text(p.ratio_ci_low, p.ratio_ci_high, '×'):<15} "
                      + " ".join(f"{r:.2f}" for r in p.ratios))
     cpu = {side: [t.server_cpu_s for t in result.times if t.round > 0 and t.side == side and t.server_cpu_s]
            for side in ("encrypted", "plain")}

@@ -19,34 +19,29 @@ from PySide6.QtWidgets import (
     QComboBox, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget,
 )
 
+from tdescope.app.ab.result_table import AB_HEADER, ResultTable, Verdict, ab_table, single_table
 from tdescope.app.events import ABResult, WorkloadResult
 from tdescope.app.report.plots import SIDE_COLORS
 
-__all__ = ["ABResultsView", "ab_rows", "run_title"]
+__all__ = ["ABResultsView", "run_title"]
 
 _SIDE_COLORS = {side: QColor(color).getRgb()[:3] for side, color in SIDE_COLORS.items()}  # as in the report
 _RATIO_COLOR = _SIDE_COLORS["encrypted"]
-AB_HEADER = ("Phase", "Encrypted (s)", "Plain (s)", "Ratio", "95 % interval")
+_VERDICT_COLORS = {Verdict.COST: QColor("#b03a2e"), Verdict.NO_CLEAR_COST: QColor("#7f7f7f"),
+                   Verdict.NO_COST: QColor("#2e7d32")}
 
 
 def run_title(result: ABResult | WorkloadResult) -> str:
     """One line naming a run in the history: time, workload, its ratio (and interval)."""
     when = time.strftime("%H:%M:%S", time.localtime(result.ts))
     if isinstance(result, ABResult):
-        total = result.total()
-        if total is None:
+        ratio = ab_table(result).ratio
+        if ratio is None:
             return f"{when} · {result.label} · no round completed"
-        return (f"{when} · {result.label} · {total.ratio_median:.2f}× ({total.ratio_ci_low:.2f}–"
-                f"{total.ratio_ci_high:.2f}, {result.completed_rounds()} rounds)")
+        return f"{when} · {result.label} · {ratio.text} ({ratio.interval.text()}, {result.completed_rounds()} rounds)"
     kind = "capture round (untimed)" if result.capture_round else "single run"
-    ratio = result.ratio()
-    return f"{when} · {result.label or result.workload} · {kind}" + (f" · {ratio:.2f}×" if ratio else "")
-
-
-def ab_rows(result: ABResult) -> list[tuple[str, ...]]:
-    """The table rows of an A/B result (after :data:`AB_HEADER`)."""
-    return [(p.phase, f"{p.encrypted_median_s:.3f}", f"{p.plain_median_s:.3f}", f"{p.ratio_median:.2f}×",
-              f"{p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}") for p in result.phases]
+    ratio = single_table(result).ratio
+    return f"{when} · {result.label or result.workload} · {kind}" + (f" · {ratio.text}" if ratio else "")
 
 
 class ABResultsView(QWidget):
@@ -114,37 +109,19 @@ class ABResultsView(QWidget):
     # -- one run ---------------------------------------------------------------
     def show_ab(self, result: ABResult) -> None:
         """Table, ratio chart and the run's circumstances."""
-        self._fill(AB_HEADER, ab_rows(result))
+        table = ab_table(result)
+        self._fill(table)
         self._plot_ratios(result)
-        done = result.completed_rounds()
-        rounds = (f"cancelled after {done} timed round(s) (ABBA)" if result.cancelled and done
-                  else "cancelled before any timed round" if result.cancelled
-                  else f"{done} rounds (ABBA) + {result.warmup} warm-up")
-        facts = [rounds, f"captures: {result.capture}"]
-        if result.machine_busy is not None:
-            facts.append(f"machine {result.machine_busy * 100:.0f} % busy ({(result.other_busy or 0) * 100:.0f} % others)")
-        warnings = result.warnings()
-        text = " · ".join(facts)
-        if warnings:
-            text += "<br><b style='color:#b35900'>⚠ " + "; ".join(warnings) + "</b>"
+        text = " · ".join(table.facts)
+        if table.warnings:
+            text += "<br><b style='color:#b35900'>⚠ " + "; ".join(table.warnings) + "</b>"
         self.note.setText(text)
-        self.note.setToolTip(f"Interval: {result.interval}. Each round runs the encrypted and the plain side on "
+        self.note.setToolTip(f"Interval: {table.method}. Each round runs the encrypted and the plain side on "
                              "their own, alternating which goes first; the ratio is paired within a round.")
 
     def show_single(self, result: WorkloadResult) -> None:
         """A single run: its own table, or phases with encrypted/plain bars."""
-        if result.table:
-            header, *rows = result.table
-            self._fill(header, rows)
-        else:
-            phases = [t.phase for t in result.timings if t.side == "encrypted"]
-            rows = []
-            for ph in phases:
-                enc = next((t.elapsed_s for t in result.timings if t.side == "encrypted" and t.phase == ph), None)
-                pl = next((t.elapsed_s for t in result.timings if t.side == "plain" and t.phase == ph), None)
-                r = f"{enc / pl:.2f}×" if enc is not None and pl else ""
-                rows.append((ph, f"{enc:.3f}" if enc is not None else "", f"{pl:.3f}" if pl is not None else "", r))
-            self._fill(("Phase", "Encrypted (s)", "Plain (s)", "Ratio"), rows)
+        self._fill(single_table(result))
         self._plot_bars(result)
         counts = "  ".join(f"<b>{side}</b>: " + ", ".join(f"{k} = {v}" for k, v in c.items())
                            for side, c in result.counts.items())
@@ -154,20 +131,23 @@ class ABResultsView(QWidget):
                           for side, (r, g, b) in _SIDE_COLORS.items())  # under the chart, never over the bars
         self.note.setText(f"{kind} Chart: {legend}" + (f"<br>{counts}" if counts else ""))
 
-    def _fill(self, header, rows) -> None:
+    def _fill(self, table: ResultTable) -> None:
         self.table.clear()
-        self.table.setColumnCount(len(header))
-        self.table.setHorizontalHeaderLabels([str(h) for h in header])
-        self.table.setRowCount(len(rows))
-        for r, row in enumerate(rows):
-            for c, value in enumerate(row):
-                item = QTableWidgetItem(str(value))
+        self.table.setColumnCount(len(table.header))
+        self.table.setHorizontalHeaderLabels(list(table.header))
+        self.table.setRowCount(len(table.rows))
+        for r, row in enumerate(table.rows):
+            for c, cell in enumerate(row):
+                item = QTableWidgetItem(cell.text)
                 if c:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if str(row[0]) == "total" or str(header[c]).startswith("Ratio"):
+                if row[0].value == "total" or table.header[c].startswith("Ratio"):
                     f = item.font()
                     f.setBold(True)
                     item.setFont(f)
+                if cell.verdict is not None:
+                    item.setForeground(_VERDICT_COLORS[cell.verdict])
+                    item.setToolTip(f"95 % interval {cell.interval.text('×')}: {cell.verdict.value}")
                 self.table.setItem(r, c, item)
 
     def _axis(self, labels: list[str], left: str, units: str | None = None) -> None:

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tdescope.app.ab.result_table import interval_text
 from tdescope.app.engines.api import ProbeRecipe, Workload
 from tdescope.app.events import ABResult, WorkloadProgress, WorkloadResult
 from tdescope.ui.ab_results import ABResultsView
@@ -245,7 +246,7 @@ class WorkloadDock(QDockWidget):
         else:
             warn = result.warnings()
             self.status.setText(f"{head}: encrypted / plain = {total.ratio_median:.2f}× (95 %: "
-                                f"{total.ratio_ci_low:.2f}–{total.ratio_ci_high:.2f}, "
+                                f"{interval_text(total.ratio_ci_low, total.ratio_ci_high)}, "
                                 f"{result.completed_rounds()} rounds)" + (f" ⚠ {warn[0]}" if warn else ""))
         self.results.add(result)
 

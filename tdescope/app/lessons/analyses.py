@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
+from tdescope.app.ab.result_table import interval_text
 from tdescope.app.events import LessonCard, PageCapture, WorkloadProgress, WorkloadResult
 from tdescope.app.lessons.hotspots import RoundHotspots
 from tdescope.app.lessons.run import LessonRun
@@ -25,7 +26,7 @@ SAME, DIFFERENT, INCONCLUSIVE, NO_COMPARISON = "same direction", "different", "i
 
 def _published_range(run: LessonRun) -> str:
     values = [p.value for p in run.lesson.published if p.value is not None]
-    return f"{min(values):.2f}–{max(values):.2f}×" if len(values) > 1 else f"{values[0]:.2f}×"
+    return interval_text(min(values), max(values), "×") if len(values) > 1 else f"{values[0]:.2f}×"
 
 
 def ab_ratio(run: LessonRun) -> LessonCard:
@@ -45,10 +46,10 @@ def ab_ratio(run: LessonRun) -> LessonCard:
                "ratio_ci_high": round(total.ratio_ci_high, 4), "rounds": result.completed_rounds(),
                "encrypted_median_s": round(total.encrypted_median_s, 6),
                "plain_median_s": round(total.plain_median_s, 6)}
-    ours = [f"elapsed encrypted / plain: {total.ratio_median:.2f}× (95 % interval {total.ratio_ci_low:.2f}–"
-            f"{total.ratio_ci_high:.2f}×, median of {result.completed_rounds()} rounds; "
+    ours = [f"elapsed encrypted / plain: {total.ratio_median:.2f}× (95 % interval "
+            f"{interval_text(total.ratio_ci_low, total.ratio_ci_high, '×')}, median of {result.completed_rounds()} rounds; "
             f"{total.encrypted_median_s:.3f} s vs {total.plain_median_s:.3f} s)"]
-    evidence = [f"phase {p.phase}: {p.ratio_median:.2f}× ({p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}×)"
+    evidence = [f"phase {p.phase}: {p.ratio_median:.2f}× ({interval_text(p.ratio_ci_low, p.ratio_ci_high, '×')})"
                 for p in result.phases if p.phase != "total"]
     evidence += [f"warning: {w}" for w in result.warnings()]
     hot_lines, hot_figures = hot.evidence(ran.of(WorkloadProgress))
@@ -59,8 +60,8 @@ def ab_ratio(run: LessonRun) -> LessonCard:
         verdict, text = SAME, (f"encrypted slower here too: {total.ratio_median:.2f}× (the whole interval above 1) "
                                f"vs {published} published")
     elif total.ratio_median > 1:
-        verdict, text = INCONCLUSIVE, (f"{total.ratio_median:.2f}× but the interval ({total.ratio_ci_low:.2f}–"
-                                       f"{total.ratio_ci_high:.2f}×) reaches 1: no clear cost at these parameters "
+        verdict, text = INCONCLUSIVE, (f"{total.ratio_median:.2f}× but the interval "
+                                       f"({interval_text(total.ratio_ci_low, total.ratio_ci_high, '×')}) reaches 1: no clear cost at these parameters "
                                        f"(published {published}); raise rounds or the workload's size")
     else:
         verdict, text = DIFFERENT, (f"encrypted not slower here: {total.ratio_median:.2f}× vs {published} published")
@@ -225,8 +226,9 @@ def matrix(run: LessonRun) -> LessonCard:
         "3DES slowest": bool(des and aes_mac) and min(des) > max(aes_mac + aes_nomac),
     }
     evidence = [f"{'yes' if ok else 'no'}: {what}" for what, ok in checks.items()]
-    shape = (f"AES no-mdc {min(aes_nomac):.1f}–{max(aes_nomac):.1f}×, AES {min(aes_mac):.1f}–{max(aes_mac):.1f}×, "
-             f"3DES {min(des):.1f}–{max(des):.1f}×" if aes_nomac and aes_mac and des else "incomplete")
+    shape = (f"AES no-mdc {interval_text(min(aes_nomac), max(aes_nomac), '×', 1)}, "
+             f"AES {interval_text(min(aes_mac), max(aes_mac), '×', 1)}, "
+             f"3DES {interval_text(min(des), max(des), '×', 1)}" if aes_nomac and aes_mac and des else "incomplete")
     if all(checks.values()):
         verdict, text = SAME, f"same order as published: {shape} (published 7.3–8.7×, 21–23×, 80–98×)"
     else:
@@ -249,7 +251,8 @@ def _pgbench_ab(run: LessonRun, results: list[WorkloadResult], params) -> Lesson
         figures.update({f"{key}_ratio_median": round(ratios[key][0], 4), f"{key}_ratio_min": round(min(pairs), 4),
                         f"{key}_ratio_max": round(max(pairs), 4), f"{key}_tps_encrypted": round(enc_tps, 1),
                         f"{key}_tps_plain": round(plain_tps, 1)})
-        ours.append(f"{mode} TPS, encrypted / plain: {ratios[key][0]:.2f}× (range {min(pairs):.2f}–{max(pairs):.2f}× "
+        ours.append(f"{mode} TPS, encrypted / plain: {ratios[key][0]:.2f}× "
+                    f"(range {interval_text(min(pairs), max(pairs), '×')} "
                     f"over {len(pairs)} rounds; median {enc_tps:.0f} vs {plain_tps:.0f} TPS)")
     evidence += [" | ".join(row) for r in results for row in r.table]
     ro, rw = ratios["ro"], ratios["rw"]

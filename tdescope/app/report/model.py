@@ -14,9 +14,7 @@ session file holds none (see :mod:`tdescope.app.session.meta`).
 
 from __future__ import annotations
 
-import base64
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -24,47 +22,17 @@ from pathlib import Path
 from tdescope import __version__
 from tdescope.app.engines.api import PageDecoder
 from tdescope.app.errors import UserError
+from tdescope.app.ab.result_table import ResultTable, ab_table, runs_table, single_table, text_cell
 from tdescope.app.probe.keep_rate import thinned_in
-from tdescope.app.hotspots.crypto import is_crypto
-from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, LessonCard, Marker, PageCapture, Problem,
-                                 WindowState, WorkloadProgress, WorkloadResult)
+from tdescope.app.events import ABResult, CaptureWindowState, LessonCard, Problem, WorkloadProgress, WorkloadResult
 from tdescope.app.session.notes import Note
 from tdescope.app.report.captures import MASK, CaptureSection, capture_section, selected_captures
-from tdescope.app.report.plots import SIDE_COLORS, TimelineLane, flame_graph, horizontal_bars, stacked_bars, timeline
+from tdescope.app.report.session_plots import Plot, hotspot_plots, timeline_plot, wait_plot
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import PLAINTEXT_WITHHELD, SessionMeta
 from tdescope.app.report.exact_waits import exact_waits_table
-from tdescope.app.waits.counter import WaitCounter
 
 __all__ = ["Plot", "ResultTable", "CaptureSection", "Report", "build_report", "render_html", "write_html", "MASK"]
-
-@dataclass(frozen=True, slots=True)
-class Plot:
-    """One figure: ``svg`` is a complete SVG document."""
-
-    name: str
-    title: str
-    svg: str
-    caption: str = ""
-
-    @property
-    def data_uri(self) -> str:
-        """The SVG as a ``data:`` URI, for ``<img src>``."""
-        return "data:image/svg+xml;base64," + base64.b64encode(self.svg.encode()).decode()
-
-
-@dataclass(frozen=True, slots=True)
-class ResultTable:
-    """One workload result: rows of (phase, encrypted s, plain s, ratio) or its own table."""
-
-    title: str
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    ratio: float | None
-    cancelled: bool
-    interval: str = ""  # "1.42–1.61" for an A/B run of rounds
-    facts: str = ""  # how it was measured, and why not to trust it (warnings)
-
 
 @dataclass(frozen=True)
 class Report:
@@ -96,18 +64,7 @@ def _clock(ts: float | None) -> str:
 
 
 def _ab_table(r: ABResult, lessons: list[_LessonSpan] = ()) -> ResultTable:
-    total = r.total()
-    rows = tuple((p.phase, f"{p.encrypted_median_s:.3f}", f"{p.plain_median_s:.3f}", f"{p.ratio_median:.2f}×",
-                  f"{p.ratio_ci_low:.2f}–{p.ratio_ci_high:.2f}") for p in r.phases)
-    facts = [f"{r.completed_rounds()} timed rounds in ABBA order after {r.warmup} warm-up round(s); "
-             f"captures: {r.capture}; {r.interval}"]
-    if r.machine_busy is not None:
-        facts.append(f"machine {r.machine_busy * 100:.0f} % busy, {(r.other_busy or 0) * 100:.0f} % by other processes")
-    facts += [f"warning: {w}" for w in r.warnings()]
-    return ResultTable(f"{_ran(r.label, r.ts, lessons)} — {r.completed_rounds()} rounds, at {_clock(r.ts)}",
-                       ("Phase", "Encrypted (s, median)", "Plain (s, median)", "Ratio (median)", "95 % interval"),
-                       rows, total.ratio_median if total else None, r.cancelled,
-                       f"{total.ratio_ci_low:.2f}–{total.ratio_ci_high:.2f}" if total else "", " · ".join(facts))
+    return ab_table(r, f"{_ran(r.label, r.ts, lessons)} — {r.completed_rounds()} rounds, at {_clock(r.ts)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,124 +106,27 @@ def _results(reader: SessionReader, detailed: int = 6) -> tuple[ResultTable, ...
 def _single_results(results: list[WorkloadResult], detailed: int,
                     lessons: list[_LessonSpan] = ()) -> tuple[ResultTable, ...]:
     if len(results) > detailed:  # a long session: one line per run rather than pages of tables
-        rows = []
-        for r in results:
-            enc, plain, ratio = r.total("encrypted"), r.total("plain"), r.ratio()
-            rows.append((_clock(r.ts), _ran(r.label or r.workload, r.ts, lessons) + (" (cancelled)" if r.cancelled else ""),
-                         f"{enc:.3f}" if enc is not None else "—", f"{plain:.3f}" if plain is not None else "—",
-                         f"{ratio:.2f}×" if ratio else "—"))
-        ratios = [r.ratio() for r in results if r.ratio() and not r.cancelled]
-        mean = sum(ratios) / len(ratios) if ratios else None
-        return (ResultTable(f"{len(results)} workload runs (totals)", ("Finished", "Workload", "Encrypted (s)",
-                                                                        "Plain (s)", "Ratio"),
-                            tuple(rows), mean, False),)
+        return (runs_table(results, f"{len(results)} workload runs (totals)", lambda r: _clock(r.ts),
+                           lambda r: _ran(r.label or r.workload, r.ts, lessons)),)
     out = []
     for r in results:
+        named = _ran(r.label or r.workload, r.ts, lessons)
         if r.table:
-            header, *rows = r.table
-            out.append(ResultTable(f"{_ran(r.label or r.workload, r.ts, lessons)} at {_clock(r.ts)}",
-                                   tuple(map(str, header)),
-                                   tuple(tuple(map(str, row)) for row in rows), r.ratio(), r.cancelled))
+            out.append(single_table(r, f"{named} at {_clock(r.ts)}"))
             continue
-        phases = list(dict.fromkeys(t.phase for t in r.timings))
-        by = {(t.side, t.phase): t.elapsed_s for t in r.timings}
-        rows = []
-        for ph in phases:
-            enc, plain = by.get(("encrypted", ph)), by.get(("plain", ph))
-            ratio = f"{enc / plain:.2f}×" if enc is not None and plain else "—"
-            rows.append((ph, f"{enc:.3f}" if enc is not None else "—", f"{plain:.3f}" if plain is not None else "—",
-                         ratio))
         params = ", ".join(f"{k}={v}" for k, v in r.params.items())
-        out.append(ResultTable(f"{_ran(r.label or r.workload, r.ts, lessons)} ({params}), one run, at {_clock(r.ts)}",
-                               ("Phase", "Encrypted (s)", "Plain (s)", "Ratio"),
-                               tuple(rows), r.ratio(), r.cancelled))
+        out.append(single_table(r, f"{named} ({params}), one run, at {_clock(r.ts)}"))
     return tuple(out)
-
-
-def _wait_plot(reader: SessionReader, t0: float, t1: float) -> Plot:
-    span = max(t1 - t0, 1.0)
-    bucket = max(span / 120, 0.25)
-    n = int(span / bucket) + 1
-    waits = WaitCounter(bucket, origin=t0)
-    waits.add_rows(reader.wait_rows())
-    series = {c: [float(k) for k in v] for c, v in waits.class_series(n).items()}
-    order = ["CPU", "File I/O", "Sync", "Memory operation", "Lock", "Network", "Other", "Idle"]
-    ordered = {c: series[c] for c in order if c in series}
-    # the engine's own classes after, by first bucket they show in
-    ordered.update({c: series[c] for c in sorted(set(series) - set(ordered),
-                                                 key=lambda c: (next(i for i, k in enumerate(series[c]) if k), c))})
-    svg = stacked_bars([t0 + i * bucket for i in range(n)] if series else [], ordered, t0, unit="thread samples")
-    return Plot("waits", "Waits over time", svg, f"Thread samples per {bucket:.1f} s bucket, by wait class.")
-
-
-def _hotspot_plots(reader: SessionReader) -> list[Plot]:
-    stacks: Counter = Counter()
-    for w in reader.events(kinds=[HotspotWindow]):
-        stacks.update(w.stacks)
-    total = sum(stacks.values())
-    self_counts: Counter = Counter()
-    for stack, n in stacks.items():
-        self_counts[stack.rsplit(";", 1)[-1]] += n
-    rows = [(sym, n / total * 100, "crypto" if is_crypto(sym) else "")
-            for sym, n in self_counts.most_common(15)] if total else []
-    return [
-        Plot("hotspots", "Top hotspots (self time)", horizontal_bars(rows),
-             f"{total} perf samples; cipher and hash functions in red."),
-        Plot("flame", "Flame graph", flame_graph(dict(stacks)),
-             "All call stacks merged, outermost frame on top; width is share of samples."),
-    ]
-
-
-def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: float) -> Plot:
-    runs: list[list] = []  # contiguous stretches of progress on one side: [side, start, end]
-    for p in reader.events(kinds=[WorkloadProgress]):
-        if runs and runs[-1][0] == p.side and p.ts - runs[-1][2] < 2.0:
-            runs[-1][2] = p.ts
-        else:
-            runs.append([p.side, p.ts, p.ts])
-    windows, armed_at = [], None
-    for s in reader.events(kinds=[CaptureWindowState]):
-        if s.state is WindowState.ARMED:
-            # the first "armed" opens the window; later ones are live progress of the same window
-            armed_at = s.ts if armed_at is None else armed_at
-        elif armed_at is not None:
-            why = " (paused: stop budget)" if s.state is WindowState.PAUSED else ""
-            kept = f", {s.unsent} not kept (keep rate)" if s.unsent else ""
-            windows.append((armed_at, s.ts, f"probe window: {s.captures} pages{kept}{why}"))
-            armed_at = None
-    if armed_at is not None:
-        windows.append((armed_at, t1, "probe window (still armed at the end)"))
-    captures = [(c.ts, f"capture #{c.seq}" + (f" page {c.pgno}" if c.pgno >= 0 else ""))
-                for c in reader.events(kinds=[PageCapture], with_bytes=False)]
-    markers = [(m.ts, m.label) for m in reader.events(kinds=[Marker])]
-    problems = [(p.ts, p.message) for p in reader.events(kinds=[Problem])]
-    lanes = [TimelineLane(f"workload {side}", spans=tuple((a, b, side) for s, a, b in runs if s == side),
-                          color=SIDE_COLORS.get(side, "#888888"))
-             for side in dict.fromkeys(r[0] for r in runs)]
-    lanes += [TimelineLane("probe armed", spans=tuple(windows), color="#c0392b"),
-              TimelineLane("captures", ticks=tuple(captures[:2000]), color="#2ca02c")]
-    if markers:
-        lanes.append(TimelineLane("markers", ticks=tuple(markers), color="#9467bd"))
-    if problems:
-        lanes.append(TimelineLane("problems", ticks=tuple(problems), color="#d62728"))
-    lanes.append(TimelineLane("notes", ticks=tuple((n.when, n.text[:80]) for n in notes), color="#ff7f0e"))
-    # cropped to what happened (runs, probe windows, captures, markers, notes), not the idle time around it
-    moments = [t for lane in lanes for s, e, _ in lane.spans for t in (s, e)]
-    moments += [ts for lane in lanes for ts, _ in lane.ticks if ts is not None]
-    lo, hi = (min(moments), max(moments)) if moments else (t0, t1)
-    pad = max((hi - lo) * 0.02, 0.5)
-    lo, hi = max(t0, lo - pad), min(t1, hi + pad) if hi + pad > lo else hi + pad
-    cropped = f" Shown: {time.strftime('%H:%M:%S', time.localtime(lo))} to {time.strftime('%H:%M:%S', time.localtime(hi))}" \
-              f" ({hi - lo:.0f} s of the session's {t1 - t0:.0f} s), where something happened." \
-        if (hi - lo) < 0.9 * (t1 - t0) else ""
-    return Plot("timeline", "Timeline", timeline([lane for lane in lanes if lane.spans or lane.ticks], lo, hi),
-                "Workload sides, probe windows, captures, markers and notes on one clock." + cropped)
 
 
 def _exact_waits_table(reader: SessionReader) -> list[ResultTable]:
     """The exact OS waits of the session (the eBPF tracer's), per class and syscall; none when not traced."""
     table = exact_waits_table(reader)
-    return [ResultTable(table.title, table.header, table.rows, None, False, facts=table.facts)] if table else []
+    if table is None:
+        return []
+    return [ResultTable(title=table.title, header=table.header,
+                        rows=tuple(tuple(text_cell(v) for v in row) for row in table.rows),
+                        facts=(table.facts,) if table.facts else ())]
 
 
 def build_report(reader: SessionReader, decoder: PageDecoder | None = None, include_plaintext: bool = False,
@@ -288,7 +148,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
     t0 = summary.start or meta.started or time.time()
     t1 = summary.end or t0 + 1
     notes = reader.notes()
-    plots = [_timeline_plot(reader, notes, t0, t1), _wait_plot(reader, t0, t1), *_hotspot_plots(reader)]
+    plots = [timeline_plot(reader, notes, t0, t1), wait_plot(reader, t0, t1), *hotspot_plots(reader)]
     cards = tuple(reader.events(kinds=[LessonCard]))
     captures = []
     for cap, why in selected_captures(reader, notes, max_captures, decoder, cards):

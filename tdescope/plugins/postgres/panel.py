@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QSplitter, QTableWidget, QTab
 from PySide6.QtCore import Qt
 
 from tdescope.app.events import WorkloadResult
+from tdescope.plugins.postgres.workloads import matrix_table
 
 __all__ = ["MatrixDock", "MatrixPanel", "create_docks"]
 
@@ -43,24 +44,25 @@ class MatrixPanel(QWidget):
         lay.addWidget(split, 1)
 
     def show_result(self, result: WorkloadResult) -> None:
-        """Fill the table and the bars from ``result.table`` (header row first)."""
-        if not result.table:
+        """Fill the table and the bars from ``result``'s timings (:func:`matrix_table`: numbers, never its text)."""
+        if not result.timings:
             return
-        _, *rows = result.table
-        self.table.setRowCount(len(rows))
-        for r, row in enumerate(rows):
-            for c, value in enumerate(row):
-                item = QTableWidgetItem(str(value))
+        table = matrix_table(result)
+        self.table.setRowCount(len(table.rows))
+        for r, row in enumerate(table.rows):
+            for c, cell in enumerate(row):
+                item = QTableWidgetItem(cell.text)
                 if c:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
         self.plot.clear()
-        ratios = [float(row[3]) for row in rows]
-        brushes = [_PLAIN if row[0] == "plain" else _NO_MDC if "no-mdc" in row[0] else _MDC for row in rows]
-        self.plot.addItem(pg.BarGraphItem(x=list(range(len(rows))), height=ratios, width=0.7, brushes=brushes))
+        labels = [str(cell.value) for cell in table.column("cell")]
+        ratios = [cell.value or 0.0 for cell in table.column("ratio to plain")]
+        brushes = [_PLAIN if label == "plain" else _NO_MDC if "no-mdc" in label else _MDC for label in labels]
+        self.plot.addItem(pg.BarGraphItem(x=list(range(len(labels))), height=ratios, width=0.7, brushes=brushes))
         axis = self.plot.getAxis("bottom")
-        axis.setTicks([[(i, row[0].replace(" no-mdc", "\nno-mdc")) for i, row in enumerate(rows)]])
+        axis.setTicks([[(i, label.replace(" no-mdc", "\nno-mdc")) for i, label in enumerate(labels)]])
         params = ", ".join(f"{k} {v}" for k, v in result.params.items())
         self.title.setText(f"<b>Column-crypto matrix</b> — avg(length(pgp_sym_decrypt(col))), {params}")
 

@@ -11,6 +11,7 @@ parameter, so it never shows in pg_stat_activity's query text.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tdescope.app.ab.result_table import Cell, ResultTable, seconds_cell, text_cell
 from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.engines.sql_workload import repeat_sql
 from tdescope.app.errors import UserError
@@ -28,7 +30,7 @@ from tdescope.app.system.child_env import child_env
 from tdescope.app.system.private_files import open_new_private
 from tdescope.app.system.statement_text import mask_error
 
-__all__ = ["CREATES", "DEFAULTS", "MATRIX_CELLS", "ab_dml", "busy_pgbench_client", "column_crypto_matrix", "drop", "io_path",
+__all__ = ["CREATES", "DEFAULTS", "MATRIX_CELLS", "ab_dml", "busy_pgbench_client", "column_crypto_matrix", "drop", "matrix_table", "io_path",
            "pgbench_ro_rw", "run_sql"]
 
 LAB_KEY = "tdescope-lab-passphrase"  # a lab table's key: the data is generated, nothing to protect
@@ -183,13 +185,20 @@ def column_crypto_matrix(conn, params: Mapping[str, Any], control: WorkloadContr
         elapsed = time.perf_counter() - t
         timings.append(PhaseTiming(label, "total", elapsed))
         control.progress("matrix", label, i + 1, total, f"{label}: {elapsed:.3f} s")
-    plain = timings[0].elapsed_s if timings else 0.0
-    table = [("cell", "seconds", "µs per row", "ratio to plain")]
-    for t in timings:
-        ratio = t.elapsed_s / plain if plain else float("nan")
-        table.append((t.side, f"{t.elapsed_s:.3f}", f"{t.elapsed_s / rows * 1e6:.1f}", f"{ratio:.1f}"))
-    return WorkloadResult(time.time(), "matrix", dict(params), tuple(timings),
-                          {t.side: {"Rows": rows} for t in timings}, control.cancelled, tuple(table))
+    result = WorkloadResult(time.time(), "matrix", dict(params), tuple(timings),
+                            {t.side: {"Rows": rows} for t in timings}, control.cancelled)
+    table = matrix_table(result)
+    return dataclasses.replace(result, table=(table.header, *table.text_rows()))  # the text a recording keeps
+
+
+def matrix_table(result: WorkloadResult) -> ResultTable:
+    """The matrix's cells as numbers: seconds, µs per row and the ratio to the plain cell (from the timings)."""
+    rows = int(result.params["rows"])
+    plain = result.timings[0].elapsed_s if result.timings else 0.0
+    cells = tuple((text_cell(t.side), seconds_cell(t.elapsed_s), Cell(value=t.elapsed_s / rows * 1e6, digits=1),
+                   Cell(value=t.elapsed_s / plain if plain else None, digits=1)) for t in result.timings)
+    return ResultTable(title="Column-crypto matrix", header=("cell", "seconds", "µs per row", "ratio to plain"),
+                       rows=cells, cancelled=result.cancelled)
 
 
 _TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
