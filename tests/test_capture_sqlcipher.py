@@ -9,7 +9,7 @@ from tdescope.app.probe.window import CaptureLimits, CaptureWindow, stop_budget
 from tdescope.app.engines.api import WorkloadControl
 from tdescope.app.probe.entropy import shannon_entropy
 from tdescope.app.events import CaptureWindowState, PageCapture
-from tdescope.app.experiment import Experiment
+from tdescope.app.experiment import CaptureSpec, Experiment, WorkloadRun
 from tdescope.plugins.sqlcipher.engine import DECRYPT, ENCRYPT
 from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
 
@@ -27,8 +27,9 @@ def _capture_lab(lab, recipe, count, params=None):
             states.append(ev)
 
     limits = CaptureLimits(max_captures=count, max_seconds=60, **stop_budget(lab.own_target))
-    exp = Experiment(lab, workload, params or {"groups": 6, "ids_per_group": 1500, "cache_pages": 50},
-                     recipe, limits, "sqlcipher", sink, repeat_until_captured=True)
+    exp = Experiment(lab, "sqlcipher", sink, capture=CaptureSpec(recipe=recipe, limits=limits),
+                     run=WorkloadRun(workload=workload, until_captured=True,
+                                     params=params or {"groups": 6, "ids_per_group": 1500, "cache_pages": 50}))
     exp.start()
     assert exp.wait(120)
     assert exp.error is None, exp.error

@@ -173,10 +173,10 @@ def test_pgbench_and_perf_on_a_password_role(pg_cluster):
 
 @pytest.mark.gdb
 def test_capture_worker_process_and_its_children(monkeypatch):
-    """The GUI's capture worker (``Experiment(isolated=True)``), in this process as the window runs it."""
+    """The GUI's capture worker (an isolated ``CaptureSpec``), in this process as the window runs it."""
     from tdescope.app.engines import discover_engines
     from tdescope.app.engines.api import ConnectParams
-    from tdescope.app.experiment import Experiment
+    from tdescope.app.experiment import CaptureSpec, Experiment, WorkloadRun
     from tdescope.app.probe.window import CaptureLimits
 
     password = "pw-" + secrets.token_hex(8)
@@ -188,8 +188,10 @@ def test_capture_worker_process_and_its_children(monkeypatch):
     try:
         workload = session.workloads()[0]
         recipe = engine.probe_recipes()[0]
-        exp = Experiment(session, workload, workload.params, recipe, CaptureLimits(max_captures=10, max_seconds=30),
-                         engine.name, lambda _e: None, repeat_until_captured=True, isolated=True)  # no backend: gdb
+        exp = Experiment(session, engine.name, lambda _e: None,
+                         capture=CaptureSpec(recipe=recipe, limits=CaptureLimits(max_captures=10, max_seconds=30),
+                                             isolated=True),  # no backend: gdb
+                         run=WorkloadRun(workload=workload, params=workload.params, until_captured=True))
         exp.start()
         while not exp.wait(0.02):
             watch.scan()

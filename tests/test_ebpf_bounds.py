@@ -154,7 +154,7 @@ def test_the_guis_recording_and_record_keep_by_one_rule_and_count_the_rest(flood
     """One storm, both paths: the GUI's (a worker-process window publishing into the live hub and its
     recorder) and ``tdescope record``'s keep the same rate and record how many they did not keep;
     ``info`` and the report say it."""
-    from tdescope.app.experiment import Experiment
+    from tdescope.app.experiment import CaptureSpec, Experiment
     from tdescope.app.probe.keep_rate import KEEP_PER_S
     from tdescope.app.session.file import SessionRecorder
     from tdescope.app.session.live import LiveSession
@@ -167,8 +167,8 @@ def test_the_guis_recording_and_record_keep_by_one_rule_and_count_the_rest(flood
     live.attach(recorder)
     limits = CaptureLimits(max_captures=100000, max_seconds=seconds, max_busy_fraction=1.0, max_burst_s=10,
                            max_hits_per_s=1_000_000, max_kept_per_s=KEEP_PER_S)  # as the main window builds them
-    exp = Experiment(None, None, {}, DECRYPT, limits, "sqlcipher", live.publish, pid=flood.pid,
-                     backend=EbpfBackend(), isolated=True)
+    exp = Experiment(None, "sqlcipher", live.publish, pid=flood.pid,
+                     capture=CaptureSpec(recipe=DECRYPT, limits=limits, backend=EbpfBackend(), isolated=True))
     exp.start()
     assert exp.wait(60) and exp.error is None, exp.error
     live.detach()

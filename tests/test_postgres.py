@@ -16,7 +16,7 @@ from tdescope.app.probe.window import CaptureLimits
 from tdescope.app.engines.api import ConnectParams, WorkloadControl
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureContext, ContextKind, PageCapture, WaitSample
-from tdescope.app.experiment import Experiment
+from tdescope.app.experiment import CaptureSpec, Experiment, WorkloadRun
 from tdescope.plugins.postgres import ENGINE
 from tdescope.plugins.postgres.pages import PgPageDecoder
 from tdescope.plugins.postgres.pgp import parse_pgp_message
@@ -49,10 +49,11 @@ def session(filled):
 
 def _capture(session, recipe, sql, count, repeat=1, backend="gdb"):
     captures: list[PageCapture] = []
-    exp = Experiment(session, session.sql_workload(sql, repeat), {"sql": sql, "repeat": repeat}, recipe,
-                     CaptureLimits(max_captures=count, max_seconds=30, first_hit_timeout=20), "postgres",
-                     lambda e: captures.append(e) if isinstance(e, PageCapture) else None,
-                     repeat_until_captured=True, backend=probe_backend(backend))
+    exp = Experiment(session, "postgres", lambda e: captures.append(e) if isinstance(e, PageCapture) else None,
+                     capture=CaptureSpec(recipe=recipe, backend=probe_backend(backend),
+                                         limits=CaptureLimits(max_captures=count, max_seconds=30, first_hit_timeout=20)),
+                     run=WorkloadRun(workload=session.sql_workload(sql, repeat), params={"sql": sql, "repeat": repeat},
+                                     until_captured=True))
     exp.start()
     assert exp.wait(60)
     assert exp.error is None, exp.error

@@ -11,7 +11,7 @@ import pytest
 from tdescope.app.engines.api import ConnectParams
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import discover_engines
-from tdescope.app.experiment import Experiment
+from tdescope.app.experiment import CaptureSpec, Experiment
 from tdescope.app.probe.window import CaptureLimits
 from tdescope.plugins.postgres import ENGINE as POSTGRES
 from tdescope.plugins.postgres.recipes import EVP_DECRYPT, PAGE_READ, PGP_DECRYPT
@@ -37,7 +37,7 @@ def test_postgres_page_reads_copy_the_servers_block_size(pg_cluster):
         fitted = session.fit_recipe(PAGE_READ)
         assert fitted.length.constant == fitted.max_length == block
         assert session.fit_recipe(PGP_DECRYPT) is PGP_DECRYPT and session.fit_recipe(EVP_DECRYPT) is EVP_DECRYPT
-        exp = Experiment(session, None, {}, PAGE_READ, CaptureLimits(), "postgres", lambda _e: None,
+        exp = Experiment(session, "postgres", lambda _e: None, capture=CaptureSpec(recipe=PAGE_READ, limits=CaptureLimits()),
                          pid=session.server_pid())
         assert exp.recipe == fitted  # what every caller (capture, record, the GUI, lessons) arms
     finally:

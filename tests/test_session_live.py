@@ -114,3 +114,24 @@ def test_a_recorder_opened_on_demand_is_opened_once_whatever_the_race(tmp_path, 
         assert len(opened) == 1 and _kinds(rec.path) == {"WaitSample": 400}
     else:
         assert rec is None and len(opened) == 400  # asked again for each event, never attached
+
+
+def test_captures_are_numbered_on_across_the_session_windows():
+    """The hub numbers captures (issue #25 item 4): a window starts after every number an earlier one used,
+    those a storm counted but did not send included."""
+    from tdescope.app.events import CaptureWindowState, PageCapture, WindowState
+
+    def capture(seq: int) -> PageCapture:
+        return PageCapture(1.0 + seq, seq, "decrypt", "decrypt", seq, bytes(16), bytes(16), 1.0, "sqlcipher")
+
+    live = LiveSession()
+    assert live.first_capture_seq() == 1
+    for seq in (1, 2, 3):
+        live.publish(capture(seq))
+    live.publish(CaptureWindowState(5.0, WindowState.DISARMED, captures=3))
+    first = live.first_capture_seq()
+    assert first == 4
+    live.publish(capture(first))  # a storm: one of 40 sent, the window's last state counts them all
+    live.publish(CaptureWindowState(6.0, WindowState.ARMED, captures=40))
+    live.publish(CaptureWindowState(7.0, WindowState.DISARMED, captures=40))
+    assert live.first_capture_seq() == first + 40

@@ -1,9 +1,12 @@
-"""An experiment: a workload run, optionally with a capture window armed on its server process.
+"""An experiment: a capture window armed on a server process, a run of a workload, or both.
 
-Shared by the GUI and the CLI. Everything runs on worker threads; results reach
-the caller as events through one ``sink`` callable (the GUI queues them and
-repaints in batches). Failures arrive as :class:`~tdescope.app.events.Problem`
-events, never as exceptions across threads.
+Shared by the GUI and the CLI. An :class:`Experiment` is composed, not flagged: an optional
+:class:`CaptureSpec` (the window to arm) and an optional run, a :class:`WorkloadRun` (one run, or
+runs again and again while the window catches pages) or an :class:`ABRun` (timed interleaved
+rounds, after an untimed capture round when there is a window). Everything runs on worker threads;
+results reach the caller as events through one ``sink`` callable (the GUI queues them and repaints in
+batches). Failures arrive as :class:`~tdescope.app.events.Problem` events, never as exceptions across
+threads.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from tdescope.app.ab.runner import ABRunner
@@ -23,102 +27,153 @@ from tdescope.app.engines.api import EngineSession, ProbeRecipe, Workload, Workl
 from tdescope.app.errors import UserError
 from tdescope.app.events import ABResult, Event, Problem, WorkloadResult
 
-__all__ = ["Experiment"]
+__all__ = ["ABRun", "CaptureSpec", "Experiment", "WorkloadRun"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaptureSpec:
+    """A capture window to arm on the target.
+
+    Attributes
+    ----------
+    recipe : ProbeRecipe
+        What to capture (fitted to the server, when the session can, by the experiment).
+    limits : CaptureLimits
+        Bounds of the window.
+    backend : ProbeBackend, optional
+        What places the probe (:func:`~tdescope.app.probe.selection.choose_backend`); gdb when omitted.
+    isolated : bool
+        Run the window in a worker process (:class:`~tdescope.app.probe.remote.RemoteWindow`): the
+        caller's process gets every capture while they are few, a sample in a storm. The GUI's choice.
+    allow_critical : bool
+        Let the window probe a process on an engine's deny-list (``--allow-critical``).
+    windows : callable, optional
+        Makes the window instead of :class:`CaptureWindow` / :class:`RemoteWindow`, with their
+        arguments (``followers`` too): over ``--ssh`` the agent's window on the database host.
+    """
+
+    recipe: ProbeRecipe
+    limits: CaptureLimits = field(default_factory=CaptureLimits)
+    backend: ProbeBackend | None = None
+    isolated: bool = False
+    allow_critical: bool = False
+    windows: Callable[..., Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadRun:
+    """One run of ``workload`` with ``params``; with ``until_captured``, runs again until the window closes
+    (headless capture: the workload only feeds the window, and stops when it ends)."""
+
+    workload: Workload
+    params: Mapping[str, Any] = field(default_factory=dict)
+    until_captured: bool = False
+
+    def execute(self, exp: Experiment) -> None:
+        """Run on ``exp`` (its window, when it has one, is armed already)."""
+        exp.run_workload(self.workload, self.params, capture_round=False, again=self.until_captured)
+        if not self.until_captured:
+            exp.close_window("the workload finished")  # nothing left to catch
+        exp.join_window()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ABRun:
+    """Interleaved timed rounds of an A/B workload (:class:`~tdescope.app.ab.runner.ABRunner`), ending
+    in one :class:`~tdescope.app.events.ABResult`.
+
+    With a capture window, an untimed capture round runs first (its result says ``capture_round``)
+    and the probe is disarmed before the timed rounds. ``local_server``: the server runs on this
+    machine, so the rounds read its CPU time from /proc (False over ``--ssh``).
+    """
+
+    workload: Workload
+    params: Mapping[str, Any] = field(default_factory=dict)
+    rounds: int = 5
+    warmup: int = 1
+    local_server: bool = True
+
+    def runner(self, pid: int | None, captures: bool) -> ABRunner:
+        """The rounds' runner (UserError for a workload that is no A/B comparison, or bad counts)."""
+        return ABRunner(self.workload, self.params, pid if self.local_server else None, self.rounds, self.warmup,
+                        capture="separate round" if captures else "off")
+
+    def execute(self, exp: Experiment) -> None:
+        """The capture round (when ``exp`` has a window), then the timed rounds."""
+        if exp.window is not None:
+            exp.run_workload(self.workload, self.params, capture_round=True, again=False)
+            exp.close_window("the workload finished")
+        exp.join_window()
+        exp.run_rounds()
 
 
 class Experiment:
-    """Run ``workload`` on ``session`` while ``recipe`` (if any) captures pages.
+    """A capture window on ``session``'s server process, a run of a workload, or both.
 
     Parameters
     ----------
-    session : EngineSession
-        Its ``server_pid()`` is the probe target.
-    workload : Workload or None
-        None: capture only, while something else drives the target.
-    params : mapping
-        Workload parameters.
-    recipe : ProbeRecipe or None
-        None: no capture.
-    limits : CaptureLimits
-        Bounds of the capture window.
+    session : EngineSession or None
+        Its ``server_pid()`` is the probe target (None: ``pid`` names it).
     engine : str
         Engine name stamped on captures.
     sink : callable
         Receives every event, on worker threads.
-    repeat_until_captured : bool
-        Run the workload again until the capture window closes (headless capture).
-    allow_critical : bool
-        Let the capture window probe a process on an engine's deny-list (``--allow-critical``).
-    backend : ProbeBackend, optional
-        What places the probe (:func:`~tdescope.app.probe.selection.choose_backend`); gdb when omitted.
-    isolated : bool
-        Run the capture window in a worker process (:class:`~tdescope.app.probe.remote.RemoteWindow`):
-        the caller's process gets every capture while they are few, a sample in a storm. The GUI's choice.
-    rounds : int
-        0: one run (captures, if any, during it). N > 0 with an A/B workload: a capture round first
-        when ``recipe`` is given (untimed, its result's params say ``round: capture``), the probe
-        disarmed, then ``warmup`` + N interleaved timed rounds (:class:`~tdescope.app.ab.runner.ABRunner`)
-        ending in one :class:`~tdescope.app.events.ABResult`.
-    warmup : int
-        Untimed rounds before the timed ones.
-    windows : callable, optional
-        Makes the capture window instead of :class:`CaptureWindow` / :class:`RemoteWindow`, with their
-        arguments (``followers`` too): over ``--ssh`` the agent's window on the database host.
-    local_server : bool
-        The server runs on this machine: A/B rounds read its CPU time from /proc. False over ``--ssh``
-        (this machine's pid of that number is another process): the rounds carry no server CPU.
+    capture : CaptureSpec, optional
+        The window to arm; the run starts once its probes sit in the target.
+    run : WorkloadRun or ABRun, optional
+        What runs; None: capture only, while something else drives the target.
+    pid : int, optional
+        The target, when not the session's server.
     """
 
-    def __init__(
-        self,
-        session: EngineSession | None,
-        workload: Workload | None,
-        params: Mapping[str, Any],
-        recipe: ProbeRecipe | None,
-        limits: CaptureLimits,
-        engine: str,
-        sink: Callable[[Event], None],
-        pid: int | None = None,
-        repeat_until_captured: bool = False,
-        allow_critical: bool = False,
-        backend: ProbeBackend | None = None,
-        isolated: bool = False,
-        rounds: int = 0,
-        warmup: int = 1,
-        windows: Callable[..., Any] | None = None,
-        local_server: bool = True,
-    ) -> None:
-        self.windows = windows
+    def __init__(self, session: EngineSession | None, engine: str, sink: Callable[[Event], None], *,
+                 capture: CaptureSpec | None = None, run: WorkloadRun | ABRun | None = None,
+                 pid: int | None = None) -> None:
         self.session = session
-        self.backend = backend
-        self.isolated = isolated
-        self.workload = workload
-        self.params = dict(params)
-        # a length the probed call does not pass comes from the server (its block size), not a constant
-        fits = recipe is not None and session is not None and has_ability(session, Ability.FIT_RECIPES)
-        self.recipe = session.fit_recipe(recipe) if fits else recipe
-        self.limits = limits
         self.engine = engine
         self.sink = sink
+        # a length the probed call does not pass comes from the server (its block size), not a constant
+        if capture is not None and session is not None and has_ability(session, Ability.FIT_RECIPES):
+            capture = dataclasses.replace(capture, recipe=session.fit_recipe(capture.recipe))
+        self.capture = capture
+        self.run = run
         self.pid = pid if pid is not None else (session.server_pid() if session is not None else None)
-        self.repeat = repeat_until_captured
-        self.allow_critical = allow_critical
         self.control = WorkloadControl(sink)
         self.window: CaptureWindow | RemoteWindow | None = None
         self.capture_summary: CaptureSummary | None = None
         self.results: list[WorkloadResult] = []
         self.ab_result: ABResult | None = None
-        self.runner = (ABRunner(workload, params, self.pid if local_server else None, rounds, warmup,
-                                capture="separate round" if recipe is not None else "off")
-                       if rounds > 0 and workload is not None else None)
+        self._runner = run.runner(self.pid, capture is not None) if isinstance(run, ABRun) else None
         self.error: str | None = None
         self._thread: threading.Thread | None = None
         self._window_thread: threading.Thread | None = None
         self.done = threading.Event()
 
-    def start(self) -> "Experiment":
+    # -- what it is made of ------------------------------------------------------
+    @property
+    def recipe(self) -> ProbeRecipe | None:
+        """The capture's recipe (fitted to the server), or None."""
+        return self.capture.recipe if self.capture is not None else None
+
+    @property
+    def limits(self) -> CaptureLimits | None:
+        """The capture window's bounds, or None."""
+        return self.capture.limits if self.capture is not None else None
+
+    @property
+    def backend(self) -> ProbeBackend | None:
+        """What places the probe (None: gdb, or the agent's window)."""
+        return self.capture.backend if self.capture is not None else None
+
+    @property
+    def workload(self) -> Workload | None:
+        """The workload that runs, or None (capture only)."""
+        return self.run.workload if self.run is not None else None
+
+    # -- control -----------------------------------------------------------------
+    def start(self) -> Experiment:
         """Start on worker threads; returns at once."""
-        self._thread = threading.Thread(target=self._run, name="experiment", daemon=True)
+        self._thread = threading.Thread(target=self._main, name="experiment", daemon=True)
         self._thread.start()
         return self
 
@@ -132,7 +187,52 @@ class Experiment:
         """Block until finished; True when it did."""
         return self.done.wait(timeout)
 
+    # -- steps the runs compose (worker thread) -------------------------------------
+    def run_workload(self, workload: Workload, params: Mapping[str, Any], capture_round: bool, again: bool) -> None:
+        """Run ``workload`` once, publishing its result; with ``again``, once more while the window is open."""
+        while not self.control.cancelled:
+            try:
+                result = workload.run(params, self.control)
+            except UserError as exc:
+                self._fail("workload", str(exc))
+                return
+            except Exception as exc:  # noqa: BLE001 - a driver's error (server restart): one line
+                self._fail("workload", f"workload {workload.name} failed: {type(exc).__name__}: {exc}")
+                return
+            if not result.label:
+                result = dataclasses.replace(result, label=workload.label)
+            if capture_round:
+                result = dataclasses.replace(result, capture_round=True)
+            self.results.append(result)
+            self.sink(result)
+            if result.cancelled or not again or not self._window_open():
+                return
+
+    def close_window(self, why: str) -> None:
+        """Disarm the capture window, if any."""
+        if self.window is not None:
+            self.window.cancel(why)
+
+    def join_window(self) -> None:
+        """Wait for the capture window's thread to end."""
+        if self._window_thread is not None:
+            self._window_thread.join()
+
+    def run_rounds(self) -> None:
+        """The A/B rounds, unless cancelled; their result is published."""
+        if self._runner is None or self.control.cancelled:
+            return
+        try:
+            self.ab_result = self._runner.run(self.control)
+        except UserError as exc:
+            self._fail("workload", str(exc))
+        else:
+            self.sink(self.ab_result)
+
     # -- threads ---------------------------------------------------------------
+    def _window_open(self) -> bool:
+        return self._window_thread is not None and self._window_thread.is_alive()
+
     def _fail(self, source: str, message: str) -> None:
         message = (message.strip().splitlines() or [""])[0]  # one line, whatever the driver said
         # the target's exit explains everything after it (the workload's broken connection): it wins
@@ -151,57 +251,31 @@ class Experiment:
         except Exception as exc:  # noqa: BLE001 - reported as one line; the window already detached
             self._fail("capture", f"capture failed: {type(exc).__name__}: {exc}")
         finally:
-            if self.repeat:
+            if isinstance(self.run, WorkloadRun) and self.run.until_captured:
                 self.control.cancel()  # headless capture: the workload only fed the window
 
-    def _run(self) -> None:
+    def _arm(self, spec: CaptureSpec) -> None:
+        """Open the window on its own thread; return once its probes sit in the target (or it failed)."""
+        window_class = spec.windows or (RemoteWindow if spec.isolated else CaptureWindow)
+        # PostgreSQL 18's I/O workers, where page reads decrypt (the isolated window probes the target only)
+        more = {} if spec.isolated or not has_ability(self.session, Ability.FOLLOW_PROCESSES) \
+            else {"followers": self.session.probe_followers(self.pid, spec.recipe)}
+        self.window = window_class(self.pid, spec.recipe, spec.limits, self.engine, on_capture=self.sink,
+                                   on_state=self.sink, allow_critical=spec.allow_critical, backend=spec.backend,
+                                   **more)
+        self._window_thread = threading.Thread(target=self._run_window, name="capture-window", daemon=True)
+        self._window_thread.start()
+        while not self.window.armed.wait(0.05):
+            if not self._window_thread.is_alive() or self.control.cancelled:
+                break
+
+    def _main(self) -> None:
         try:
-            if self.recipe is not None and self.pid is not None:
-                window_class = self.windows or (RemoteWindow if self.isolated else CaptureWindow)
-                # PostgreSQL 18's I/O workers, where page reads decrypt (the isolated window probes the target only)
-                more = {} if self.isolated or not has_ability(self.session, Ability.FOLLOW_PROCESSES) \
-                    else {"followers": self.session.probe_followers(self.pid, self.recipe)}
-                self.window = window_class(self.pid, self.recipe, self.limits, self.engine, on_capture=self.sink,
-                                           on_state=self.sink, allow_critical=self.allow_critical,
-                                           backend=self.backend, **more)
-                self._window_thread = threading.Thread(target=self._run_window, name="capture-window", daemon=True)
-                self._window_thread.start()
-                # the workload starts once breakpoints sit in the target (or the window failed)
-                while not self.window.armed.wait(0.05):
-                    if not self._window_thread.is_alive() or self.control.cancelled:
-                        break
-            capture_round = self.runner is None or self.window is not None
-            if self.workload is not None and capture_round and not self.control.cancelled:
-                while True:
-                    try:
-                        result = self.workload.run(self.params, self.control)
-                    except UserError as exc:
-                        self._fail("workload", str(exc))
-                        break
-                    except Exception as exc:  # noqa: BLE001 - a driver's error (server restart): one line
-                        self._fail("workload", f"workload {self.workload.name} failed: {type(exc).__name__}: {exc}")
-                        break
-                    if not result.label:
-                        result = dataclasses.replace(result, label=self.workload.label)
-                    if self.runner is not None:
-                        result = dataclasses.replace(result, capture_round=True)
-                    self.results.append(result)
-                    self.sink(result)
-                    if result.cancelled or not self.repeat:
-                        break
-                    if self._window_thread is None or not self._window_thread.is_alive():
-                        break
-                if self.window is not None and not self.repeat:
-                    self.window.cancel("the workload finished")  # nothing left to catch
-            if self._window_thread is not None:
-                self._window_thread.join()
-            if self.runner is not None and not self.control.cancelled:
-                try:
-                    self.ab_result = self.runner.run(self.control)
-                except UserError as exc:
-                    self._fail("workload", str(exc))
-                else:
-                    self.sink(self.ab_result)
+            if self.capture is not None and self.pid is not None:
+                self._arm(self.capture)
+            if self.run is not None:
+                self.run.execute(self)
+            self.join_window()
         except Exception as exc:  # noqa: BLE001 - never let a worker thread die silently
             self._fail("experiment", f"{type(exc).__name__}: {exc}")
             if self.window is not None:

@@ -52,7 +52,7 @@ def _params(defaults: dict, settings: list[str]) -> dict:
 def run(args) -> int:
     from tdescope.app.engines.capabilities import Ability, has_ability
     from tdescope.app.events import ABResult, PageCapture, Problem, WorkloadProgress
-    from tdescope.app.experiment import Experiment
+    from tdescope.app.experiment import ABRun, CaptureSpec, Experiment
     from tdescope.app.probe.window import CaptureLimits, stop_budget
 
     ssh_host(args)  # a bad --ssh DEST, or ssh options without it: one line before anything starts
@@ -88,10 +88,12 @@ def run(args) -> int:
                 target.session.require_extension(recipe.requires)  # loaded before the probe goes in
             limits = CaptureLimits(max_captures=max(args.captures, 1), max_seconds=30.0, first_hit_timeout=30.0,
                                    **stop_budget(target.own_target))
-            exp = Experiment(target.session, target.workload, params, recipe, limits, engine.name, sink,
-                             rounds=args.rounds, warmup=args.warmup, backend=_backend(recipe, agent),
-                             windows=agent_windows(agent, {}) if agent is not None else None,
-                             local_server=agent is None)
+            capture = CaptureSpec(recipe=recipe, limits=limits, backend=_backend(recipe, agent),
+                                  windows=agent_windows(agent, {}) if agent is not None else None) \
+                if recipe is not None else None
+            rounds = ABRun(workload=target.workload, params=params, rounds=args.rounds, warmup=args.warmup,
+                           local_server=agent is None) if target.workload is not None else None
+            exp = Experiment(target.session, engine.name, sink, capture=capture, run=rounds)
             if agent is not None:
                 print(f"timing on {agent.label} (the server's CPU per round is not read over ssh)", file=sys.stderr)
             try:

@@ -107,7 +107,7 @@ def _run(args, engine, recipe, backend, agent, sink, running, written, dump, dec
     """Resolve the target (over ``--ssh``: on the host, through the agent), run the window and the
     workload, if any, to their end; the finished :class:`~tdescope.app.experiment.Experiment`."""
     from tdescope.app.engines.capabilities import Ability, has_ability
-    from tdescope.app.experiment import Experiment
+    from tdescope.app.experiment import CaptureSpec, Experiment, WorkloadRun
     from tdescope.app.probe.window import CaptureLimits, stop_budget
 
     target = resolve_target(args, engine, probing=True, stops_target=backend is not None and backend.stops_target,
@@ -129,9 +129,11 @@ def _run(args, engine, recipe, backend, agent, sink, running, written, dump, dec
             if note:
                 print(note, file=sys.stderr, flush=True)
             windows = agent_windows(agent, ebpf_options(args), remote)
-        exp = Experiment(target.session, target.workload, target.params, recipe, limits, engine.name, sink,
-                         pid=target.pid, repeat_until_captured=target.workload is not None,
-                         allow_critical=args.allow_critical, backend=backend, windows=windows)
+        run = WorkloadRun(workload=target.workload, params=target.params, until_captured=True) \
+            if target.workload is not None else None
+        exp = Experiment(target.session, engine.name, sink, pid=target.pid, run=run,
+                         capture=CaptureSpec(recipe=recipe, limits=limits, backend=backend,
+                                             allow_critical=args.allow_critical, windows=windows))
         if agent is not None:
             print(f"capturing on {agent.label}", file=sys.stderr, flush=True)
         running.append(exp)

@@ -195,7 +195,7 @@ def run(args) -> int:
     from tdescope.app.probe.keep_rate import KEEP_PER_S
     from tdescope.app.probe.window import CaptureLimits, stop_budget
     from tdescope.app.events import PageCapture, Problem
-    from tdescope.app.experiment import Experiment
+    from tdescope.app.experiment import CaptureSpec, Experiment, WorkloadRun
     from tdescope.app.session.file import SessionRecorder
     from tdescope.app.session.live import LiveSession
     from tdescope.app.session.meta import PLAINTEXT_WITHHELD, SessionMeta, keeps_plaintext
@@ -286,9 +286,10 @@ def run(args) -> int:
             run_no += 1
             want = recipe if captured[0] < args.captures and run_no == 1 else None
             label = live.run_started(workload.name if workload else None)
-            exp = Experiment(session, workload, workload.params if workload else {}, want, limits, engine.name,
-                             live.publish, pid=pid, allow_critical=args.allow_critical, backend=backend,
-                             windows=_agent_windows(agent, args, remote))
+            capture = CaptureSpec(recipe=want, limits=limits, backend=backend, allow_critical=args.allow_critical,
+                                  windows=_agent_windows(agent, args, remote)) if want is not None else None
+            exp = Experiment(session, engine.name, live.publish, pid=pid, capture=capture,
+                             run=WorkloadRun(workload=workload, params=workload.params) if workload else None)
             exp.start()
             while not exp.wait(0.1):
                 if recorder.error:

@@ -20,7 +20,7 @@ from tdescope.app.engines.api import Engine, EngineSession, ProbeRecipe, Workloa
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, LessonCard, WorkloadProgress
-from tdescope.app.experiment import Experiment
+from tdescope.app.experiment import ABRun, CaptureSpec, Experiment, WorkloadRun
 from tdescope.app.lessons.catalogue import Binding, Lesson
 from tdescope.app.probe.window import CaptureLimits, stop_budget
 
@@ -165,9 +165,11 @@ class LessonRun:
         # a lab the workbench started gets the lab's stop budget, as in the window and `capture --lab`
         limits = dataclasses.replace(limits or CaptureLimits(), first_seq=self.first_seq(),
                                      **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
-        exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, keep,
-                         backend=backend, rounds=rounds, warmup=1 if rounds else 0, windows=self.windows,
-                         local_server=self.remote is None)
+        capture = CaptureSpec(recipe=recipe, limits=limits, backend=backend, windows=self.windows) \
+            if recipe is not None else None
+        run = ABRun(workload=workload, params=params, rounds=rounds, warmup=1, local_server=self.remote is None) \
+            if rounds else WorkloadRun(workload=workload, params=params)
+        exp = Experiment(self.session, self.engine.name, keep, capture=capture, run=run)
         ran.experiment = exp
         self._current = exp
         exp.start()

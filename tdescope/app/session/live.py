@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from tdescope.app.events import Event, Marker, Problem
+from tdescope.app.events import CaptureWindowState, Event, Marker, PageCapture, Problem
 
 __all__ = ["LiveSession", "Recorder"]
 
@@ -46,10 +46,14 @@ class LiveSession:
         self._lock = threading.Lock()
         self._opening = threading.Lock()  # one recorder, however many producers race for it
         self._runs = 0
+        self._next_seq = 1  # captures are numbered on across the session's capture windows
+        self._window_first = 1  # the first number of the window opened last
 
     # -- producers ------------------------------------------------------------------
     def publish(self, event: Event) -> None:
         """Record ``event`` and hand it to every subscriber; safe from any thread."""
+        if isinstance(event, (PageCapture, CaptureWindowState)):
+            self._number(event)
         recorder = self._recorder or self.ensure_recorder()
         if recorder is not None:
             recorder.record(event)
@@ -73,6 +77,23 @@ class LiveSession:
     def run_ended(self, label: str) -> None:
         """Publish the end marker of the run that :meth:`run_started` labelled ``label``."""
         self.publish(Marker(time.time(), f"{label} end", "phase"))
+
+    def first_capture_seq(self) -> int:
+        """The number a capture window about to open gives its first capture (``CaptureLimits.first_seq``).
+
+        Captures are numbered on across the session's windows, so "#3" names one capture of the session:
+        on from every capture published, and from every capture a storm counted but did not send.
+        """
+        with self._lock:
+            self._window_first = self._next_seq
+            return self._next_seq
+
+    def _number(self, event: PageCapture | CaptureWindowState) -> None:
+        with self._lock:
+            if isinstance(event, PageCapture):
+                self._next_seq = max(self._next_seq, event.seq + 1)
+            elif event.state.ended:  # a storm sends a sample: its count says how many numbers it used
+                self._next_seq = max(self._next_seq, self._window_first + event.captures)
 
     # -- consumers ------------------------------------------------------------------
     def subscribe(self, subscriber: Callable[[Event], None]) -> Callable[[], None]:

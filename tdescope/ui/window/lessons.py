@@ -66,7 +66,7 @@ class LessonsController(QObject):
         lesson = lesson_named(lesson_id)
         backend = win.workload_dock.backend.currentData() or "auto"
         self.run = LessonRun(lesson, win.engine, win.session, win.live.publish, fast=quick, backend_choice=backend,
-                             first_seq=lambda: win._next_seq)
+                             first_seq=win.live.first_capture_seq)
         self._started[lesson_id] = time.time()
         self.dock.set_running(True)
         win.workload_dock.set_running(True)

@@ -19,7 +19,7 @@ from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session, recorded_decoder
 from tdescope.app.errors import UserError
 from tdescope.app.events import ABResult, CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
-from tdescope.app.experiment import Experiment
+from tdescope.app.experiment import ABRun, CaptureSpec, Experiment, WorkloadRun
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
 from tdescope.app.remote.host_session import HostSession, open_host_session
@@ -59,7 +59,6 @@ class MainWindow(QMainWindow):
         self.session: EngineSession | None = None
         self.experiment: Experiment | None = None
         self.allow_critical = False  # the user chose a critical process as the target, on purpose
-        self._next_seq = 1  # captures are numbered on across the session's probe windows
         self.decoder = decoder or engine.page_decoder()  # a replay's: the one its recording was shown with
         self.settings = settings or QSettings("tdescope", "tdescope")
         self.setWindowTitle(f"tdescope — {engine.label}")
@@ -234,13 +233,16 @@ class MainWindow(QMainWindow):
             return
         self.remote.last_run = (name, params, recipe, max_captures, rounds)
         self.workload_dock.set_running(True)
-        limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0, first_seq=self._next_seq,
+        limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0, first_seq=self.live.first_capture_seq(),
                                max_kept_per_s=KEEP_PER_S,  # `record` keeps the same
                                **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
-        exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish,
-                         allow_critical=self.allow_critical, backend=backend, isolated=True,
-                         windows=host.window if host else None, local_server=host is None,
-                         rounds=rounds if workload and {"encrypted", "plain"} <= set(workload.sides) else 0)
+        capture = CaptureSpec(recipe=recipe, limits=limits, backend=backend, isolated=True,
+                              allow_critical=self.allow_critical, windows=host.window if host else None) \
+            if recipe is not None else None
+        run = (ABRun(workload=workload, params=params, rounds=rounds, local_server=host is None)
+               if rounds and {"encrypted", "plain"} <= set(workload.sides)
+               else WorkloadRun(workload=workload, params=params)) if workload is not None else None
+        exp = Experiment(self.session, self.engine.name, self.live.publish, capture=capture, run=run)
         self.experiment = exp
         self.lessons.update_gate()
         label = self.live.run_started(workload.name if workload else None)
@@ -291,15 +293,12 @@ class MainWindow(QMainWindow):
 
     # -- event handlers (GUI thread, batched) ------------------------------------
     def _on_captures(self, batch: list[Captured]) -> None:
-        self._next_seq = max(self._next_seq, *(c.capture.seq + 1 for c in batch))
         self.captures_dock.add([(c.capture, c.record) for c in batch])
 
     def _on_window_state(self, batch: list[CaptureWindowState]) -> None:
         limits = self.experiment.limits if self.experiment is not None else None
         for ev in batch:
             self.probe_status.show_state(ev, limits)
-            if ev.state.ended and limits is not None:  # a storm sends a sample: count all
-                self._next_seq = max(self._next_seq, limits.first_seq + ev.captures)
 
     def _on_progress(self, batch: list[WorkloadProgress]) -> None:
         # a lesson's own steps are the Lessons dock's; its runs' progress is the Workload dock's
