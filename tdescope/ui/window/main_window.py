@@ -34,9 +34,9 @@ from tdescope.ui.tasks import TaskRunner, connection_lost, describe
 from tdescope.ui.window.capture_presenter import CapturePresenter
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
 from tdescope.ui.window.layout import default_layout, restore_layout, save_layout
-from tdescope.ui.window.lessons import LessonsController
+from tdescope.ui.window.lessons import LessonsController, LessonViews
 from tdescope.ui.window.menus import Menu, MenuRegistry, show_about
-from tdescope.ui.window.messages import Captured, Connected, ExperimentFinished
+from tdescope.ui.window.messages import Captured, Connected
 from tdescope.ui.window.notes import NotesController
 from tdescope.ui.window.observation import ObservationController
 from tdescope.ui.window.presentation import Presentation
@@ -44,6 +44,7 @@ from tdescope.ui.window.probe_status import ProbeStatus, probe_backend_for
 from tdescope.ui.window.remote_host import RemoteHost, host_params
 from tdescope.ui.window.retarget import follow_target, pick_target
 from tdescope.ui.window.recording import RecordingController
+from tdescope.ui.window.runs import RunSlot
 from tdescope.ui.window.replay import ReplayController, engine_for
 from tdescope.ui.window.replay_view import ReplayView
 from tdescope.ui.workload_dock import WorkloadDock
@@ -90,7 +91,15 @@ class MainWindow(QMainWindow):
         self.files = FileActions(self.recording, self.replay, recent, self.decoder, self.tasks,
                                  lambda path, passphrase: open_replay_window(path, self.settings, passphrase),
                                  lambda: self.session is not None, self._reset_views, self)
-        self.lessons = LessonsController(self)
+        self.runs = RunSlot(self.live, self.tasks, self.pump, self._on_running)
+        self.lessons = LessonsController(engine, self.live, self.pump, self.runs, LessonViews(
+            session=lambda: self.session, replaying=lambda: self.replay.replaying,
+            backend_choice=lambda: self.workload_dock.backend.currentData() or "auto",
+            say=lambda line: self.statusBar().showMessage(line, 6000),
+            workload_status=self.workload_dock.status.setText, lesson_done=self.workload_dock.show_lesson_done,
+            show_range=self.observation.timeline_dock.set_range,
+            select_capture=lambda seq: self.captures_dock.select_capture(None, seq),
+            add_note=self.notes.dock.add_note), self)
         try:
             self.engine_docks = create_engine_docks(engine, self)
         except UserError as exc:
@@ -116,7 +125,6 @@ class MainWindow(QMainWindow):
         self.pump.subscribe(WorkloadResult, self._on_results)
         self.pump.subscribe(ABResult, lambda batch: [self.workload_dock.show_ab_result(r) for r in batch])
         self.pump.subscribe(Problem, self._on_problems)
-        self.pump.subscribe(ExperimentFinished, self._on_experiment_finished)
         for dock in self.engine_docks:
             if hasattr(dock, "show_result"):
                 self.pump.subscribe(WorkloadResult, lambda batch, d=dock: d.show_result(batch[-1]))
@@ -210,7 +218,7 @@ class MainWindow(QMainWindow):
 
     def pick_target(self) -> None:
         """Let the user probe another server process (sessions that offer ``targets()``)."""
-        if self.experiment is not None and not self.experiment.done.is_set():
+        if self.runs.busy():
             self.statusBar().showMessage("Finish or cancel the running workload first", 5000)
             return
         pick_target(self, self.session, self.tasks, lambda session, allow: follow_target(self, session, allow))
@@ -221,7 +229,7 @@ class MainWindow(QMainWindow):
         """Start ``name`` with ``params``, capturing with ``recipe`` when given; ``rounds`` > 0 times an
         A/B workload over interleaved rounds after an untimed capture round. ``name`` None: watch, run
         nothing, and capture what the target does for its own clients (a server's backend)."""
-        if self.session is None or (self.experiment is not None and not self.experiment.done.is_set()):
+        if self.session is None or self.runs.busy():
             return
         workload = next((w for w in self.session.workloads() if w.name == name), None)
         if workload is None and (name is not None or recipe is None):
@@ -232,7 +240,6 @@ class MainWindow(QMainWindow):
         if recipe is not None and backend is None and host is None:
             return
         self.remote.last_run = (name, params, recipe, max_captures, rounds)
-        self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0, first_seq=self.live.first_capture_seq(),
                                max_kept_per_s=KEEP_PER_S,  # `record` keeps the same
                                **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
@@ -244,20 +251,17 @@ class MainWindow(QMainWindow):
                else WorkloadRun(workload=workload, params=params)) if workload is not None else None
         exp = Experiment(self.session, self.engine.name, self.live.publish, capture=capture, run=run)
         self.experiment = exp
+        self.runs.start(exp, workload.name if workload else None, lambda: exp.start().wait(), "experiment",
+                        then=self._on_experiment_finished)
+
+    def _on_running(self, running: bool) -> None:
+        """A run (a workload's or a lesson's) started or ended: Run or Cancel, the lessons' gate, the badge."""
+        self.workload_dock.set_running(running)
         self.lessons.update_gate()
-        label = self.live.run_started(workload.name if workload else None)
-        exp.start()
+        if not running:
+            self.probe_status.set_armed(False)
 
-        def watch(_state) -> None:  # the end marker, then ExperimentFinished, follow every event of the run
-            exp.wait()
-            self.live.run_ended(label)
-
-        self.tasks.run(watch, name="experiment-watch", on_done=lambda _none: self.pump.put(ExperimentFinished()))
-
-    def _on_experiment_finished(self, _batch) -> None:
-        self.workload_dock.set_running(False)
-        self.lessons.update_gate()
-        self.probe_status.set_armed(False)
+    def _on_experiment_finished(self, _result, _error: str) -> None:
         session = self.session
         if session is not None:  # file sizes and page counts moved with the workload
             self.tasks.run(lambda _state: session.inventory(), name="inventory",
@@ -286,9 +290,8 @@ class MainWindow(QMainWindow):
             self.pump.put(event)
 
     def cancel(self) -> None:
-        """Cancel the running workload and disarm."""
-        if self.experiment is not None and not self.experiment.done.is_set():
-            self.experiment.cancel()
+        """Cancel the running workload (or lesson) and disarm."""
+        if self.runs.cancel():
             self.workload_dock.status.setText("Cancelling…")
 
     # -- event handlers (GUI thread, batched) ------------------------------------

@@ -9,7 +9,7 @@ from tdescope.app.engines.api import EngineSession, Inventory, PageDecoder
 from tdescope.app.events import PageCapture
 from tdescope.app.probe.capture_record import CaptureRecord
 
-__all__ = ["Captured", "Connected", "ExperimentFinished"]
+__all__ = ["Captured", "Connected"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +28,3 @@ class Connected:
     session: EngineSession
     inventory: Inventory
     decoder: PageDecoder | None = None  # the session's own, when it knows the database's tables
-
-
-@dataclass(frozen=True, slots=True)
-class ExperimentFinished:
-    """The running workload ended; queued behind every event it produced."""
