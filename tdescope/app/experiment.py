@@ -74,7 +74,6 @@ class WorkloadRun:
         exp.run_workload(self.workload, self.params, capture_round=False, again=self.until_captured)
         if not self.until_captured:
             exp.close_window("the workload finished")  # nothing left to catch
-        exp.join_window()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,7 @@ its 95 % interval, the verdict of a ratio), and each renderer only asks a cell f
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tdescope.app.events import ABResult, PhaseRatio, WorkloadResult
@@ -197,7 +197,8 @@ def single_table(result: WorkloadResult, title: str = "") -> ResultTable:
                        cancelled=result.cancelled)
 
 
-def runs_table(results: Iterable[WorkloadResult], title: str, finished, named) -> ResultTable:
+def runs_table(results: Iterable[WorkloadResult], title: str, finished: Callable[[WorkloadResult], str],
+               named: Callable[[WorkloadResult], str]) -> ResultTable:
     """Many single runs, one line each (``finished(result)`` and ``named(result)`` write the first two cells)."""
     results = list(results)
     rows = tuple((text_cell(finished(r)), text_cell(named(r) + (" (cancelled)" if r.cancelled else "")),
