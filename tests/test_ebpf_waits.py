@@ -227,7 +227,7 @@ def test_record_keeps_exact_waits_and_they_read_back(tmp_path):
     with SessionReader(out, writable=False) as reader:
         report = build_report(reader)
     table = next(t for t in report.results if t.title.startswith("Exact OS waits"))
-    assert any(row[1] == "pwrite64" and row[7] for row in table.rows)
+    assert any(row[1] == "pwrite64" and row[7] for row in table.text_rows())
     assert "Exact OS waits (eBPF" in render_html(report)
 
 
