@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tdescope.app.ab.result_table import interval_text
+from tdescope.app.ab.result_table import interval_text, ratio_cell
 from tdescope.app.engines.api import ProbeRecipe, Workload
 from tdescope.app.events import ABResult, WorkloadProgress, WorkloadResult
 from tdescope.ui.ab_results import ABResultsView
@@ -232,7 +232,7 @@ class WorkloadDock(QDockWidget):
             self.progress.setValue(100)  # finished, cancelled or not: the status line says which
             self.progress.setFormat("cancelled" if result.cancelled else "%p%")
             head = "Cancelled — partial results" if result.cancelled else "Done"
-            self.status.setText(f"{head}: encrypted / plain = {ratio:.2f}× (one run)" if ratio else head)
+            self.status.setText(f"{head}: encrypted / plain = {ratio_cell(ratio).text} (one run)" if ratio else head)
         self.results.add(result)
 
     def show_ab_result(self, result: ABResult) -> None:
