@@ -24,7 +24,7 @@ import time
 from bench._report import goal
 from bench._steady import compare, run_rounds
 
-goal("observe_rounds", "rounds (off, on, strace each once, order alternated), in one run")
+goal("observe_rounds", "rounds (off, on and, in a full run, strace each once, order alternated), in one run")
 goal("observe_dml_off_s", "A/B DML elapsed, observation off (median of steady runs)")
 goal("observe_dml_on_s", "A/B DML elapsed under a running observation (median of steady runs)")
 goal("observe_overhead_pct", "running observation (hotspots + waits) vs off: DML elapsed added, median of paired "
@@ -67,7 +67,7 @@ def run(quick: bool) -> dict:
         "off": None,
         "on": lambda pid, sink: Observation(pid, sink, exact_waits="auto").start_blocking(),
     }
-    if shutil.which("strace"):
+    if shutil.which("strace") and not quick:  # a comparison, not a goal: the full run only
         modes["strace"] = lambda pid, sink: _Strace(pid)
     load0 = os.getloadavg()[0]
     series = run_rounds(modes, rounds, groups=24, progress=lambda m: print(m, file=sys.stderr, flush=True))
