@@ -207,6 +207,15 @@ class HotspotSampler:
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout)
 
+    def pause(self) -> bool:
+        """Stop sampling without ending perf: the kernel stops taking samples, perf script keeps what it
+        loaded (a later :meth:`resume` costs no new start). False when this perf cannot (before 5.10)."""
+        return self._pipeline is not None and self._pipeline.set_sampling(False)
+
+    def resume(self) -> bool:
+        """Sample again after :meth:`pause`."""
+        return self._pipeline is not None and self._pipeline.set_sampling(True)
+
     def __enter__(self) -> HotspotSampler:
         self.start()
         return self

@@ -147,6 +147,8 @@ class PerfPipeline:
         assert proc.stderr is not None
         for raw in proc.stderr:
             line = (raw.decode(errors="replace") if isinstance(raw, bytes) else raw).strip()
+            if line.startswith("Events "):
+                continue  # "Events disabled/enabled": perf's answer to pause/resume, not a fault to report
             if line and len(lines) < 50:
                 lines.append(line)
 
@@ -174,6 +176,19 @@ class PerfPipeline:
                 os.write(self._ctl, b"ping\n")
             except (BlockingIOError, BrokenPipeError, OSError):
                 pass  # full (perf record is behind: it has data to write anyway) or perf record ended
+
+    def set_sampling(self, on: bool) -> bool:
+        """Turn perf record's events on or off in the kernel (``enable``/``disable`` on its control fd); both
+        perfs keep running, perf script keeps its symbols and unwind tables. False when perf record has no
+        control fd (perf before 5.10) or has gone."""
+        with self._closing:
+            if self._ctl is None or not _has_control():
+                return False
+            try:
+                os.write(self._ctl, b"enable\n" if on else b"disable\n")
+            except OSError:
+                return False
+            return True
 
     def idle(self) -> bool:
         """True when nothing waits in either pipe (perf record -> perf script -> us)."""

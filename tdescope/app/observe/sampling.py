@@ -161,6 +161,20 @@ class Observation:
         self.set_hotspots(False)
         self.set_waits(False)
 
+    def pause(self) -> None:
+        """Stop sampling but keep perf attached (see :meth:`HotspotSampler.pause`); the wait samplers stop."""
+        hot = self._hot
+        if hot is not None:
+            hot.pause()
+        self.set_waits(False)
+
+    def resume(self) -> None:
+        """Sample again after :meth:`pause`: perf's events back on, the wait samplers started again."""
+        hot = self._hot
+        if hot is not None:
+            hot.resume()
+        self.set_waits(True)
+
     @property
     def hotspots_on(self) -> bool:
         """True while the hotspot sampler runs."""
