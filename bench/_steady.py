@@ -2,22 +2,18 @@
 
 A user starts observing once and then runs workload after workload under it; perf script loads the
 symbols and unwind tables of every DSO the target touches when their first samples come, once per
-observation. The old bench started an observation for each ~1 s run and so weighed that start in
-every run. Here each round runs every mode once (order alternated round by round, so a load that
-drifts hits every mode alike), and a mode's turn is:
+observation. The old bench started an observation for each ~1 s run and so weighed that start in every
+run, and compared runs tens of seconds apart on a machine whose load moves more than the effect.
 
-1. start its observers (``off``: none), timed: the **start** figure;
-2. the DML once, the **first run** (the start's cost leaks into it: unwind tables, maps);
-3. a short pause, the same for every mode, so perf script has drained what the first run left;
-4. the DML again, the **steady run**: what a user pays while an observation runs;
-5. stop.
-
-Ratios are paired within a round (mode / ``off``); a figure is the median of the round's ratios with a
-distribution-free 95 % interval (:func:`median_interval`). Besides the DML's elapsed time (its own total,
-encrypted + plain), the lab worker's CPU seconds (``/proc/PID/stat``: the kernel's stack copies and eBPF
-programs run on its account) and the observers' CPU (every process this one started except the lab
-worker, plus this process's own threads, which parse perf script's output), per second of the steady
-run, in % of one core.
+:func:`run_windows` starts a mode's observers, lets a first DML run go by (its overhead against a run
+with no observers is the start's cost), then runs the DML with the observers resumed and paused in
+turn: pausing turns perf's events off in the kernel (perf script keeps what it loaded) and stops the
+wait samplers, resuming turns them back on, so the two runs of a pair are seconds apart and a drifting
+load weighs on both. The order inside a pair alternates. Figures are medians of the paired ratios
+(on / off) with distribution-free 95 % intervals (:func:`median_interval`): the DML's elapsed time (its
+own total, encrypted + plain), the lab worker's CPU seconds (``/proc/PID/stat``: the kernel's stack
+copies and eBPF programs run on its account), and the observers' CPU per wall second (every process
+this one started except the lab worker, plus this process's threads, which parse perf script's output).
 """
 
 from __future__ import annotations
@@ -29,14 +25,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["ModeFigures", "Steady", "median_interval", "run_rounds"]
-
-#: A mode: starts its observers on a pid, with a sink for their events; returns what stops them
-#: (None: the ``off`` mode).
-Starter = Callable[[int, Callable], object] | None
+__all__ = ["Paired", "median_interval", "run_windows"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
-#: Pause between the first and the steady run (both modes): perf script catches up with the first run.
+#: Pause after the first run under new observers: perf script catches up with it before the pairs.
 SETTLE_S = 0.5
 
 
@@ -92,79 +84,65 @@ def _descendants(pid: int) -> set[int]:
 
 
 @dataclass
-class Steady:
-    """Per-mode series of one run of :func:`run_rounds` (one entry per round)."""
+class Paired:
+    """Per-mode series of :func:`run_windows`: the on and off sides of each pair, and of each start."""
 
-    first_s: list[float] = field(default_factory=list)
-    steady_s: list[float] = field(default_factory=list)
-    steady_cpu_s: list[float] = field(default_factory=list)
-    observer_core: list[float] = field(default_factory=list)  # steady run, share of one core
+    on_s: list[float] = field(default_factory=list)
+    off_s: list[float] = field(default_factory=list)
+    on_cpu_s: list[float] = field(default_factory=list)
+    off_cpu_s: list[float] = field(default_factory=list)
+    on_core: list[float] = field(default_factory=list)  # observers' CPU per wall second, on side
+    off_core: list[float] = field(default_factory=list)
+    first_on_s: list[float] = field(default_factory=list)  # first run after a start
+    first_off_s: list[float] = field(default_factory=list)
     start_s: list[float] = field(default_factory=list)
-    start_observer_cpu_s: list[float] = field(default_factory=list)  # start + first run, CPU seconds
+    start_observer_cpu_s: list[float] = field(default_factory=list)
     samples_per_s: list[float] = field(default_factory=list)
     deep_pct: list[float] = field(default_factory=list)
 
-
-@dataclass
-class ModeFigures:
-    """One mode against ``off``: medians of the paired ratios with their 95 % intervals."""
-
-    overhead_pct: tuple[float, float, float]
-    cpu_ratio: tuple[float, float, float]
-    first_run_overhead_pct: tuple[float, float, float]
-    observer_core_pct: tuple[float, float, float]
-    start_s: float
-    start_observer_cpu_s: float
-    samples_per_s: float
-    deep_pct: float
-    coverage: float
-
     def figures(self, prefix: str) -> dict:
-        """Flat JSON figures, ``PREFIX_overhead_pct`` and ``PREFIX_overhead_pct_ci95`` and so on."""
+        """Medians of the paired ratios with their 95 % intervals, flat, ``PREFIX_*``."""
         out: dict = {}
-        for name in ("overhead_pct", "cpu_ratio", "first_run_overhead_pct", "observer_core_pct"):
-            mid, lo, hi = getattr(self, name)
-            digits = 3 if name == "cpu_ratio" else 2
-            out[f"{prefix}_{name}"] = round(mid, digits)
-            out[f"{prefix}_{name}_ci95"] = [round(lo, digits), round(hi, digits)]
-        out[f"{prefix}_start_s"] = round(self.start_s, 3)
-        out[f"{prefix}_start_observer_cpu_s"] = round(self.start_observer_cpu_s, 2)
-        out[f"{prefix}_samples_per_s"] = round(self.samples_per_s, 1)
-        out[f"{prefix}_deep_pct"] = round(self.deep_pct, 1)
-        out[f"{prefix}_interval_coverage"] = round(self.coverage, 3)
+
+        def put(name: str, values: list[float], scale: float, offset: float, digits: int) -> None:
+            mid, lo, hi, cover = median_interval(values)
+            out[f"{prefix}_{name}"] = round(scale * (mid - offset), digits)
+            out[f"{prefix}_{name}_ci95"] = [round(scale * (lo - offset), digits), round(scale * (hi - offset), digits)]
+            out[f"{prefix}_{name}_coverage"] = round(cover, 3)
+
+        put("overhead_pct", [a / b for a, b in zip(self.on_s, self.off_s)], 100, 1, 2)
+        put("cpu_ratio", [a / b for a, b in zip(self.on_cpu_s, self.off_cpu_s) if b], 1, 0, 3)
+        put("observer_core_pct", [a - b for a, b in zip(self.on_core, self.off_core)], 100, 0, 1)
+        put("first_run_overhead_pct", [a / b for a, b in zip(self.first_on_s, self.first_off_s)], 100, 1, 2)
+        out[f"{prefix}_pairs"] = len(self.on_s)
+        out[f"{prefix}_starts"] = len(self.start_s)
+        out[f"{prefix}_start_s"] = round(statistics.median(self.start_s), 3)
+        out[f"{prefix}_start_observer_cpu_s"] = round(statistics.median(self.start_observer_cpu_s), 2)
+        out[f"{prefix}_samples_per_s"] = round(statistics.median(self.samples_per_s), 1) if self.samples_per_s else 0
+        out[f"{prefix}_deep_pct"] = round(statistics.median(self.deep_pct), 1) if self.deep_pct else 0
+        out[f"{prefix}_dml_on_s"] = round(statistics.median(self.on_s), 3)
+        out[f"{prefix}_dml_off_s"] = round(statistics.median(self.off_s), 3)
         return out
 
 
-def compare(mode: Steady, off: Steady) -> ModeFigures:
-    """``mode`` against ``off``, round by round."""
+def run_windows(modes: dict[str, Callable[[int, Callable], object]], blocks: int, pairs: int, groups: int,
+                progress: Callable[[str], None] | None = None) -> dict[str, Paired]:
+    """On/off windows of a running observation, per mode; each mode's series.
 
-    def pct(a: list[float], b: list[float]) -> tuple[float, float, float]:
-        mid, lo, hi, _ = median_interval([x / y for x, y in zip(a, b) if y])
-        return 100 * (mid - 1), 100 * (lo - 1), 100 * (hi - 1)
-
-    cpu = median_interval([x / y for x, y in zip(mode.steady_cpu_s, off.steady_cpu_s) if y])
-    core = median_interval([100 * c for c in mode.observer_core])
-    return ModeFigures(
-        overhead_pct=pct(mode.steady_s, off.steady_s), cpu_ratio=cpu[:3],
-        first_run_overhead_pct=pct(mode.first_s, off.first_s), observer_core_pct=core[:3],
-        start_s=statistics.median(mode.start_s), start_observer_cpu_s=statistics.median(mode.start_observer_cpu_s),
-        samples_per_s=statistics.median(mode.samples_per_s), deep_pct=statistics.median(mode.deep_pct),
-        coverage=cpu[3],
-    )
-
-
-def run_rounds(modes: dict[str, Starter], rounds: int, groups: int,
-               progress: Callable[[str], None] | None = None) -> dict[str, Steady]:
-    """Run ``rounds`` rounds of every mode on one SQLCipher lab worker; each mode's series.
-
-    ``modes`` must hold ``"off"`` (None). Round r runs the modes in the order of ``modes`` rotated by r.
+    Per mode, ``blocks`` times: a start pair (a DML run with no observers, and the observers started
+    followed by the first DML run under them; which goes first alternates block by block), a pause of
+    :data:`SETTLE_S`, then ``pairs`` pairs of DML runs with the observers resumed and paused in turn
+    (order alternated pair by pair; pausing turns perf's events off and stops the wait samplers, see
+    :meth:`~tdescope.app.observe.sampling.Observation.pause`), then stop. A mode's object needs
+    ``pause()``, ``resume()`` and ``stop()``. The two runs of a pair are seconds apart, so a load that
+    drifts over minutes weighs on both sides alike.
     """
     from tdescope.app.engines.api import WorkloadControl
     from tdescope.app.events import HotspotWindow
     from tdescope.plugins.sqlcipher.lab import LabSession
 
     lab = LabSession()
-    series = {m: Steady() for m in modes}
+    out = {m: Paired() for m in modes}
     me = os.getpid()
     try:
         pid = lab.server_pid()
@@ -175,46 +153,63 @@ def run_rounds(modes: dict[str, Starter], rounds: int, groups: int,
         def observers_cpu() -> float:
             return _proc_cpu(me) + sum(_proc_cpu(p) for p in _descendants(me) - {pid} - _descendants(pid))
 
-        def dml() -> float:
+        def dml() -> tuple[float, float, float]:
+            """Elapsed (the DML's own), the worker's CPU seconds, the observers' CPU per wall second."""
+            c0, o0, w0 = _proc_cpu(pid), observers_cpu(), time.perf_counter()
             result = workload.run(params, WorkloadControl())
-            return result.total("encrypted") + result.total("plain")
+            wall = time.perf_counter() - w0
+            return (result.total("encrypted") + result.total("plain"), _proc_cpu(pid) - c0,
+                    (observers_cpu() - o0) / wall)
 
-        def turn(name: str) -> None:
-            s = series[name]
+        for name, starter in modes.items():
+            s = out[name]
             windows: list[HotspotWindow] = []
             sink = lambda ev: windows.append(ev) if isinstance(ev, HotspotWindow) else None  # noqa: E731
-            o0 = observers_cpu()
-            t0 = time.perf_counter()
-            observers = modes[name](pid, sink) if modes[name] is not None else None
-            s.start_s.append(time.perf_counter() - t0)
-            try:
-                s.first_s.append(dml())
-                time.sleep(SETTLE_S)
-                s.start_observer_cpu_s.append(observers_cpu() - o0)
-                del windows[:]
-                c0, o1, w0 = _proc_cpu(pid), observers_cpu(), time.perf_counter()
-                run_s = dml()
-                wall = time.perf_counter() - w0
-                s.steady_cpu_s.append(_proc_cpu(pid) - c0)
-                s.observer_core.append((observers_cpu() - o1) / wall)
-                s.steady_s.append(run_s)
-            finally:
-                if observers is not None:
-                    observers.stop()
-            stacks = [(stack, n) for w in windows for stack, n in w.stacks.items()]
-            total = sum(n for _, n in stacks)
-            s.samples_per_s.append(total / run_s if run_s else 0.0)
-            s.deep_pct.append(100 * sum(n for st, n in stacks if st.count(";") >= 3) / total if total else 0.0)
+            for b in range(blocks):
+                observers = None
 
-        names = list(modes)
-        for r in range(rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
-            if r % 2:
-                order.reverse()  # ABBA: neither mode always follows the other
-            for name in order:
-                turn(name)
-            if progress is not None:
-                progress(f"round {r + 1}/{rounds}: load {os.getloadavg()[0]:.1f}")
+                def start() -> None:
+                    nonlocal observers
+                    o0, t0 = observers_cpu(), time.perf_counter()
+                    observers = starter(pid, sink)
+                    s.start_s.append(time.perf_counter() - t0)
+                    s.first_on_s.append(dml()[0])
+                    s.start_observer_cpu_s.append(observers_cpu() - o0)
+
+                try:
+                    if b % 2 == 0:
+                        s.first_off_s.append(dml()[0])
+                        start()
+                    else:
+                        start()
+                        observers.pause()
+                        s.first_off_s.append(dml()[0])
+                        observers.resume()
+                    time.sleep(SETTLE_S)
+                    for p in range(pairs):
+                        for on in ((True, False) if (p + b) % 2 == 0 else (False, True)):
+                            (observers.resume if on else observers.pause)()
+                            if on:
+                                del windows[:]
+                            run_s, cpu_s, core = dml()
+                            if on:
+                                s.on_s.append(run_s)
+                                s.on_cpu_s.append(cpu_s)
+                                s.on_core.append(core)
+                                stacks = [(st, n) for w in windows for st, n in w.stacks.items()]
+                                total = sum(n for _, n in stacks)
+                                if total:
+                                    s.samples_per_s.append(total / run_s)
+                                    s.deep_pct.append(100 * sum(n for st, n in stacks if st.count(";") >= 3) / total)
+                            else:
+                                s.off_s.append(run_s)
+                                s.off_cpu_s.append(cpu_s)
+                                s.off_core.append(core)
+                finally:
+                    if observers is not None:
+                        observers.stop()
+                if progress is not None:
+                    progress(f"{name}: block {b + 1}/{blocks}, load {os.getloadavg()[0]:.1f}")
     finally:
         lab.close()
-    return series
+    return out

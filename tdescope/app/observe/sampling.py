@@ -136,6 +136,7 @@ class Observation:
         self._perf_problem_sent = False
         self._hot_starting = False
         self._stopped = False
+        self._waits_before_pause = False
 
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> Observation:
@@ -166,14 +167,17 @@ class Observation:
         hot = self._hot
         if hot is not None:
             hot.pause()
-        self.set_waits(False)
+        self._waits_before_pause = self.waits_on
+        if self._waits_before_pause:
+            self.set_waits(False)
 
     def resume(self) -> None:
-        """Sample again after :meth:`pause`: perf's events back on, the wait samplers started again."""
+        """Sample again after :meth:`pause`: perf's events back on, the wait samplers started again if they ran."""
         hot = self._hot
         if hot is not None:
             hot.resume()
-        self.set_waits(True)
+        if self._waits_before_pause:
+            self.set_waits(True)
 
     @property
     def hotspots_on(self) -> bool:
