@@ -2,10 +2,10 @@
 
 A running observation parses every sample perf script prints (:func:`~tdescope.app.hotspots.perf_script.
 iter_perf_script`) in the workbench's process, at its priority, while the target competes for the same cores.
-Text: ``bench/fast_target.py`` (a SQLCipher scan, busy on one core) recorded for 3 s as the sampler records
+Text: ``bench/fast_target.py`` (a SQLCipher scan, busy on one core) recorded for 5 s as the sampler records
 (DWARF, 16 KiB, 499 Hz), printed by ``perf script`` with the sampler's fields. Each pair parses that text
 once uncached (the parser's ``__wrapped__`` frame function) and once with a cleared cache (so only the
-repeats inside these 3 s hit: a running observation keeps its cache warm across windows and does better),
+repeats inside these 5 s hit: a running observation keeps its cache warm across windows and does better),
 the order alternated; the figure is the median of the paired ratios with its 95 % interval, and the CPU
 (``time.process_time``) per sample of each.
 
@@ -24,7 +24,7 @@ import time
 from bench._report import goal
 from bench._steady import median_interval
 
-goal("parse_samples", "samples in the recorded text (3 s of a busy SQLCipher scan, DWARF 16 KiB, 499 Hz)")
+goal("parse_samples", "samples in the recorded text (5 s of a busy SQLCipher scan, DWARF 16 KiB, 499 Hz)")
 goal("parse_frames_distinct_pct", "distinct frame lines among all frame lines, %")
 goal("parse_uncached_us_per_sample", "parsing CPU per sample without the frame cache, µs (median)")
 goal("parse_cached_us_per_sample", "parsing CPU per sample with the frame cache, cold at start, µs (median)")
@@ -41,11 +41,10 @@ def _record(tmp: str) -> list[str]:
         pid = target.stdout.readline().strip()
         data = os.path.join(tmp, "perf.data")
         subprocess.run(["perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,16384", "-e", "cpu-clock",
-                        "-p", pid, "-o", data, "--", "sleep", "3"], check=True, capture_output=True)
+                        "-p", pid, "-o", data, "--", "sleep", "5"], check=True, capture_output=True)
     finally:
         open(stop, "w").close()
-        target.stdout.close()
-        target.wait(30)
+        target.communicate(timeout=60)  # it prints a line per scan until it sees the stop file
     out = subprocess.run(["perf", "script", "-i", data, "-F", PERF_SCRIPT_FIELDS, "--no-inline"],
                          check=True, capture_output=True, text=True).stdout
     return out.splitlines(True)
