@@ -18,6 +18,7 @@ this one started except the lab worker, plus this process's threads, which parse
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -210,6 +211,8 @@ def run_windows(modes: dict[str, Callable[[int, Callable], object]], blocks: int
                         observers.stop()
                 if progress is not None:
                     progress(f"{name}: block {b + 1}/{blocks}, load {os.getloadavg()[0]:.1f}")
+            if progress is not None:  # each mode's figures as soon as they are known (a long run may be cut)
+                progress(json.dumps(s.figures(name)))
     finally:
         lab.close()
     return out

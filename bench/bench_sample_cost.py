@@ -1,0 +1,143 @@
+"""What perf's sampling costs the target itself, per unwinding choice, measured in the target's own CPU time.
+
+On a shared 2-core machine the elapsed time of a workload moves with everyone else's load by far more than
+the few percent observing costs (``bench_observe``'s intervals span ±10-25 % at load 10-20). The target's
+*own* CPU time for a fixed piece of work does not count the time it waited for a core, so it isolates what
+sampling adds on the target's account: the timer interrupt, the copy of the user stack (DWARF) or the walk
+of frame pointers (``-g``), the write into perf's ring buffer.
+
+A small C program (``_LOOP_C``) does a fixed amount of arithmetic at the bottom of 20 nested frames of
+~300 bytes each (a ~7 KiB deep stack, like the lab's Python -> SQLite -> codec -> OpenSSL chains), and
+prints its thread CPU time (``CLOCK_THREAD_CPUTIME_ID``) per piece. Per mode, one
+:class:`~tdescope.app.hotspots.perf_record.HotspotSampler` runs for the whole mode; pieces alternate with
+sampling resumed and paused (perf's events off in the kernel, perf script still running), the order
+alternated pair by pair; the figure is the median of the paired on/off ratios with its 95 % interval.
+``reach_main_pct`` is the share of samples whose unwound stack reaches ``main``: what a smaller stack copy
+or frame pointers lose.
+
+Run alone: ``python -m bench.bench_sample_cost [--quick]`` (JSON on stdout).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from bench._report import goal
+from bench._steady import median_interval
+
+_LOOP_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+static volatile unsigned long sink;
+__attribute__((noinline)) static unsigned long work(int depth, long n) {
+    volatile char pad[288];
+    memset((char *)pad, depth, sizeof pad);
+    if (depth > 0) return work(depth - 1, n) + pad[depth];
+    unsigned long x = 88172645463325252UL;
+    for (long i = 0; i < n; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; }
+    return x;
+}
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    char line[32];
+    printf("%d\n", (int)getpid());
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin)) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+        sink += work(20, n);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        printf("%.0f\n", (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec));
+        fflush(stdout);
+    }
+    return 0;
+}
+"""
+
+#: mode -> HotspotSampler keywords.
+MODES = {
+    "dwarf16k_499": {"frequency": 499, "callgraph": "dwarf", "stack_bytes": 16384},
+    "dwarf8k_499": {"frequency": 499, "callgraph": "dwarf", "stack_bytes": 8192},
+    "dwarf4k_499": {"frequency": 499, "callgraph": "dwarf", "stack_bytes": 4096},
+    "fp_499": {"frequency": 499, "callgraph": "fp"},
+    "dwarf16k_249": {"frequency": 249, "callgraph": "dwarf", "stack_bytes": 16384},
+    "dwarf16k_199": {"frequency": 199, "callgraph": "dwarf", "stack_bytes": 16384},
+}
+for _m in MODES:
+    goal(f"sample_{_m}_cpu_added_pct", f"{_m}: target's own CPU for fixed work, sampling on vs paused, % "
+         "(median of paired ratios, 95 % interval in _ci95)")
+    goal(f"sample_{_m}_reach_main_pct", f"{_m}: samples whose unwound stack reaches main, %")
+
+
+def run(quick: bool) -> dict:
+    from tdescope.app.events import HotspotWindow
+    from tdescope.app.hotspots.perf_record import HotspotSampler
+
+    pairs = 12 if quick else 24
+    out: dict = {"sample_pairs": pairs, "sample_load_avg_1m_at_start": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = os.path.join(tmp, "loop.c"), os.path.join(tmp, "loop")
+        with open(src, "w") as f:
+            f.write(_LOOP_C)
+        subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", exe, src], check=True)
+        n = 20_000_000
+        proc = subprocess.Popen([exe, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            pid = int(proc.stdout.readline())
+
+            def piece() -> float:
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+                return float(proc.stdout.readline())
+
+            # ~0.15 s of CPU per piece: ~75 samples at 499 Hz
+            scale = 0.15e9 / piece()
+            proc.stdin.close()
+            proc.wait()
+            n = max(1, int(n * scale))
+            proc = subprocess.Popen([exe, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            pid = int(proc.stdout.readline())
+            for name, kw in MODES.items():
+                windows: list[HotspotWindow] = []
+                sampler = HotspotSampler(pid, window_s=0.5, on_window=windows.append, **kw)
+                sampler.start()
+                try:
+                    piece()  # perf script loads the loop's tables
+                    ratios = []
+                    for p in range(pairs):
+                        got = {}
+                        for on in ((True, False) if p % 2 == 0 else (False, True)):
+                            (sampler.resume if on else sampler.pause)()
+                            got[on] = piece()
+                        ratios.append(got[True] / got[False])
+                finally:
+                    sampler.stop()
+                mid, lo, hi, cover = median_interval(ratios)
+                stacks = [(s, c) for w in windows for s, c in w.stacks.items()]
+                total = sum(c for _, c in stacks)
+                out[f"sample_{name}_cpu_added_pct"] = round(100 * (mid - 1), 2)
+                out[f"sample_{name}_cpu_added_pct_ci95"] = [round(100 * (lo - 1), 2), round(100 * (hi - 1), 2)]
+                out[f"sample_{name}_coverage"] = round(cover, 3)
+                out[f"sample_{name}_samples"] = total
+                reach = sum(c for s, c in stacks if "main" in s.split(";"))
+                out[f"sample_{name}_reach_main_pct"] = round(100 * reach / total, 1) if total else 0.0
+                print(name, out[f"sample_{name}_cpu_added_pct"], out[f"sample_{name}_cpu_added_pct_ci95"],
+                      file=sys.stderr, flush=True)
+        finally:
+            if proc.stdin and not proc.stdin.closed:
+                proc.stdin.close()
+            proc.kill()
+            proc.wait()
+    out["sample_load_avg_1m"] = os.getloadavg()[0]
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=2))
