@@ -15,7 +15,11 @@ alternated pair by pair; the figure is the median of the paired on/off ratios wi
 ``reach_main_pct`` is the share of samples whose unwound stack reaches ``main``: what a smaller stack copy
 or frame pointers lose.
 
-Run alone: ``python -m bench.bench_sample_cost [--quick]`` (JSON on stdout).
+The wait samplers are measured the same way on a loop of 4 KiB preads (the same program, given a file):
+the eBPF wait tracer and the /proc sampler at 20 Hz attached for a piece and not for the other; the
+figure is the target's own CPU added per syscall.
+
+Run alone: ``python -m bench.bench_sample_cost [--quick] [--waits-only]`` (JSON on stdout).
 """
 
 from __future__ import annotations
@@ -34,18 +38,27 @@ _LOOP_C = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 static volatile unsigned long sink;
+static int fd = -1;
+static char buf[4096];
 __attribute__((noinline)) static unsigned long work(int depth, long n) {
     volatile char pad[288];
     memset((char *)pad, depth, sizeof pad);
     if (depth > 0) return work(depth - 1, n) + pad[depth];
+    if (fd >= 0) {  /* the syscall loop: n preads of 4 KiB */
+        for (long i = 0; i < n; i++)
+            if (pread(fd, buf, sizeof buf, 0) != sizeof buf) exit(2);
+        return 0;
+    }
     unsigned long x = 88172645463325252UL;
     for (long i = 0; i < n; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; }
     return x;
 }
 int main(int argc, char **argv) {
     long n = atol(argv[1]);
+    if (argc > 2) fd = open(argv[2], O_RDONLY);
     char line[32];
     printf("%d\n", (int)getpid());
     fflush(stdout);
@@ -70,13 +83,16 @@ MODES = {
     "dwarf16k_249": {"frequency": 249, "callgraph": "dwarf", "stack_bytes": 16384},
     "dwarf16k_199": {"frequency": 199, "callgraph": "dwarf", "stack_bytes": 16384},
 }
+goal("sample_tracer_ns_per_syscall", "eBPF wait tracer: the target's own CPU added per 4 KiB pread, ns "
+     "(median of paired differences, 95 % interval in _ci95)")
+goal("sample_proc20_ns_per_syscall", "/proc wait sampler at 20 Hz: the same, ns per pread")
 for _m in MODES:
     goal(f"sample_{_m}_cpu_added_pct", f"{_m}: target's own CPU for fixed work, sampling on vs paused, % "
          "(median of paired ratios, 95 % interval in _ci95)")
     goal(f"sample_{_m}_reach_main_pct", f"{_m}: samples whose unwound stack reaches main, %")
 
 
-def run(quick: bool) -> dict:
+def run(quick: bool, modes: dict | None = None) -> dict:
     from tdescope.app.events import HotspotWindow
     from tdescope.app.hotspots.perf_record import HotspotSampler
 
@@ -104,7 +120,7 @@ def run(quick: bool) -> dict:
             n = max(1, int(n * scale))
             proc = subprocess.Popen([exe, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             pid = int(proc.stdout.readline())
-            for name, kw in MODES.items():
+            for name, kw in (MODES if modes is None else modes).items():
                 windows: list[HotspotWindow] = []
                 sampler = HotspotSampler(pid, window_s=0.5, on_window=windows.append, **kw)
                 sampler.start()
@@ -135,9 +151,70 @@ def run(quick: bool) -> dict:
                 proc.stdin.close()
             proc.kill()
             proc.wait()
+        out.update(_waits_cost(exe, tmp, pairs))
     out["sample_load_avg_1m"] = os.getloadavg()[0]
     return out
 
 
+def _waits_cost(exe: str, tmp: str, pairs: int) -> dict:
+    """The wait samplers on the syscall loop: the target's own CPU per 4 KiB pread, on vs off."""
+    from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
+    from tdescope.app.waits.os_sampler import OsWaitSampler
+
+    data = os.path.join(tmp, "data")
+    with open(data, "wb") as f:
+        f.write(os.urandom(4096))
+    n = 300_000  # ~0.1 s of the target's CPU per piece
+    out: dict = {}
+    proc = subprocess.Popen([exe, str(n), data], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(proc.stdout.readline())
+
+        def piece() -> float:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            return float(proc.stdout.readline())
+
+        piece()
+        modes = {"tracer": lambda: EbpfWaitTracer(pid).start(),
+                 "proc20": lambda: _started(OsWaitSampler(pid, hz=20, on_sample=lambda s: None))}
+        for name, start in modes.items():
+            diffs, ratios, offs = [], [], []
+            for p in range(pairs):
+                got = {}
+                for on in ((True, False) if p % 2 == 0 else (False, True)):
+                    if on:
+                        sampler = start()
+                        try:
+                            got[on] = piece()
+                        finally:
+                            sampler.stop()
+                    else:
+                        got[on] = piece()
+                diffs.append((got[True] - got[False]) / n)
+                ratios.append(got[True] / got[False])
+                offs.append(got[False] / n)
+            mid, lo, hi, cover = median_interval(diffs)
+            out[f"sample_{name}_ns_per_syscall"] = round(mid, 1)
+            out[f"sample_{name}_ns_per_syscall_ci95"] = [round(lo, 1), round(hi, 1)]
+            out[f"sample_{name}_pread_ns_off"] = round(median_interval(offs)[0], 1)
+            r = median_interval(ratios)
+            out[f"sample_{name}_cpu_added_pct"] = round(100 * (r[0] - 1), 2)
+            out[f"sample_{name}_cpu_added_pct_ci95"] = [round(100 * (r[1] - 1), 2), round(100 * (r[2] - 1), 2)]
+            print(name, out[f"sample_{name}_ns_per_syscall"], out[f"sample_{name}_ns_per_syscall_ci95"],
+                  file=sys.stderr, flush=True)
+    finally:
+        proc.stdin.close()
+        proc.kill()
+        proc.wait()
+    return out
+
+
+def _started(sampler):
+    sampler.start()
+    return sampler
+
+
 if __name__ == "__main__":
-    print(json.dumps(run(quick="--quick" in sys.argv), indent=2))
+    # --waits-only: the wait samplers' part alone (no perf modes)
+    print(json.dumps(run(quick="--quick" in sys.argv, modes={} if "--waits-only" in sys.argv else None), indent=2))
