@@ -144,7 +144,9 @@ def test_a_bursty_targets_samples_land_in_the_windows_of_their_bursts():
     windows, errors = [], []
     try:
         assert target.stdout.readline().strip() == "ready"
-        with HotspotSampler(target.pid, window_s=0.5, on_window=windows.append, on_error=errors.append) as sampler:
+        # 499 Hz, not the default: the sample threshold below was set for it
+        with HotspotSampler(target.pid, frequency=499, window_s=0.5, on_window=windows.append,
+                            on_error=errors.append) as sampler:
             target.stdin.write("go\n")
             target.stdin.flush()
             wait_for(lambda: not sampler.running, timeout=60, what="the sampler's end at the target's exit")

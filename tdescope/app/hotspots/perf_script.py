@@ -124,7 +124,7 @@ def _split_dso(text: str) -> tuple[str, str]:
 
 #: Distinct frame lines remembered by :func:`_parse_frame`. A target's samples repeat the same few hundred
 #: (address, symbol, DSO) lines: on the lab 446 distinct among 6612 (93 % repeats), and parsing a sample of
-#: ~18 frames fell from ~120 µs to ~15 µs with the cache (a 499 Hz busy target: ~6 % of a core of the
+#: ~18 frames fell from ~120 µs to ~15 µs with the cache (a busy target at 499 Hz: ~6 % of a core of the
 #: workbench's own process to under 1 %). Bounded: at most this many frames of ~300 bytes.
 FRAME_CACHE = 16384
 
