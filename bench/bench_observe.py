@@ -36,6 +36,10 @@ goal("observe_target_cpu_ratio", "lab worker CPU seconds, running observation / 
      "≤ 1.03", lambda v: v <= 1.03)
 goal("observe_observer_core_pct", "CPU the observers use while running (perf record + perf script + samplers + "
      "parsing), % of one core, minus the same figure with observation off")
+goal("observe_blocks", "observation starts (each followed by its on/off pairs)")
+goal("observe_samples_per_s", "hotspot samples per second of the timed runs (under load: the CPU the target got)")
+goal("observe_deep_pct", "hotspot samples whose stack is more than 3 frames deep, %")
+goal("observe_load_avg_1m", "load average at the end (2 cores; other work on the machine)")
 goal("observe_first_run_overhead_pct", "the first DML run after the observation starts vs off: the start's cost")
 goal("observe_start_s", "wall time to start the observers (perf attached, tracer loaded)")
 goal("observe_start_observer_cpu_s", "observers' CPU from the start to the end of the first run, seconds")
