@@ -160,10 +160,12 @@ def test_pause_stops_the_waits_and_resume_brings_back_only_what_ran():
         obs = Observation(target.pid, sink, hotspots=False, wait_hz=40).start_blocking()
         assert obs.waits_on
         obs.pause()
+        obs.pause()  # twice: the second must not forget that the waits ran
         assert not obs.waits_on
         paused = len(sink.of(WaitSample))
         time.sleep(0.2)  # a paused sampler would have taken ~8 samples by now
         assert len(sink.of(WaitSample)) <= paused + 1  # one under way at the pause may land
+        obs.resume()
         obs.resume()
         assert obs.waits_on
         wait_for(lambda: len(sink.of(WaitSample)) >= paused + 5, what="OS waits after resume")

@@ -137,6 +137,7 @@ class Observation:
         self._hot_starting = False
         self._stopped = False
         self._waits_before_pause = False
+        self._paused = False
 
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> Observation:
@@ -163,7 +164,11 @@ class Observation:
         self.set_waits(False)
 
     def pause(self) -> None:
-        """Stop sampling but keep perf attached (see :meth:`HotspotSampler.pause`); the wait samplers stop."""
+        """Stop sampling but keep perf attached (see :meth:`HotspotSampler.pause`); the wait samplers stop.
+        Pausing a paused observation does nothing (it must not forget what ran before the first pause)."""
+        if self._paused:
+            return
+        self._paused = True
         hot = self._hot
         if hot is not None:
             hot.pause()
@@ -173,6 +178,9 @@ class Observation:
 
     def resume(self) -> None:
         """Sample again after :meth:`pause`: perf's events back on, the wait samplers started again if they ran."""
+        if not self._paused:
+            return
+        self._paused = False
         hot = self._hot
         if hot is not None:
             hot.resume()
