@@ -19,10 +19,10 @@ The wait samplers are measured the same way on a loop of 4 KiB preads (the same 
 the eBPF wait tracer and the /proc sampler at 20 Hz attached for a piece and not for the other; the
 figure is the target's own CPU added per syscall. Last, **together**: the whole observation as the window
 runs it (``Observation(exact_waits="auto")``: perf, the /proc sampler, the eBPF tracer) at 249 and 499 Hz,
-paused and resumed in pairs, on the arithmetic with a pread every 20,000 steps (~50k syscalls per second
+paused and resumed in pairs, on the arithmetic with a pread every 10,000 steps (~50k syscalls per second
 of the target's CPU, the lab's A/B DML makes 42-51k): the issue's "hotspots and waits together".
 
-Run alone: ``python -m bench.bench_sample_cost [--quick] [--waits-only]`` (JSON on stdout).
+Run alone: ``python -m bench.bench_sample_cost [--quick] [--waits-only | --together-only]`` (JSON on stdout).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ for _m in MODES:
     goal(f"sample_{_m}_reach_main_pct", f"{_m}: samples whose unwound stack reaches main, %")
 
 
-def run(quick: bool, modes: dict | None = None) -> dict:
+def run(quick: bool, modes: dict | None = None, together_only: bool = False) -> dict:
     from tdescope.app.events import HotspotWindow
     from tdescope.app.hotspots.perf_record import HotspotSampler
 
@@ -168,7 +168,8 @@ def run(quick: bool, modes: dict | None = None) -> dict:
                 proc.stdin.close()
             proc.kill()
             proc.wait()
-        out.update(_waits_cost(exe, tmp, pairs))
+        if not together_only:
+            out.update(_waits_cost(exe, tmp, pairs))
         out.update(_together(exe, tmp, pairs))
     out["sample_load_avg_1m"] = os.getloadavg()[0]
     return out
@@ -237,7 +238,7 @@ def _together(exe: str, tmp: str, pairs: int) -> dict:
     with open(data, "wb") as f:
         f.write(os.urandom(4096))
     out: dict = {}
-    n, every = 20_000_000, 20_000
+    n, every = 20_000_000, 10_000  # measured: ~2 ns a step, so ~50k preads per CPU second
     proc = subprocess.Popen([exe, str(n), data, str(every)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
 
@@ -293,4 +294,7 @@ def _started(sampler):
 
 if __name__ == "__main__":
     # --waits-only: the wait samplers and the together part (no perf-only modes)
-    print(json.dumps(run(quick="--quick" in sys.argv, modes={} if "--waits-only" in sys.argv else None), indent=2))
+    # --together-only: that last part alone
+    _alone = "--together-only" in sys.argv
+    print(json.dumps(run(quick="--quick" in sys.argv, modes={} if "--waits-only" in sys.argv or _alone else None,
+                         together_only=_alone), indent=2))
