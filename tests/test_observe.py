@@ -153,6 +153,33 @@ def test_engine_waits_beside_os_waits_and_a_failing_source_stops_alone():
     assert bad.calls == 3  # the failing source was not asked again while the OS waits went on
 
 
+def test_pause_stops_the_waits_and_resume_brings_back_only_what_ran():
+    target = subprocess.Popen(["/bin/sleep", "10"])
+    try:
+        sink = Sink()
+        obs = Observation(target.pid, sink, hotspots=False, wait_hz=40).start_blocking()
+        assert obs.waits_on
+        obs.pause()
+        obs.pause()  # twice: the second must not forget that the waits ran
+        assert not obs.waits_on
+        paused = len(sink.of(WaitSample))
+        time.sleep(0.2)  # a paused sampler would have taken ~8 samples by now
+        assert len(sink.of(WaitSample)) <= paused + 1  # one under way at the pause may land
+        obs.resume()
+        obs.resume()
+        assert obs.waits_on
+        wait_for(lambda: len(sink.of(WaitSample)) >= paused + 5, what="OS waits after resume")
+        obs.stop()
+        quiet = Observation(target.pid, Sink(), hotspots=False, waits=False).start_blocking()
+        quiet.pause()
+        quiet.resume()
+        assert not quiet.waits_on  # resume turns on only what ran before the pause
+        quiet.stop()
+    finally:
+        target.kill()
+        target.wait()
+
+
 def _progress(ts, side, done, total=4, workload="ab_dml"):
     return WorkloadProgress(ts, workload, side, done, total)
 

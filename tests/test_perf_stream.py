@@ -144,7 +144,9 @@ def test_a_bursty_targets_samples_land_in_the_windows_of_their_bursts():
     windows, errors = [], []
     try:
         assert target.stdout.readline().strip() == "ready"
-        with HotspotSampler(target.pid, window_s=0.5, on_window=windows.append, on_error=errors.append) as sampler:
+        # 499 Hz, not the default: the sample threshold below was set for it
+        with HotspotSampler(target.pid, frequency=499, window_s=0.5, on_window=windows.append,
+                            on_error=errors.append) as sampler:
             target.stdin.write("go\n")
             target.stdin.flush()
             wait_for(lambda: not sampler.running, timeout=60, what="the sampler's end at the target's exit")
@@ -173,6 +175,36 @@ def test_stopping_the_sampler_leaves_no_perf(tmp_path):
         sampler.stop()
         assert not any(_alive(p) for p in pids), [open(f"/proc/{p}/cmdline").read() for p in pids if _alive(p)]
         assert not sampler.running
+    finally:
+        target.kill()
+        target.wait()
+
+
+@pytest.mark.perf
+def test_a_paused_sampler_takes_no_samples_and_resumes_without_a_new_perf(tmp_path):
+    """pause() turns perf's events off in the kernel and keeps both perfs (and what perf script has
+    loaded): windows cut while paused are empty, and after resume() the same perf samples again."""
+    _need_perf()
+    exe = compile_client("hot.c", tmp_path / "hot", "-fno-omit-frame-pointer")
+    target = subprocess.Popen([str(exe), "60"])
+    windows = []
+
+    def sampled_after(t: float) -> list:
+        return [w for w in windows if w.start > t]
+
+    try:
+        with HotspotSampler(target.pid, window_s=0.5, on_window=windows.append) as sampler:
+            pids = sampler.child_pids
+            wait_for(lambda: any(w.stacks for w in windows), timeout=30, what="a window with samples")
+            assert sampler.pause()
+            paused = time.time() + 1.0  # perf record (niced) acts on the command at its next poll
+            wait_for(lambda: len(sampled_after(paused)) >= 2, timeout=30, what="2 windows while paused")
+            assert [sum(w.stacks.values()) for w in sampled_after(paused)][:2] == [0, 0]
+            assert sampler.resume()
+            resumed = time.time() + 1.0
+            wait_for(lambda: any(w.stacks for w in sampled_after(resumed)), timeout=30,
+                     what="a window with samples after resume")
+            assert sampler.child_pids == pids and all(_alive(p) for p in pids)
     finally:
         target.kill()
         target.wait()

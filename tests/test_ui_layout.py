@@ -133,7 +133,9 @@ def test_the_hotspot_sampling_rate_is_a_choice_in_the_observe_menu(qtbot, lab_wi
     win = lab_window
     menu = next(a.menu() for a in win.menus[Menu.OBSERVE].actions() if a.menu() is not None)
     choices = {a.text(): a for a in menu.actions()}
-    assert any(t.startswith("499 Hz") and a.isChecked() for t, a in choices.items())
+    from tdescope.app.hotspots.perf_record import DEFAULT_HZ
+
+    assert any(t.startswith(f"{DEFAULT_HZ} Hz") and a.isChecked() for t, a in choices.items())
     next(a for t, a in choices.items() if t.startswith("99 Hz")).trigger()
     qtbot.waitUntil(lambda: win.observation.observation is not None
                     and win.observation.observation.frequency == 99, timeout=10000)

@@ -60,7 +60,8 @@ def add_perf_hz_argument(parser) -> None:
 
     parser.add_argument("--perf-hz", type=hertz, default=DEFAULT_HZ, metavar="HZ",
                         help=f"perf samples per second while the process runs (default {DEFAULT_HZ}: a 5 s run of a "
-                             "busy process gives ~2500); stacks are unwound with DWARF, so higher rates cost more")
+                             f"busy process gives ~{5 * DEFAULT_HZ}); each sample costs the process, so higher "
+                             "rates cost more")
 
 
 def poll_rate(text: str) -> float:

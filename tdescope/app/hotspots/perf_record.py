@@ -30,9 +30,12 @@ from tdescope.app.system.procstat import process_state
 __all__ = ["check_perf", "perf_event", "HotspotSampler", "PERF_SCRIPT_FIELDS", "CALL_GRAPHS", "DEFAULT_HZ",
            "DWARF_STACK_BYTES"]
 
-#: Samples per second (``perf record -F``). A target busy on one core gives ~2500 samples in a 5 s run
-#: (the issue asks for at least 1000); ``docs/design-notes.md`` has the measured cost (bench_callgraph).
-DEFAULT_HZ = 499
+#: Samples per second (``perf record -F``). A target busy on one core gives ~1250 samples in a 5 s run
+#: (the issue asks for at least 1000). Each sample costs the target's own CPU about the same whatever
+#: the unwinding (DWARF 16/8/4 KiB or frame pointers: the timer interrupt and perf's handling, not the
+#: stack copy), so the cost follows the rate: +1.3-2.2 % of its CPU at 499 Hz, ~half that here
+#: (``bench/bench_sample_cost.py``; ``docs/design-notes.md``, "Observing costs what the rate costs").
+DEFAULT_HZ = 249
 #: How stacks are unwound: ``dwarf`` (perf copies the top ``DWARF_STACK_BYTES`` of each sample's user
 #: stack and ``perf script`` unwinds it from ``.eh_frame``), ``fp`` (frame pointers: cheap, but
 #: code built without them, as most distribution libraries and the sqlcipher3 wheel are, loses its
@@ -206,6 +209,15 @@ class HotspotSampler:
         for thread in (self._thread, self._reader):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout)
+
+    def pause(self) -> bool:
+        """Stop sampling without ending perf: the kernel stops taking samples, perf script keeps what it
+        loaded (a later :meth:`resume` costs no new start). False when this perf cannot (before 5.10)."""
+        return self._pipeline is not None and self._pipeline.set_sampling(False)
+
+    def resume(self) -> bool:
+        """Sample again after :meth:`pause`."""
+        return self._pipeline is not None and self._pipeline.set_sampling(True)
 
     def __enter__(self) -> HotspotSampler:
         self.start()

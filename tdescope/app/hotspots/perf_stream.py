@@ -98,6 +98,7 @@ class PerfPipeline:
         self._ctl: int | None = None  # our end of perf record's control pipe
         self._reapers: list[Reaper] = []
         self._closing = threading.Lock()  # stop() and the sampler thread may both end the pipeline
+        self._toggled = threading.Event()  # perf record said "Events enabled/disabled" (set_sampling)
 
     def start(self) -> None:
         """Start the metronome and both perfs (returns at once; :attr:`record` may still be attaching)."""
@@ -142,11 +143,13 @@ class PerfPipeline:
             threading.Thread(target=self._read_stderr, args=(proc, lines), name="perf-stderr",
                              daemon=True).start()
 
-    @staticmethod
-    def _read_stderr(proc: subprocess.Popen, lines: list[str]) -> None:
+    def _read_stderr(self, proc: subprocess.Popen, lines: list[str]) -> None:
         assert proc.stderr is not None
         for raw in proc.stderr:
             line = (raw.decode(errors="replace") if isinstance(raw, bytes) else raw).strip()
+            if line.startswith("Events "):
+                self._toggled.set()
+                continue  # "Events disabled/enabled": perf's answer to set_sampling, not a fault to report
             if line and len(lines) < 50:
                 lines.append(line)
 
@@ -174,6 +177,21 @@ class PerfPipeline:
                 os.write(self._ctl, b"ping\n")
             except (BlockingIOError, BrokenPipeError, OSError):
                 pass  # full (perf record is behind: it has data to write anyway) or perf record ended
+
+    def set_sampling(self, on: bool, timeout: float = 2.0) -> bool:
+        """Turn perf record's events on or off in the kernel (``enable``/``disable`` on its control fd) and
+        wait up to ``timeout`` s for perf to say it did ("Events enabled"/"Events disabled" on its stderr);
+        both perfs keep running, perf script keeps its symbols and unwind tables. False when perf record
+        has no control fd (perf before 5.10), has gone, or did not answer in time."""
+        with self._closing:
+            if self._ctl is None or not _has_control():
+                return False
+            self._toggled.clear()
+            try:
+                os.write(self._ctl, b"enable\n" if on else b"disable\n")
+            except OSError:
+                return False
+        return self._toggled.wait(timeout)
 
     def idle(self) -> bool:
         """True when nothing waits in either pipe (perf record -> perf script -> us)."""

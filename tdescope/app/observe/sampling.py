@@ -136,6 +136,8 @@ class Observation:
         self._perf_problem_sent = False
         self._hot_starting = False
         self._stopped = False
+        self._waits_before_pause = False
+        self._paused = False
 
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> Observation:
@@ -160,6 +162,30 @@ class Observation:
             self._stopped = True
         self.set_hotspots(False)
         self.set_waits(False)
+
+    def pause(self) -> None:
+        """Stop sampling but keep perf attached (see :meth:`HotspotSampler.pause`); the wait samplers stop.
+        Pausing a paused observation does nothing (it must not forget what ran before the first pause)."""
+        if self._paused:
+            return
+        self._paused = True
+        hot = self._hot
+        if hot is not None:
+            hot.pause()
+        self._waits_before_pause = self.waits_on
+        if self._waits_before_pause:
+            self.set_waits(False)
+
+    def resume(self) -> None:
+        """Sample again after :meth:`pause`: perf's events back on, the wait samplers started again if they ran."""
+        if not self._paused:
+            return
+        self._paused = False
+        hot = self._hot
+        if hot is not None:
+            hot.resume()
+        if self._waits_before_pause:
+            self.set_waits(True)
 
     @property
     def hotspots_on(self) -> bool:
