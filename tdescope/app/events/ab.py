@@ -20,6 +20,7 @@ class RoundTime:
     phases: dict
     server_cpu_s: float | None = None
 
+
 @dataclass(frozen=True, **SLOTS)
 class PhaseRatio:
     """Encrypted/plain over the timed rounds of one phase.
@@ -37,6 +38,7 @@ class PhaseRatio:
     ratio_ci_low: float
     ratio_ci_high: float
     ratios: tuple[float, ...] = ()
+
 
 @dataclass(frozen=True, **SLOTS)
 class ABResult(Event):

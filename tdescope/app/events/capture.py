@@ -35,6 +35,7 @@ class Direction(str, Enum):
     MARKER = "marker"
     """A hit on a code path (Oracle ``kcbz_encdec_tbsblk``); no bytes, only its time and number."""
 
+
 class PlaintextSide(str, Enum):
     """Which buffer of a capture may hold decrypted bytes: the one rule masking and labels follow."""
 
@@ -44,6 +45,7 @@ class PlaintextSide(str, Enum):
     """The output at return (decrypting)."""
     BOTH = "both"
     """Either side may (reads and copies: plaintext whenever the data is not encrypted at rest)."""
+
 
 class ContextKind(str, Enum):
     """What a capture's :attr:`PageCapture.context` number is (a recipe's ``context_kind``)."""
@@ -56,12 +58,14 @@ class ContextKind(str, Enum):
     """A stream cipher's block counter at entry (pgcrypto's ``PGP_CFB.block_no``): 0 on a message's first
     chunk, so the calls up to the next 0 are one message's chunks (:mod:`~tdescope.app.probe.joining`)."""
 
+
 @dataclass(frozen=True, **SLOTS)
 class CaptureContext:
     """What a capture's call belonged to: :attr:`kind` says what the number :attr:`value` is."""
 
     kind: ContextKind
     value: int
+
 
 def default_plaintext_side(direction: str, entry_only: bool) -> PlaintextSide:
     """The plaintext side a recipe (or an old capture) gets when it does not say.
@@ -75,6 +79,7 @@ def default_plaintext_side(direction: str, entry_only: bool) -> PlaintextSide:
     if direction == Direction.ENCRYPT:
         return PlaintextSide.BEFORE
     return PlaintextSide.BOTH
+
 
 @dataclass(frozen=True, **SLOTS)
 class PageCapture(Event):
@@ -172,6 +177,7 @@ class PageCapture(Event):
             self.stop_us, self.engine, self.side.value, self.context, self.context_kind,
         )
 
+
 class WindowState(str, Enum):
     """What a :class:`CaptureWindowState` says the probe window is doing (``str``-valued, as stored)."""
 
@@ -194,6 +200,7 @@ class WindowState(str, Enum):
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
+
 
 @dataclass(frozen=True, **SLOTS)
 class CaptureWindowState(Event):

@@ -26,6 +26,7 @@ class HotspotWindow(Event):
     event: str = "cpu-clock"
     frequency: int = 99
 
+
 @dataclass(frozen=True, **SLOTS)
 class HotspotLeaves(Event):
     """Where inside each function the samples of one hotspot window landed.
@@ -37,6 +38,7 @@ class HotspotLeaves(Event):
 
     pid: int
     offsets: dict
+
 
 @dataclass(frozen=True, **SLOTS)
 class WaitSample(Event):
@@ -54,6 +56,7 @@ class WaitSample(Event):
     wait_class: str
     event: str
     detail: str = ""
+
 
 @dataclass(frozen=True, **SLOTS)
 class WaitFigure:
@@ -78,6 +81,7 @@ class WaitFigure:
     sizes: tuple = ()
     flags: tuple = ()
 
+
 @dataclass(frozen=True, **SLOTS)
 class WaitFigures(Event):
     """Exact OS waits of ``pid`` in the ``interval_s`` before ``ts``: one :class:`WaitFigure` per
@@ -87,6 +91,7 @@ class WaitFigures(Event):
     interval_s: float
     figures: tuple = ()
     lost: int = 0
+
 
 @dataclass(frozen=True, **SLOTS)
 class WaitSpan:
@@ -99,6 +104,7 @@ class WaitSpan:
     wait_class: str
     syscall: str
     size: int = 0
+
 
 @dataclass(frozen=True, **SLOTS)
 class WaitSpans(Event):

@@ -18,6 +18,7 @@ class PhaseTiming:
     phase: str
     elapsed_s: float
 
+
 @dataclass(frozen=True, **SLOTS)
 class WorkloadProgress(Event):
     """A workload moved on: ``done`` of ``total`` steps on ``side``.
@@ -32,6 +33,7 @@ class WorkloadProgress(Event):
     total: int
     message: str = ""
     run_fraction: float | None = None
+
 
 @dataclass(frozen=True, **SLOTS)
 class WorkloadResult(Event):
@@ -86,6 +88,7 @@ class WorkloadResult(Event):
             return None
         return enc / plain
 
+
 @dataclass(frozen=True, **SLOTS)
 class Marker(Event):
     """A labelled instant on the timeline (workload phase boundaries and the like)."""
@@ -93,6 +96,7 @@ class Marker(Event):
     label: str
     kind: str = "phase"
     extra: dict = field(default_factory=dict)
+
 
 @dataclass(frozen=True, **SLOTS)
 class Problem(Event):
