@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tdescope.app.events import CaptureWindowState, PageCapture, Problem, WorkloadResult
+from tdescope.app.events import CaptureWindowState, Direction, PageCapture, PlaintextSide, Problem, WorkloadResult
 from tdescope.app.session import codec
 from tdescope.app.session.reader import SessionReader
 
@@ -51,4 +51,21 @@ def test_recording_again_what_it_holds_writes_the_same_bytes(recording):
     with SessionReader(recording, writable=False) as reader:
         events = list(reader.events())
     again = [(e.ts, codec.encode(e).kind, codec.encode(e).payload) for e in events]
-    assert again == _stored(recording)
+    # the one change: an old capture's unsaid plaintext side ("") is said once read (a read: both sides;
+    # a decrypting call that returned: its output); every capture recorded since says it already
+    said = {"mdread": "both", "pgp_cfb_decrypt": "after"}
+    expected = [(ts, kind, payload.replace('"plaintext_side":""', f'"plaintext_side":"{side}"'))
+                for ts, kind, payload in _stored(recording)
+                for side in [next((v for k, v in said.items() if f'"symbol":"{k}"' in payload), "")]]
+    assert again == expected
+    assert sum('"plaintext_side":""' in payload for _, _, payload in _stored(recording)) == 2
+
+
+def test_the_words_read_back_are_typed(recording):
+    with SessionReader(recording, writable=False) as reader:
+        captures = list(reader.events(kinds=[PageCapture]))
+    assert [c.direction for c in captures] == [Direction.DECRYPT, Direction.ENCRYPT, Direction.READ,
+                                               Direction.DECRYPT, Direction.MARKER]
+    assert all(type(c.direction) is Direction and type(c.plaintext_side) is PlaintextSide for c in captures)
+    assert [f"{c.plaintext_side}" for c in captures] == ["after", "before", "both", "after", "both"]
+    assert f"{captures[2].direction:<6}|" == "read  |" and str(captures[0].direction) == "decrypt"

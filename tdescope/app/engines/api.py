@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tdescope.app.events import CaptureContext, Event, PlaintextSide, WorkloadProgress, default_plaintext_side
+from tdescope.app.events import CaptureContext, Direction, Event, PlaintextSide, WorkloadProgress, default_plaintext_side
 from tdescope.app.slots import SLOTS
 
 __all__ = [
@@ -108,14 +108,14 @@ class ProbeRecipe:
         a cipher context's address (the chunks of one message share it).
     condition : tuple of (ArgRef, int) or None
         Fire only when this argument equals the value (e.g. mode == decrypt).
-    direction : str
-        A :class:`~tdescope.app.events.Direction` value: what the probed call does.
+    direction : Direction
+        What the probed call does (a plain word given is converted; an unknown one is a ValueError).
     library : str or None
         Shared library that holds the symbol, for pending breakpoints.
-    plaintext_side : str
-        A :class:`~tdescope.app.events.PlaintextSide` value: which buffer may
-        hold decrypted bytes. Empty: :func:`~tdescope.app.events.default_plaintext_side`
-        of the direction and whether the recipe is entry-only.
+    plaintext_side : PlaintextSide or None
+        Which buffer may hold decrypted bytes (a plain word given is converted). None (or ``""``):
+        :func:`~tdescope.app.events.default_plaintext_side` of the direction and whether the
+        recipe is entry-only, read by :attr:`side`.
     requires : str
         What the database must have for the probed function to run at all (an extension
         such as ``pgcrypto``, or encrypted tablespaces); checked through the session's
@@ -130,19 +130,23 @@ class ProbeRecipe:
     after: ArgRef | None = None
     pgno: ArgRef | None = None
     condition: tuple[ArgRef, int] | None = None
-    direction: str = "decrypt"
+    direction: Direction = Direction.DECRYPT
     library: str | None = None
     max_length: int = 65536
-    plaintext_side: str = ""
+    plaintext_side: PlaintextSide | None = None
     requires: str = ""
     context: ArgRef | None = None
     context_kind: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "direction", Direction(self.direction))
+        object.__setattr__(self, "plaintext_side", PlaintextSide(self.plaintext_side) if self.plaintext_side else None)
+
     @property
     def side(self) -> PlaintextSide:
         """Which buffer of this recipe's captures may hold decrypted bytes."""
-        if self.plaintext_side:
-            return PlaintextSide(self.plaintext_side)
+        if self.plaintext_side is not None:
+            return self.plaintext_side
         return default_plaintext_side(self.direction, entry_only=self.after is None)
 
 

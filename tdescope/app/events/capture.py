@@ -6,17 +6,17 @@ A recipe's and a capture's words (:class:`Direction`, :class:`PlaintextSide`, :c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from enum import Enum
 
-from tdescope.app.events.base import Event
+from tdescope.app.events.base import Event, Word
 from tdescope.app.slots import SLOTS
 
 __all__ = ["Direction", "PlaintextSide", "ContextKind", "CaptureContext", "default_plaintext_side", "PageCapture",
            "WindowState", "CaptureWindowState"]
 
 
-class Direction(str, Enum):
+class Direction(Word):
     """What the probed call does with the buffer it is given (a recipe's and a capture's ``direction``).
 
     ``str``-valued: session files store the plain value and keep reading.
@@ -36,7 +36,7 @@ class Direction(str, Enum):
     """A hit on a code path (Oracle ``kcbz_encdec_tbsblk``); no bytes, only its time and number."""
 
 
-class PlaintextSide(str, Enum):
+class PlaintextSide(Word):
     """Which buffer of a capture may hold decrypted bytes: the one rule masking and labels follow."""
 
     BEFORE = "before"
@@ -47,7 +47,7 @@ class PlaintextSide(str, Enum):
     """Either side may (reads and copies: plaintext whenever the data is not encrypted at rest)."""
 
 
-class ContextKind(str, Enum):
+class ContextKind(Word):
     """What a capture's :attr:`PageCapture.context` number is (a recipe's ``context_kind``)."""
 
     RELATION = "relation"
@@ -95,8 +95,9 @@ class PageCapture(Event):
         Capture number within its window, from 1.
     symbol : str
         The function the probe sat on (``sqlcipher_page_cipher``).
-    direction : str
-        A :class:`Direction` value.
+    direction : Direction
+        What the probed call does (a plain word given or read is converted; an unknown one is a
+        ValueError, and a file's event holding one is skipped like any that no longer fits).
     pgno : int
         Page (or block) number the engine passed, ``-1`` when unknown.
     before : bytes
@@ -109,9 +110,9 @@ class PageCapture(Event):
         Time the target spent stopped for this capture (entry plus return), in µs.
     engine : str
         Engine name, so a decoder can be chosen later.
-    plaintext_side : str
-        A :class:`PlaintextSide` value from the recipe; empty in files written
-        before it existed, which then follow :func:`default_plaintext_side`.
+    plaintext_side : PlaintextSide
+        The recipe's. Files written before it existed say ``""``: such a capture gets
+        :func:`default_plaintext_side` of its direction and whether it has an output, once, when built.
     context : int
         What the call belongs to, read by the probe (a relation's OID or file node,
         a cipher context's address); ``-1`` when the recipe reads none.
@@ -121,15 +122,23 @@ class PageCapture(Event):
 
     seq: int
     symbol: str
-    direction: str
+    direction: Direction
     pgno: int
     before: bytes
     after: bytes
     stop_us: float = 0.0
     engine: str = ""
-    plaintext_side: str = ""
+    plaintext_side: PlaintextSide = ""  # type: ignore[assignment]  # "": not said, resolved when built
     context: int = -1
     context_kind: str = ""
+
+    def __post_init__(self) -> None:
+        if type(self.direction) is not Direction:  # a word from a file or a frame
+            object.__setattr__(self, "direction", Direction(self.direction))
+        if type(self.plaintext_side) is not PlaintextSide:
+            side = (PlaintextSide(self.plaintext_side) if self.plaintext_side
+                    else default_plaintext_side(self.direction, entry_only=not self.after))
+            object.__setattr__(self, "plaintext_side", side)
 
     @property
     def where(self) -> CaptureContext | None:
@@ -144,9 +153,7 @@ class PageCapture(Event):
     @property
     def side(self) -> PlaintextSide:
         """Which side may hold decrypted bytes."""
-        if self.plaintext_side:
-            return PlaintextSide(self.plaintext_side)
-        return default_plaintext_side(self.direction, entry_only=not self.after)
+        return self.plaintext_side
 
     def holds_plaintext(self, side: str) -> bool:
         """True when buffer ``side`` (``"before"`` or ``"after"``) may hold decrypted bytes."""
@@ -170,15 +177,11 @@ class PageCapture(Event):
 
     def without_plaintext(self) -> "PageCapture":
         """This capture with every buffer that may hold plaintext emptied (for unencrypted files)."""
-        return PageCapture(
-            self.ts, self.seq, self.symbol, self.direction, self.pgno,
-            b"" if self.holds_plaintext("before") else self.before,
-            b"" if self.holds_plaintext("after") else self.after,
-            self.stop_us, self.engine, self.side.value, self.context, self.context_kind,
-        )
+        return dataclasses.replace(self, before=b"" if self.holds_plaintext("before") else self.before,
+                                   after=b"" if self.holds_plaintext("after") else self.after)
 
 
-class WindowState(str, Enum):
+class WindowState(Word):
     """What a :class:`CaptureWindowState` says the probe window is doing (``str``-valued, as stored)."""
 
     ARMED = "armed"
@@ -194,12 +197,6 @@ class WindowState(str, Enum):
     def ended(self) -> bool:
         """True for the two last states: a window that said one of them says nothing more."""
         return self in (WindowState.DISARMED, WindowState.FAILED)
-
-    def __str__(self) -> str:  # in text and f-strings the word itself, as before it was an Enum
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 @dataclass(frozen=True, **SLOTS)

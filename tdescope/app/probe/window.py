@@ -192,7 +192,7 @@ class CaptureWindow:
                  context: int = -1) -> PageCapture:
         return PageCapture(ts=ts, seq=seq + self.limits.first_seq - 1, symbol=self._symbol, direction=self.recipe.direction, pgno=pgno,
                            before=before, after=after, stop_us=stop_us, engine=self.engine,
-                           plaintext_side=self.recipe.side.value, context=context,
+                           plaintext_side=self.recipe.side, context=context,
                            context_kind=self.recipe.context_kind if context != -1 else "")
 
     # -- the one place states change -------------------------------------------
