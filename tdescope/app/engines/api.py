@@ -7,6 +7,8 @@ broken one instead of failing.
 
 Probe recipes, inventories and decoded pages are plain data so that the same
 capture machinery, views and reports serve every engine.
+
+Long because it is the whole contract a plugin implements, read in one place.
 """
 
 from __future__ import annotations
@@ -109,13 +111,12 @@ class ProbeRecipe:
     condition : tuple of (ArgRef, int) or None
         Fire only when this argument equals the value (e.g. mode == decrypt).
     direction : Direction
-        What the probed call does (a plain word given is converted; an unknown one is a ValueError).
+        What the probed call does (a word given is converted; an unknown one is a ValueError).
     library : str or None
         Shared library that holds the symbol, for pending breakpoints.
     plaintext_side : PlaintextSide or None
-        Which buffer may hold decrypted bytes (a plain word given is converted). None (or ``""``):
-        :func:`~tdescope.app.events.default_plaintext_side` of the direction and whether the
-        recipe is entry-only, read by :attr:`side`.
+        Which buffer may hold decrypted bytes (a word given is converted). None (or ``""``): :attr:`side`
+        is :func:`~tdescope.app.events.default_plaintext_side` of the direction and being entry-only.
     requires : str
         What the database must have for the probed function to run at all (an extension
         such as ``pgcrypto``, or encrypted tablespaces); checked through the session's

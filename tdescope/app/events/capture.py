@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from tdescope.app.events.base import Event, Word
-from tdescope.app.slots import SLOTS
+from tdescope.app.slots import SLOTS, SLOTS_KW_ONLY
 
 __all__ = ["Direction", "PlaintextSide", "ContextKind", "CaptureContext", "default_plaintext_side", "PageCapture",
            "WindowState", "CaptureWindowState"]
@@ -199,7 +199,7 @@ class WindowState(Word):
         return self in (WindowState.DISARMED, WindowState.FAILED)
 
 
-@dataclass(frozen=True, **SLOTS)
+@dataclass(frozen=True, **SLOTS_KW_ONLY)
 class CaptureWindowState(Event):
     """The probe window changed state (a :class:`WindowState`; a plain string given or read is converted).
 

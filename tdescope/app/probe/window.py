@@ -37,7 +37,7 @@ from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.stop_cost import refuse_many_threads
 from tdescope.app.system.critical import refuse_critical
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
-from tdescope.app.slots import SLOTS
+from tdescope.app.slots import SLOTS_KW_ONLY
 
 __all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
            "refuse_critical_target", "refuse_unused_target", "stop_budget"]
@@ -50,7 +50,7 @@ POLL_S = 0.02
 CLOSE_S = 0.2
 
 
-@dataclass(frozen=True, **SLOTS)
+@dataclass(frozen=True, **SLOTS_KW_ONLY)
 class CaptureSummary:
     """How a window ended. ``arming_stop_s``: how long the target was stopped while
     gdb attached and armed (before the first resume), the longer of gdb's clock and
@@ -75,6 +75,12 @@ class CaptureSummary:
     threads: int = 0
     longest_stop_s: float = 0.0
     most_stopped_s: float = 0.0
+
+    @classmethod
+    def failed(cls, error: str, elapsed_s: float = 0.0, backend: str = "gdb") -> "CaptureSummary":
+        """A window that ended on ``error`` before it armed anything."""
+        return cls(captures=0, reason="error", armed_symbol=None, locations=(), stopped_s=0.0, elapsed_s=elapsed_s,
+                   error=error, backend=backend)
 
 
 class Phase(enum.Enum):
@@ -212,9 +218,10 @@ class CaptureWindow:
         pairs = self._pairs
         # the target was stopped while the probe was placed too (gdb's attach and arm): it is counted
         arming = self.handle.arming_stop_s if self.handle is not None else 0.0
-        self._on_state(CaptureWindowState(time.time(), state, pairs.captures, pairs.stopped_total_s + arming, message,
-                                          self._backend.name, pairs.counters.get("hits", 0),
-                                          pairs.counters.get("lost", 0), pairs.thinned))
+        self._on_state(CaptureWindowState(time.time(), state=state, captures=pairs.captures,
+                                          stopped_s=pairs.stopped_total_s + arming, message=message,
+                                          backend=self._backend.name, hits=pairs.counters.get("hits", 0),
+                                          lost=pairs.counters.get("lost", 0), unsent=pairs.thinned))
 
     # -- run -------------------------------------------------------------------
     def run(self) -> CaptureSummary:
@@ -232,11 +239,12 @@ class CaptureWindow:
         handle = self.handle
         felt = getattr(handle, "stops", None)
         return CaptureSummary(
-            self._kept(), self._reason, handle.armed.symbol if handle else None,
-            handle.armed.locations if handle else (), self._pairs.stopped_total_s, time.monotonic() - t_start,
-            self._error, handle.arming_stop_s if handle else 0.0, guard, self._backend.name,
-            self._counts(), self._pairs.thinned, felt.threads if felt else 0,
-            felt.longest_s if felt else 0.0, felt.most_stopped_s if felt else 0.0,
+            captures=self._kept(), reason=self._reason, armed_symbol=handle.armed.symbol if handle else None,
+            locations=handle.armed.locations if handle else (), stopped_s=self._pairs.stopped_total_s,
+            elapsed_s=time.monotonic() - t_start, error=self._error,
+            arming_stop_s=handle.arming_stop_s if handle else 0.0, guard=guard, backend=self._backend.name,
+            counters=self._counts(), thinned=self._pairs.thinned, threads=felt.threads if felt else 0,
+            longest_stop_s=felt.longest_s if felt else 0.0, most_stopped_s=felt.most_stopped_s if felt else 0.0,
         )
 
     def _kept(self) -> int:

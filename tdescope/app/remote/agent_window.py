@@ -87,5 +87,5 @@ class AgentWindow:
             self._client._window_q = None
 
     def _failed(self, t0: float, message: str) -> CaptureSummary:
-        self._on_state(CaptureWindowState(time.time(), WindowState.FAILED, message=message, backend=self._backend))
-        return CaptureSummary(0, "error", None, (), 0.0, time.monotonic() - t0, message, backend=self._backend)
+        self._on_state(CaptureWindowState(time.time(), state=WindowState.FAILED, message=message, backend=self._backend))
+        return CaptureSummary.failed(message, time.monotonic() - t0, self._backend)
