@@ -146,7 +146,7 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
                 "; dropped afterwards (--cleanup)"
             print(f"{workload.name} creates {', '.join(workload.creates)} on the server{then}", file=sys.stderr)
         return CommandTarget(engine, session, session.server_pid(), workload, params,
-                             has_ability(session, Ability.OWN_TARGET), bool(getattr(args, "cleanup", False)))
+                             session.own_target, bool(getattr(args, "cleanup", False)))
     except BaseException:
         session.close()
         raise

@@ -347,10 +347,14 @@ class TargetChoice:
 class EngineSession(Protocol):
     """A live connection to one database, and the process that serves it.
 
-    Optional abilities (another target to choose, a target of its own, SQL to
-    run, extensions to require) are Protocols in
-    :mod:`tdescope.app.engines.capabilities`, declared by the engine.
+    Optional abilities (another target to choose, SQL to run, extensions to require) are
+    Protocols in :mod:`tdescope.app.engines.capabilities`, declared by the engine.
     """
+
+    own_target: bool
+    """True when the target is a process this session started (a lab's worker or server): nobody else's
+    work runs in it, so capture windows get the lab's stop budget and recordings keep plaintext. A fact of
+    the session, not of the engine (MariaDB has a lab and production servers); checked when one opens."""
 
     def server_pid(self) -> int:
         """The pid of the process serving this connection (the probe target)."""

@@ -34,7 +34,6 @@ __all__ = [
     "KeepsCatalog",
     "HasPanel",
     "ListsCriticalProcesses",
-    "OwnsTarget",
     "RequiresExtensions",
     "RestoresDecoder",
     "Role",
@@ -67,14 +66,6 @@ class ChoosesTargets(Protocol):
     def choose_target(self, pid: int, allow_critical: bool = False) -> None:
         """Probe ``pid`` from now on; UserError (one line) for a process it must not stop."""
         ...
-
-
-@runtime_checkable
-class OwnsTarget(Protocol):
-    """A session whose target is a lab process it started: nobody else's work runs in it."""
-
-    own_target: bool
-    """True: capture windows get the lab's stop budget (``tdescope.app.probe.window.LAB_STOP_BUDGET``)."""
 
 
 @runtime_checkable
@@ -203,7 +194,6 @@ class Ability(enum.Enum):
     """The optional abilities, named as ``tdescope doctor`` shows them."""
 
     CHOOSE_TARGET = "choose_target"
-    OWN_TARGET = "own_target"
     REQUIRE_EXTENSIONS = "require_extensions"
     RUN_SQL = "run_sql"
     SAMPLE_COLUMNS = "sample_columns"
@@ -237,7 +227,6 @@ class _Spec:
 
 _SPECS: dict[Ability, _Spec] = {
     Ability.CHOOSE_TARGET: _Spec(ChoosesTargets, Role.SESSION, ("targets", "choose_target")),
-    Ability.OWN_TARGET: _Spec(OwnsTarget, Role.SESSION, ("own_target",)),
     Ability.REQUIRE_EXTENSIONS: _Spec(RequiresExtensions, Role.SESSION, ("require_extension",)),
     Ability.RUN_SQL: _Spec(RunsSql, Role.SESSION, ("sql_workload",)),
     Ability.SAMPLE_COLUMNS: _Spec(SamplesColumns, Role.SESSION, ("sampling_reads", "sample_columns")),
@@ -281,8 +270,6 @@ def _call_problem(name: str, member: object, stub: object, unbound: bool) -> str
 
 def _value_problem(ability: Ability, name: str, value: object) -> str | None:
     """Why the data member ``name`` holds no usable value for ``ability``, or None."""
-    if ability is Ability.OWN_TARGET and value is not True:
-        return f"{name} must be True (leave it out when the session does not own its target)"
     if ability is Ability.PANEL:
         module, _, func = value.partition(":") if isinstance(value, str) else ("", "", "")
         if not (module and func.isidentifier()):

@@ -164,7 +164,7 @@ class LessonRun:
 
         # a lab the workbench started gets the lab's stop budget, as in the window and `capture --lab`
         limits = dataclasses.replace(limits or CaptureLimits(), first_seq=self.first_seq(),
-                                     **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
+                                     **stop_budget(self.session.own_target))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, keep,
                          backend=backend, rounds=rounds, warmup=1 if rounds else 0, windows=self.windows,
                          local_server=self.remote is None)

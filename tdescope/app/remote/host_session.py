@@ -63,6 +63,8 @@ class HostSession:
     Requests that wait for a reply (targets, a function's bytes) take one lock: the agent answers
     in order, and two threads must not take each other's replies."""
 
+    own_target = False  # a process on someone's host, chosen by pid
+
     def __init__(self, agent: RemoteAgent, engine: Engine, pid: int, ssh_options: Sequence[str] = ()) -> None:
         self.agent = agent
         self.engine = engine

@@ -17,9 +17,6 @@ class MariaDbEngine:
 
     name = "mariadb"
     label = "MariaDB (InnoDB encryption)"
-    # Not OWN_TARGET: the contract wants every session to have a declared ability, and only the lab's
-    # server is tdescope's own. The lab therefore gets the production stop budget with gdb (which halts
-    # every server thread at a hit); eBPF, the default, stops nothing.
     abilities = frozenset({Ability.RUN_SQL, Ability.SUMMARIZE_PAGES, Ability.CATALOG_DECODER,
                            Ability.CRITICAL_PROCESSES, Ability.REQUIRE_EXTENSIONS, Ability.KEEP_CATALOG,
                            Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH})

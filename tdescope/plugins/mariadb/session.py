@@ -65,9 +65,12 @@ class MariaDbSession:
         The server's machine when it is not this one (``--ssh``): the server is found in its process table.
     """
 
+    own_target = False  # a server others use; the lab's session says True (set from ``lab``)
+
     def __init__(self, spec: ConnectionSpec, prompt: Callable[[str], str | None] | None = None, lab: bool = False,
                  progress: Callable[[str], None] | None = None, target_pid: int | None = None,
                  lab_page_size: int = 16384, processes=None) -> None:
+        self.own_target = lab  # the lab's server is ours alone: the lab's stop budget, plaintext kept
         self.lab = MariaLab(progress, page_size=lab_page_size) if lab else None
         self.processes = processes
         self._lock = threading.Lock()

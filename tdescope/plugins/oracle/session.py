@@ -63,6 +63,8 @@ class OracleSession:
         Allow a background process (PMON, LGWR...) as the target.
     """
 
+    own_target = False  # Oracle has no lab here: every target is someone's server
+
     def __init__(self, work_conn, monitor_conn, target_sid: int | None = None,
                  allow_background: bool = False) -> None:
         self.work_conn = work_conn

@@ -46,6 +46,8 @@ class PostgresSession:
         The server's machine: this one's /proc, or a ``--ssh`` host's through the agent.
     """
 
+    own_target = False  # someone's server (the pg_tde lab's session says otherwise)
+
     def __init__(self, spec: ConnectionSpec, prompt: Callable[[str], str | None] | None = None,
                  target_pid: int | None = None, allow_critical: bool = False,
                  processes: ProcessTable = LOCAL) -> None:

@@ -40,7 +40,7 @@ class SqlcipherEngine:
 
     name = "sqlcipher"
     label = "SQLCipher (embedded lab)"
-    abilities = frozenset({Ability.OWN_TARGET, Ability.SUMMARIZE_PAGES})
+    abilities = frozenset({Ability.SUMMARIZE_PAGES})
 
     def connect(self, params: ConnectParams):
         """Start the lab worker (``options["lab"]``, the default) in ``params.dsn`` or a temp folder."""

@@ -236,7 +236,7 @@ class MainWindow(QMainWindow):
         self.workload_dock.set_running(True)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0, first_seq=self._next_seq,
                                max_kept_per_s=KEEP_PER_S,  # `record` keeps the same
-                               **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
+                               **stop_budget(self.session.own_target))
         exp = Experiment(self.session, workload, params, recipe, limits, self.engine.name, self.live.publish,
                          allow_critical=self.allow_critical, backend=backend, isolated=True,
                          windows=host.window if host else None, local_server=host is None,
