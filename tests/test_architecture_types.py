@@ -11,7 +11,10 @@ import pytest
 
 import tdescope
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
-from tdescope.app.events import CaptureWindowState, Direction, PageCapture, PlaintextSide
+from tdescope.app.errors import ConnectionLost, UserError
+from tdescope.app.events import CaptureWindowState, Direction, LostConnection, PageCapture, PlaintextSide, Problem
+from tdescope.app.experiment import Experiment
+from tdescope.app.probe.backend import Happened
 from tdescope.app.probe.window import CaptureSummary
 
 PACKAGE = Path(tdescope.__file__).parent
@@ -56,3 +59,65 @@ def test_directions_and_sides_are_typed_when_built():
     assert f"{recipe.direction:>5}" == " read" and str(PlaintextSide.AFTER) == "after"
     with pytest.raises(ValueError):
         PageCapture(1.0, 1, "f", "decrypted", 1, b"", b"")
+
+
+#: An error told apart by its words: a list of words searched in a message, or a message searched for a phrase
+#: that names a kind of failure. Reading a foreign program's output (ssh's stderr, perf's, Oracle's trace
+#: files) is parsing, not this; those modules are not in this list.
+_ERROR_BY_WORDS = re.compile(r"""any\(\s*w in low for w in _LOST\)|["'](connection lost|exited while armed)["']\s+"""
+                             r"""(not )?in\s+(message|why|text|str\()""")
+
+
+def test_errors_are_told_apart_by_class_not_by_their_words():
+    """Issue #25 item 1: a lost connection is a ConnectionLost (raised) or a LostConnection (published), a
+    target's exit is ``CaptureSummary.target_exited``; no module looks for them in a message."""
+    assert _lines_matching(_ERROR_BY_WORDS) == []
+    assert _ERROR_BY_WORDS.search('if self.error is None or (source == "capture" and "exited while armed" in message):')
+    assert _ERROR_BY_WORDS.search('return why if "connection lost" in why else f"{self.dest}: lost ({why})"')
+    assert _ERROR_BY_WORDS.search("    return any(w in low for w in _LOST)")
+
+
+class _Session:
+    """A session whose driver's errors are all 'connection gone' when ``gone``."""
+
+    own_target = False
+
+    def __init__(self, gone: bool) -> None:
+        self.gone = gone
+
+    def server_pid(self) -> int:
+        return 1
+
+    def connection_lost(self, exc: BaseException) -> bool:
+        return self.gone
+
+
+class _Workload:
+    name = label = "w"
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def run(self, params, control):
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc, gone, lost", [
+    (ConnectionLost("connection lost: the agent exited"), False, True),
+    (UserError("connection lost: said in words only"), False, False),  # words are not a class
+    (OSError("server closed the connection unexpectedly"), True, True),  # the session tells, by its rule
+    (OSError("server closed the connection unexpectedly"), False, False),
+])
+def test_a_run_says_a_lost_connection_by_class(exc, gone, lost):
+    events = []
+    exp = Experiment(_Session(gone), _Workload(exc), {}, None, None, "fake", events.append, pid=1)
+    exp.start().wait(10)
+    assert [type(e) for e in events] == [LostConnection if lost else Problem]
+    assert isinstance(events[0], Problem)  # a LostConnection is a Problem: the CLIs print it the same way
+
+
+def test_the_targets_exit_wins_over_what_follows_it_by_the_summarys_reason():
+    exited = CaptureSummary(captures=2, reason=Happened.TARGET_EXITED.value, armed_symbol="f", locations=(),
+                            stopped_s=0.0, elapsed_s=1.0, error="pid 7 exited while armed (2 pages captured)")
+    assert exited.target_exited and not CaptureSummary.failed("no symbol f").target_exited
+    assert CaptureSummary.failed("gone", lost=True).lost

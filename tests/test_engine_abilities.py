@@ -30,10 +30,10 @@ ENGINES, ERRORS = discover_engines()
     ("sqlcipher", {A.SUMMARIZE_PAGES}, LabSession),
     ("postgres", {A.PANEL, A.CRITICAL_PROCESSES, A.CHOOSE_TARGET, A.RUN_SQL, A.REQUIRE_EXTENSIONS,
                   A.SAMPLE_COLUMNS, A.FIT_RECIPES, A.FOLLOW_PROCESSES, A.CATALOG_DECODER, A.KEEP_CATALOG,
-                  A.RESTORE_DECODER, A.CONNECT_THROUGH}, PostgresSession),
-    ("oracle", {A.PANEL, A.CRITICAL_PROCESSES, A.FIT_RECIPES}, OracleSession),
+                  A.RESTORE_DECODER, A.CONNECT_THROUGH, A.TELL_LOST}, PostgresSession),
+    ("oracle", {A.PANEL, A.CRITICAL_PROCESSES, A.FIT_RECIPES, A.TELL_LOST}, OracleSession),
     ("mariadb", {A.RUN_SQL, A.SUMMARIZE_PAGES, A.CATALOG_DECODER, A.CRITICAL_PROCESSES, A.REQUIRE_EXTENSIONS,
-                 A.KEEP_CATALOG, A.RESTORE_DECODER, A.CONNECT_THROUGH},
+                 A.KEEP_CATALOG, A.RESTORE_DECODER, A.CONNECT_THROUGH, A.TELL_LOST},
      MariaDbSession),
 ])
 def test_each_real_plugin_declares_what_it_has(name, declared, session_class):
@@ -235,7 +235,7 @@ def test_doctor_reports_each_broken_plugin_and_lists_the_good_ones(broken_plugin
                                                       "critical_processes", "fit_recipes", "follow_processes",
                                                       "keep_catalog", "panel", "require_extensions",
                                                       "restore_decoder", "run_sql",
-                                                      "sample_columns"]
+                                                      "sample_columns", "tell_lost"]
     for name, fragment in [("broken_panel", "panel must be 'package.module:function', not 42"),
                            ("broken_critical", "critical_processes must be a non-empty tuple"),
                            ("broken_summary", "declares summarize_pages, but its page decoder: missing summarize"),

@@ -321,6 +321,38 @@ def test_lab_and_server_sessions_keep_the_engines_declared_abilities(lab):
     assert lab.own_target is True and server.own_target is False  # one engine, a lab's session and a server's
 
 
+class _OneStatement:
+    name = label = "one statement"
+
+    def __init__(self, conn, sql: str) -> None:
+        self.conn, self.sql = conn, sql
+
+    def run(self, params, control):
+        with self.conn.cursor() as cur:
+            cur.execute(self.sql)
+
+
+@pytest.mark.parametrize("kill, sql, lost", [(True, "SELECT 1", True), (False, "SELECT * FROM no_such_table", False)])
+def test_a_killed_connection_is_a_lost_connection_and_a_failed_statement_is_not(lab, kill, sql, lost):
+    """Issue #25 item 1: told by PyMySQL's client codes (2013: lost during the query), not by its words."""
+    from tdescope.app.engines.registry import open_session
+    from tdescope.app.events import LostConnection, Problem
+    from tdescope.app.experiment import Experiment
+
+    server = open_session(ENGINE, ConnectParams(dsn=f"socket={lab.lab.socket} user=root dbname={LAB_DATABASE}"))
+    try:
+        if kill:
+            with lab.control.cursor() as cur:
+                cur.execute(f"KILL CONNECTION {server.conn.thread_id()}")
+        events = []
+        Experiment(server, _OneStatement(server.conn, sql), {}, None, None, "mariadb", events.append,
+                   pid=server.server_pid()).start().wait(30)
+        problems = [e for e in events if isinstance(e, Problem)]
+        assert [type(p) for p in problems] == [LostConnection if lost else Problem], problems
+    finally:
+        server.close()
+
+
 def test_the_sessions_decoder_learns_tables_created_after_it(lab):
     """The window and the CLI decode with the session's decoder (catalog_decoder): it reads the data
     dictionary again when a page belongs to an index it does not know yet."""

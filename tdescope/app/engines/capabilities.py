@@ -40,6 +40,7 @@ __all__ = [
     "RunsSql",
     "SamplesColumns",
     "SummarizesPages",
+    "TellsLostConnections",
     "abilities",
     "ability_problems",
     "has_ability",
@@ -53,6 +54,17 @@ class Role(enum.Enum):
     ENGINE = "engine"
     SESSION = "session"
     DECODER = "decoder"
+
+
+@runtime_checkable
+class TellsLostConnections(Protocol):
+    """A session that can tell, from its driver's error, that its connection to the database is gone."""
+
+    def connection_lost(self, exc: BaseException) -> bool:
+        """True when ``exc`` (raised by this session's workload or queries) means the connection is gone:
+        the window then offers Reconnect. Told by the driver's error class or code, or the connection's own
+        state, never by the message's words (issue #25, item 1)."""
+        ...
 
 
 @runtime_checkable
@@ -206,6 +218,7 @@ class Ability(enum.Enum):
     FOLLOW_PROCESSES = "follow_processes"
     RESTORE_DECODER = "restore_decoder"
     CONNECT_THROUGH = "connect_through"
+    TELL_LOST = "tell_lost"
 
     @property
     def protocol(self) -> type:
@@ -239,6 +252,7 @@ _SPECS: dict[Ability, _Spec] = {
     Ability.FOLLOW_PROCESSES: _Spec(FollowsProcesses, Role.SESSION, ("probe_followers",)),
     Ability.RESTORE_DECODER: _Spec(RestoresDecoder, Role.ENGINE, ("decoder_from_catalog",)),
     Ability.CONNECT_THROUGH: _Spec(ConnectsThrough, Role.ENGINE, ("through",)),
+    Ability.TELL_LOST: _Spec(TellsLostConnections, Role.SESSION, ("connection_lost",)),
 }
 
 

@@ -26,7 +26,14 @@ from tdescope.app.events.capture import (
 )
 from tdescope.app.events.lessons import LessonCard
 from tdescope.app.events.observed import HotspotLeaves, HotspotWindow, WaitFigure, WaitFigures, WaitSample, WaitSpan, WaitSpans
-from tdescope.app.events.workload import Marker, PhaseTiming, Problem, WorkloadProgress, WorkloadResult
+from tdescope.app.events.workload import (
+    LostConnection,
+    Marker,
+    PhaseTiming,
+    Problem,
+    WorkloadProgress,
+    WorkloadResult,
+)
 
 __all__ = [
     "Event",
@@ -49,6 +56,7 @@ __all__ = [
     "WaitSpan",
     "WaitSpans",
     "Problem",
+    "LostConnection",
     "HotspotLeaves",
     "RoundTime",
     "PhaseRatio",
@@ -64,5 +72,5 @@ EVENT_TYPES: Mapping[str, type] = MappingProxyType({
     cls.__name__: cls
     for cls in (PageCapture, WorkloadProgress, WorkloadResult, PhaseTiming, CaptureWindowState, Marker,
                 HotspotWindow, WaitSample, WaitFigure, WaitFigures, WaitSpan, WaitSpans, Problem, HotspotLeaves,
-                RoundTime, PhaseRatio, ABResult, LessonCard)
+                RoundTime, PhaseRatio, ABResult, LessonCard, LostConnection)
 })

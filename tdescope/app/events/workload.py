@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from tdescope.app.events.base import Event
 from tdescope.app.slots import SLOTS
 
-__all__ = ["PhaseTiming", "WorkloadProgress", "WorkloadResult", "Marker", "Problem"]
+__all__ = ["PhaseTiming", "WorkloadProgress", "WorkloadResult", "Marker", "Problem", "LostConnection"]
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -107,3 +107,9 @@ class Problem(Event):
 
     source: str
     message: str
+
+
+@dataclass(frozen=True, **SLOTS)
+class LostConnection(Problem):
+    """A :class:`Problem` that says the connection its producer worked through is gone (the database's, or a
+    host's agent's): the window offers Reconnect. Its own kind, so nothing tells it apart by its words."""

@@ -58,7 +58,8 @@ class CaptureSummary:
     "fast_ms": ...}``), else None. ``thinned``: the captures (counted in ``captures``) the keep
     rate did not keep. ``threads``, ``longest_stop_s``, ``most_stopped_s``: what the target's
     threads felt, sampled from /proc by a stopping backend
-    (:class:`~tdescope.app.system.threadstops.StopFigures`; 0 for eBPF)."""
+    (:class:`~tdescope.app.system.threadstops.StopFigures`; 0 for eBPF). ``lost``: the window ended because
+    the connection to the host's agent is gone (its ``error`` says so; the window offers Reconnect)."""
 
     captures: int
     reason: str
@@ -75,12 +76,18 @@ class CaptureSummary:
     threads: int = 0
     longest_stop_s: float = 0.0
     most_stopped_s: float = 0.0
+    lost: bool = False
 
     @classmethod
-    def failed(cls, error: str, elapsed_s: float = 0.0, backend: str = "gdb") -> "CaptureSummary":
-        """A window that ended on ``error`` before it armed anything."""
+    def failed(cls, error: str, elapsed_s: float = 0.0, backend: str = "gdb", lost: bool = False) -> "CaptureSummary":
+        """A window that ended on ``error`` before it armed anything (``lost``: the connection is gone)."""
         return cls(captures=0, reason="error", armed_symbol=None, locations=(), stopped_s=0.0, elapsed_s=elapsed_s,
-                   error=error, backend=backend)
+                   error=error, backend=backend, lost=lost)
+
+    @property
+    def target_exited(self) -> bool:
+        """The target exited while armed: that explains everything after it (a workload's broken connection)."""
+        return self.reason == Happened.TARGET_EXITED.value
 
 
 class Phase(enum.Enum):

@@ -27,7 +27,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.probe.keep_rate import thinned_in
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, LessonCard, Marker, PageCapture, Problem,
-                                 WindowState, WorkloadProgress, WorkloadResult)
+                                 LostConnection, WindowState, WorkloadProgress, WorkloadResult)
 from tdescope.app.session.notes import Note
 from tdescope.app.report.captures import MASK, CaptureSection, capture_section, selected_captures
 from tdescope.app.report.plots import SIDE_COLORS, TimelineLane, flame_graph, horizontal_bars, stacked_bars, timeline
@@ -239,7 +239,7 @@ def _timeline_plot(reader: SessionReader, notes: list[Note], t0: float, t1: floa
     captures = [(c.ts, f"capture #{c.seq}" + (f" page {c.pgno}" if c.pgno >= 0 else ""))
                 for c in reader.events(kinds=[PageCapture], with_bytes=False)]
     markers = [(m.ts, m.label) for m in reader.events(kinds=[Marker])]
-    problems = [(p.ts, p.message) for p in reader.events(kinds=[Problem])]
+    problems = [(p.ts, p.message) for p in reader.events(kinds=[Problem, LostConnection])]
     lanes = [TimelineLane(f"workload {side}", spans=tuple((a, b, side) for s, a, b in runs if s == side),
                           color=SIDE_COLORS.get(side, "#888888"))
              for side in dict.fromkeys(r[0] for r in runs)]
@@ -311,7 +311,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
     if thinned:
         env.append(("Captures not kept", f"{thinned} not kept: over the probe windows' keep rate, a storm is "
                                          f"recorded as a sample (counted, not stored)"))
-    problems = tuple(p.message for p in reader.events(kinds=[Problem]))
+    problems = tuple(p.message for p in reader.events(kinds=[Problem, LostConnection]))
     return Report(
         title=meta.title or f"{meta.engine_label or meta.engine or 'Session'} encryption session",
         engine=meta.engine_label or meta.engine, versions=dict(meta.versions), host=_host(meta),

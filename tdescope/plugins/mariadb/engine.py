@@ -19,7 +19,7 @@ class MariaDbEngine:
     label = "MariaDB (InnoDB encryption)"
     abilities = frozenset({Ability.RUN_SQL, Ability.SUMMARIZE_PAGES, Ability.CATALOG_DECODER,
                            Ability.CRITICAL_PROCESSES, Ability.REQUIRE_EXTENSIONS, Ability.KEEP_CATALOG,
-                           Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH})
+                           Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH, Ability.TELL_LOST})
     #: One process serves every connection: gdb, whose stops halt every thread, needs --allow-critical on
     #: a server others use; eBPF does not stop it. The lab's own server (under tdescope-mariadb-*) is free.
     critical_processes = (CriticalProcess(

@@ -162,6 +162,19 @@ class MariaDbSession:
             self._waits = MariaWaitSource(self._spec, self.pid)
         return self._waits
 
+    #: The client's codes for a server that went away or a connection lost mid-query (CR_SERVER_GONE_ERROR,
+    #: CR_SERVER_LOST, CR_CONN_HOST_ERROR).
+    LOST_CODES = frozenset({2006, 2013, 2003})
+
+    def connection_lost(self, exc: BaseException) -> bool:
+        """True when ``exc`` says the connection is gone: PyMySQL's client codes for it, or an interface error
+        on a connection it has closed."""
+        import pymysql
+
+        if isinstance(exc, pymysql.err.OperationalError):
+            return bool(exc.args) and exc.args[0] in self.LOST_CODES
+        return isinstance(exc, pymysql.err.InterfaceError) and not (self.conn.open and self.control.open)
+
     def close(self) -> None:
         for name in ("conn", "control"):
             conn = getattr(self, name, None)

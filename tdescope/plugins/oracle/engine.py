@@ -44,7 +44,7 @@ class OracleEngine:
     panel = "tdescope.plugins.oracle.panel:create_docks"
     #: Background processes a probe refuses without --allow-critical (app/system/critical.py).
     critical_processes = CRITICAL_PROCESSES
-    abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES, Ability.FIT_RECIPES})
+    abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES, Ability.FIT_RECIPES, Ability.TELL_LOST})
 
     def connect(self, params: ConnectParams):
         """Open the workload and monitor connections; pick the target session.

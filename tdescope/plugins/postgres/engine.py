@@ -29,7 +29,7 @@ class PostgresEngine:
     abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES, Ability.CHOOSE_TARGET, Ability.RUN_SQL,
                            Ability.REQUIRE_EXTENSIONS, Ability.SAMPLE_COLUMNS, Ability.FIT_RECIPES,
                            Ability.FOLLOW_PROCESSES, Ability.CATALOG_DECODER, Ability.KEEP_CATALOG,
-                           Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH})
+                           Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH, Ability.TELL_LOST})
 
     def connect(self, params: ConnectParams):
         """Open the workload and control connections.

@@ -18,7 +18,8 @@ from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, PageD
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session, recorded_decoder
 from tdescope.app.errors import UserError
-from tdescope.app.events import ABResult, CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
+from tdescope.app.events import (ABResult, CaptureWindowState, LostConnection, PageCapture, Problem, WorkloadProgress,
+                                 WorkloadResult)
 from tdescope.app.experiment import Experiment
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
@@ -30,7 +31,7 @@ from tdescope.ui.engine_docks import create_engine_docks
 from tdescope.ui.engine_panel import EngineDock
 from tdescope.ui.event_pump import EventPump
 from tdescope.ui.pageview import PageView
-from tdescope.ui.tasks import TaskRunner, connection_lost, describe
+from tdescope.ui.tasks import TaskRunner, describe
 from tdescope.ui.window.capture_presenter import CapturePresenter
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
 from tdescope.ui.window.layout import default_layout, restore_layout, save_layout
@@ -117,6 +118,7 @@ class MainWindow(QMainWindow):
         self.pump.subscribe(WorkloadResult, self._on_results)
         self.pump.subscribe(ABResult, lambda batch: [self.workload_dock.show_ab_result(r) for r in batch])
         self.pump.subscribe(Problem, self._on_problems)
+        self.pump.subscribe(LostConnection, self._on_problems)
         self.pump.subscribe(ExperimentFinished, self._on_experiment_finished)
         for dock in self.engine_docks:
             if hasattr(dock, "show_result"):
@@ -315,7 +317,7 @@ class MainWindow(QMainWindow):
         text = batch[-1].message
         self.workload_dock.status.setText(text)
         self.statusBar().showMessage(text, 15000)
-        if self.session is not None and connection_lost(text):
+        if self.session is not None and isinstance(batch[-1], LostConnection):
             # offers Reconnect: no restart of the window (on an ssh host: the same host and target again)
             self.remote.connection_lost(text) if self.remote.host else self.engine_dock.show_error(text, lost=True)
 
