@@ -121,3 +121,17 @@ def test_the_targets_exit_wins_over_what_follows_it_by_the_summarys_reason():
                             stopped_s=0.0, elapsed_s=1.0, error="pid 7 exited while armed (2 pages captured)")
     assert exited.target_exited and not CaptureSummary.failed("no symbol f").target_exited
     assert CaptureSummary.failed("gone", lost=True).lost
+
+
+def test_what_every_engine_reads_of_a_connection_is_declared_not_an_option():
+    """Issue #25 item 1: ``lab``, ``prompt``, ``pid`` and ``allow_critical`` are ConnectParams fields; the
+    options (each engine's own settings) refuse them, so the old shape fails where it is built."""
+    from tdescope.app.engines.api import ConnectParams
+
+    params = ConnectParams(dsn="host=db1", pid=42, allow_critical=True, options={"port": 5433})
+    assert (params.lab, params.pid, params.allow_critical, params.prompt) == (False, 42, True, None)
+    for key in ("lab", "prompt", "pid", "allow_critical"):
+        with pytest.raises(TypeError, match=f"say it as ConnectParams\\({key}="):
+            ConnectParams(options={key: True})
+    with pytest.raises(TypeError):
+        ConnectParams("host=db1")  # by name: it grows

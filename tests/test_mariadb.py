@@ -33,7 +33,7 @@ PAGE = 16384
 
 @pytest.fixture(scope="module")
 def lab():
-    session = ENGINE.connect(ConnectParams(options={"lab": True}))
+    session = ENGINE.connect(ConnectParams(lab=True))
     yield session
     session.close()
 
@@ -172,7 +172,7 @@ def test_engine_waits_come_from_performance_schema(lab):
 
 
 def test_the_lab_leaves_nothing_behind():
-    session = ENGINE.connect(ConnectParams(options={"lab": True}))
+    session = ENGINE.connect(ConnectParams(lab=True))
     folder, pid = session.lab.dir, session.server_pid()
     assert oct(os.stat(folder).st_mode & 0o777) == "0o700"
     assert oct(os.stat(folder / "keys").st_mode & 0o777) == "0o600"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from tdescope.app.events import CaptureContext, Direction, Event, PlaintextSide, WorkloadProgress, default_plaintext_side
-from tdescope.app.slots import SLOTS
+from tdescope.app.slots import SLOTS, SLOTS_KW_ONLY
 
 __all__ = [
     "ArgRef",
@@ -233,13 +233,27 @@ class Inventory:
         return default
 
 
-@dataclass(frozen=True, **SLOTS)
+@dataclass(frozen=True, **SLOTS_KW_ONLY)
 class ConnectParams:
-    """How to reach a database. ``password`` is used once and never stored."""
+    """How to reach a database, and what every engine reads the same way. ``password`` is used once and
+    never stored. ``lab``: start the engine's own lab (a private server or worker) instead. ``prompt``:
+    ``prompt(where) -> password`` when the server wants one (the window's dialog; None: the terminal's, or
+    none). ``pid``: probe this process instead of the session's own (``--target-pid``). ``allow_critical``:
+    a critical process (postmaster, background workers) may be the target. ``options``: the engine's own
+    settings (``host``, ``port``, ``page_size``…); the four above are refused there (issue #25)."""
 
     dsn: str = ""
+    lab: bool = False
+    prompt: Callable[[str], str | None] | None = None
+    pid: int | None = None
+    allow_critical: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     password: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        typed = sorted(set(self.options) & {"lab", "prompt", "pid", "allow_critical"})
+        if typed:
+            raise TypeError(f"ConnectParams.options[{typed[0]!r}]: say it as ConnectParams({typed[0]}=...)")
 
 
 class WorkloadControl:

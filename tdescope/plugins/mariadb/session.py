@@ -3,7 +3,7 @@
 One ``mariadbd`` serves every connection, so the probe target is the whole
 server, whichever connection runs the workload: the Engine dock says so, and a
 gdb probe (whose stops halt every thread) is the backend to avoid on a server
-others use. The lab (``options["lab"]``) starts a private server first.
+others use. The lab (``ConnectParams.lab``) starts a private server first.
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ class MainWindow(QMainWindow):
         engine, o = self.engine, params.options
 
         def connect(state) -> Connected | None:
-            session = open_host_session(engine, o["ssh"], o["ssh_options"], o["pid"], o["prompt"]) if o.get("ssh") \
+            session = open_host_session(engine, o["ssh"], o["ssh_options"], params.pid, o["ssh_prompt"]) if o.get("ssh") \
                 else open_session(engine, params)
             if state.cancelled:  # the window closed while connecting: nobody will close it later
                 session.close()
@@ -334,7 +334,7 @@ class MainWindow(QMainWindow):
         if old is not None:
             self.tasks.run(lambda _state: old.close(), name="close-session", on_exception=lambda _e: None)
         self.workload_dock.set_workloads([], [])
-        return self.connect_engine(params or getattr(self, "_connect_params", ConnectParams(options={"lab": True})))
+        return self.connect_engine(params or getattr(self, "_connect_params", ConnectParams(lab=True)))
 
     def _clear_captures(self) -> None:
         self.captures_dock.clear()
