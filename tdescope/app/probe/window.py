@@ -227,8 +227,8 @@ class CaptureWindow:
         arming = self.handle.arming_stop_s if self.handle is not None else 0.0
         self._on_state(CaptureWindowState(time.time(), state=state, captures=pairs.captures,
                                           stopped_s=pairs.stopped_total_s + arming, message=message,
-                                          backend=self._backend.name, hits=pairs.counters.get("hits", 0),
-                                          lost=pairs.counters.get("lost", 0), unsent=pairs.thinned))
+                                          backend=self._backend.name, hits=pairs.stats.hits if pairs.stats else 0,
+                                          lost=pairs.stats.lost if pairs.stats else 0, unsent=pairs.thinned))
 
     # -- run -------------------------------------------------------------------
     def run(self) -> CaptureSummary:
@@ -260,11 +260,11 @@ class CaptureWindow:
 
     def _counts(self) -> dict | None:
         """The probe's counters (None without), the window's own added (:mod:`~tdescope.app.probe.tally`)."""
-        if not self._pairs.counters:
+        if self._pairs.stats is None:
             return None
         pairs = self._pairs
         dropped = self._join.partial if self._join else 0  # chunks of messages the window did not keep
-        counts = {**pairs.counters, "captured": pairs.captures - pairs.thinned - dropped, "thinned": pairs.thinned,
+        counts = {**pairs.stats.counters(), "captured": pairs.captures - pairs.thinned - dropped, "thinned": pairs.thinned,
                   "not_kept": pairs.not_kept + dropped}
         return {**counts, "messages": self._join.messages} if self._join else counts
 
@@ -311,6 +311,7 @@ class CaptureWindow:
         deadline = self._armed_at + limits.max_seconds
         for capture in pairs.drain(self.handle.frames(), self._chunk_limit, deadline, self._cancel.is_set):
             self._on_capture(capture)
+        pairs.count(self.handle.read_stats())
         if pairs.closed_reason:
             self._reason = pairs.closed_reason
         if self._kept() >= limits.max_captures or pairs.captures >= self._chunk_limit:
@@ -377,6 +378,7 @@ class CaptureWindow:
                 frames = self.handle.frames()
                 for capture in self._pairs.drain(frames, self._chunk_limit, until, final=True):
                     self._on_capture(capture)
+                self._pairs.count(self.handle.read_stats())
                 if late or not frames:
                     break
             if discard is not None:
