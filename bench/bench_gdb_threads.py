@@ -47,7 +47,7 @@ def run(quick: bool) -> dict:
     from tdescope.plugins.mariadb.recipes import recipes
 
     rounds, seconds = (2, 4.0) if quick else (4, 8.0)
-    session = ENGINE.connect(ConnectParams(options={"lab": True}))
+    session = ENGINE.connect(ConnectParams(lab=True))
     conn, db, pid = session.conn, LAB_DATABASE, session.server_pid()
     charge = gdb_backend.GdbHandle._charge_felt
     out: dict[str, list] = {k: [] for k in ("arming_gdb_ms", "arming_proc_ms", "felt_helper", "felt_proc",

@@ -69,7 +69,7 @@ def run(quick: bool) -> dict:
     window.show()
     app.processEvents()
     gc.freeze()  # as run_gui does once the window is built
-    window.connect_engine(ConnectParams(options={"lab": True}))
+    window.connect_engine(ConnectParams(lab=True))
 
     def spin(cond, timeout):
         # an idle event loop, as app.exec() is: a busy processEvents() loop would hold

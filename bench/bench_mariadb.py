@@ -43,7 +43,7 @@ def run(quick: bool) -> dict:
     from tdescope.plugins.mariadb.recipes import recipes
 
     rounds, rows = (3, 60000) if quick else (5, 200000)
-    session = ENGINE.connect(ConnectParams(options={"lab": True}))
+    session = ENGINE.connect(ConnectParams(lab=True))
     conn, db = session.conn, LAB_DATABASE
     times: dict[str, list[float]] = {"none": [], "ebpf": [], "gdb": []}
     rates: dict[str, list[float]] = {"none": [], "ebpf": [], "gdb": []}

@@ -71,7 +71,7 @@ def run(quick: bool = False) -> dict:
     from tdescope.plugins.pgtde import ENGINE
 
     rows, rounds = (50000, 5) if quick else (50000, 11)
-    session = ENGINE.connect(ConnectParams(options={"lab": True}))
+    session = ENGINE.connect(ConnectParams(lab=True))
     try:
         lab = session.lab
         make = "SELECT g AS id, 'row-' || g AS name, repeat(md5(g::text), 4) AS filler FROM generate_series(1, %d) g"

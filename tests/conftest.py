@@ -175,7 +175,7 @@ def lab_window(qtbot, qsettings):
     win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
     qtbot.addWidget(win)
     win.show()
-    win.connect_engine(ConnectParams(options={"lab": True}))
+    win.connect_engine(ConnectParams(lab=True))
     qtbot.waitUntil(lambda: win.session is not None, timeout=30000)
     yield win
     win.shutdown()
@@ -216,7 +216,7 @@ def pgtde_lab():
     from tdescope.app.engines.api import ConnectParams
     from tdescope.plugins.pgtde import ENGINE
 
-    session = ENGINE.connect(ConnectParams(options={"lab": True}))
+    session = ENGINE.connect(ConnectParams(lab=True))
     yield session
     session.close()
 

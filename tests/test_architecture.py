@@ -79,9 +79,9 @@ def test_a_window_state_is_typed_whether_built_or_read_back():
     from tdescope.app.events import CaptureWindowState, WindowState
     from tdescope.app.session.codec import decode, encode
 
-    built = CaptureWindowState(1.0, "paused", 3)
+    built = CaptureWindowState(1.0, state="paused", captures=3)
     assert built.state is WindowState.PAUSED and f"{built.state}" == "paused" and not built.state.ended
-    enc = encode(CaptureWindowState(2.0, WindowState.FAILED))
+    enc = encode(CaptureWindowState(2.0, state=WindowState.FAILED))
     back = decode(enc.kind, enc.ts, enc.payload, {})
     assert back.state is WindowState.FAILED and back.state.ended
     payload = encode(built).payload

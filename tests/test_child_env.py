@@ -183,7 +183,7 @@ def test_capture_worker_process_and_its_children(monkeypatch):
     for name in WAYS:
         monkeypatch.setenv(name, password)
     engine = discover_engines()[0]["sqlcipher"]
-    session = engine.connect(ConnectParams(options={"lab": True}))
+    session = engine.connect(ConnectParams(lab=True))
     watch = EnvWatch(os.getpid(), password)
     try:
         workload = session.workloads()[0]

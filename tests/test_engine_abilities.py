@@ -27,13 +27,13 @@ ENGINES, ERRORS = discover_engines()
 
 
 @pytest.mark.parametrize("name, declared, session_class", [
-    ("sqlcipher", {A.OWN_TARGET, A.SUMMARIZE_PAGES}, LabSession),
+    ("sqlcipher", {A.SUMMARIZE_PAGES}, LabSession),
     ("postgres", {A.PANEL, A.CRITICAL_PROCESSES, A.CHOOSE_TARGET, A.RUN_SQL, A.REQUIRE_EXTENSIONS,
                   A.SAMPLE_COLUMNS, A.FIT_RECIPES, A.FOLLOW_PROCESSES, A.CATALOG_DECODER, A.KEEP_CATALOG,
-                  A.RESTORE_DECODER, A.CONNECT_THROUGH}, PostgresSession),
-    ("oracle", {A.PANEL, A.CRITICAL_PROCESSES, A.FIT_RECIPES}, OracleSession),
+                  A.RESTORE_DECODER, A.CONNECT_THROUGH, A.TELL_LOST}, PostgresSession),
+    ("oracle", {A.PANEL, A.CRITICAL_PROCESSES, A.FIT_RECIPES, A.TELL_LOST}, OracleSession),
     ("mariadb", {A.RUN_SQL, A.SUMMARIZE_PAGES, A.CATALOG_DECODER, A.CRITICAL_PROCESSES, A.REQUIRE_EXTENSIONS,
-                 A.KEEP_CATALOG, A.RESTORE_DECODER, A.CONNECT_THROUGH},
+                 A.KEEP_CATALOG, A.RESTORE_DECODER, A.CONNECT_THROUGH, A.TELL_LOST},
      MariaDbSession),
 ])
 def test_each_real_plugin_declares_what_it_has(name, declared, session_class):
@@ -75,6 +75,7 @@ class _Engine:
 
 class _Session:
     closed = False
+    own_target = False
 
     def server_pid(self):
         return os.getpid()
@@ -140,9 +141,8 @@ def _method(*params):
     ([A.CHOOSE_TARGET], _session(targets=[], choose_target=_method("pid", "allow_critical=False")),
      "targets is not callable"),
     ([], _session(targets=_method()), "its session half has choose_target: missing choose_target"),
-    ([A.OWN_TARGET], _session(own_target="yes"), "own_target must be True"),
-    ([A.OWN_TARGET], _session(), "missing own_target"),
-    ([], _session(own_target=True), "its session has own_target, which the engine does not declare"),
+    ([], _session(own_target="yes"), "its session: own_target must be True or False"),
+    ([], _session(own_target=None), "its session: own_target must be True or False"),
     ([A.REQUIRE_EXTENSIONS], _session(require_extension=None), "require_extension is not callable"),
     ([A.RUN_SQL], _session(sql_workload=_method()), "sql_workload must accept sql_workload(sql: 'str')"),
     ([], _session(sql_workload=_method("sql")), "its session has run_sql, which the engine does not declare"),
@@ -163,9 +163,22 @@ def test_opening_a_broken_session_is_one_clear_line_and_closes_it():
 
 def test_call_sites_see_instance_abilities():
     session = _session()
-    assert A.OWN_TARGET not in abilities(session)
-    session.own_target = True
-    assert A.OWN_TARGET in abilities(session)
+    assert A.RUN_SQL not in abilities(session)
+    session.sql_workload = lambda sql: None
+    assert A.RUN_SQL in abilities(session)
+
+
+def test_owning_its_target_is_a_fact_of_each_session_not_of_its_engine():
+    """Issue #25 item 2: MariaDB's lab owns its server, a MariaDB production session does not; both are
+    sessions of one engine. The ability it used to be made the lab take the production stop budget."""
+    assert "OWN_TARGET" not in A.__members__
+    assert check_session(_engine(), _session(own_target=True)) == []
+    from tdescope.app.probe.limits import LAB_STOP_BUDGET, stop_budget
+    from tdescope.app.session.meta import keeps_plaintext
+
+    lab, production = _session(own_target=True), _session(own_target=False)
+    assert stop_budget(lab.own_target) == dict(LAB_STOP_BUDGET) != stop_budget(production.own_target)
+    assert keeps_plaintext(lab) and not keeps_plaintext(production) and not keeps_plaintext(None)
 
 
 # -- a broken plugin per ability, registered for real -------------------------------------------------------
@@ -217,12 +230,12 @@ def test_doctor_reports_each_broken_plugin_and_lists_the_good_ones(broken_plugin
     assert "Traceback" not in out.stderr
     checks = {c["name"]: c for c in json.loads(out.stdout)}
     assert checks["engine sqlcipher"]["ok"] is True
-    assert checks["engine sqlcipher"]["abilities"] == ["own_target", "summarize_pages"]
+    assert checks["engine sqlcipher"]["abilities"] == ["summarize_pages"]
     assert checks["engine postgres"]["abilities"] == ["catalog_decoder", "choose_target", "connect_through",
                                                       "critical_processes", "fit_recipes", "follow_processes",
                                                       "keep_catalog", "panel", "require_extensions",
                                                       "restore_decoder", "run_sql",
-                                                      "sample_columns"]
+                                                      "sample_columns", "tell_lost"]
     for name, fragment in [("broken_panel", "panel must be 'package.module:function', not 42"),
                            ("broken_critical", "critical_processes must be a non-empty tuple"),
                            ("broken_summary", "declares summarize_pages, but its page decoder: missing summarize"),

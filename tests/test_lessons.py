@@ -108,7 +108,7 @@ def test_cli_dml_lesson_on_the_sqlcipher_lab_gives_the_ratio_and_its_interval():
 # -- SQLCipher lab ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def sqlcipher_lab():
-    session = ENGINES["sqlcipher"].connect(ConnectParams(options={"lab": True}))
+    session = ENGINES["sqlcipher"].connect(ConnectParams(lab=True))
     yield session
     session.close()
 
@@ -196,7 +196,7 @@ def _fields(binding) -> dict:
 def mariadb_lab():
     if "mariadb" not in ENGINES:
         pytest.skip("the MariaDB engine did not load")
-    session = ENGINES["mariadb"].connect(ConnectParams(options={"lab": True}))
+    session = ENGINES["mariadb"].connect(ConnectParams(lab=True))
     yield session
     session.close()
 

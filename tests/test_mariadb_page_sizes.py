@@ -56,7 +56,7 @@ def _captures_of_a_cold_scan(session, backend: str, count: int) -> list:
     (32768, ("ebpf",)),
 ])
 def test_each_side_is_the_page_whatever_the_page_size(page_size, backends):
-    session = ENGINE.connect(ConnectParams(options={"lab": True, "page_size": page_size}))
+    session = ENGINE.connect(ConnectParams(lab=True, options={"page_size": page_size}))
     try:
         conn = session.conn
         pool = 12 << 20 if page_size > 16384 else 6 << 20

@@ -69,7 +69,7 @@ def test_perf_dies_with_a_killed_command(tmp_path, command):
 def test_a_killed_workbench_takes_its_mariadb_lab_along():
     code = ("from tdescope.app.engines.api import ConnectParams\n"
             "from tdescope.plugins.mariadb import ENGINE\n"
-            "s = ENGINE.connect(ConnectParams(options={'lab': True}))\n"
+            "s = ENGINE.connect(ConnectParams(lab=True))\n"
             "print(s.server_pid(), s.lab.dir, flush=True)\n"
             "import time; time.sleep(600)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

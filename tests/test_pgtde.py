@@ -62,7 +62,7 @@ def test_the_lab_is_private_and_leaves_nothing_behind():
     from tdescope.app.engines.api import ConnectParams
     from tdescope.plugins.pgtde import ENGINE
 
-    session = ENGINE.connect(ConnectParams(options={"lab": True}))  # from the cache: no build
+    session = ENGINE.connect(ConnectParams(lab=True))  # from the cache: no build
     lab, pid = session.lab, session.lab.pid
     assert oct(os.stat(lab.dir).st_mode & 0o777) == "0o700"
     assert oct(os.stat(lab.keyring).st_mode & 0o777) == "0o600"
@@ -247,7 +247,7 @@ def test_the_window_shows_the_decoded_row(qtbot, qsettings, pgtde_lab):
     qtbot.addWidget(win)
     win.resize(1280, 720)
     win.show()
-    win.connect_engine(ConnectParams(options={"lab": True}))
+    win.connect_engine(ConnectParams(lab=True))
     try:
         qtbot.waitUntil(lambda: win.session is not None, timeout=60000)
         dock = win.workload_dock
@@ -435,7 +435,7 @@ def test_a_killed_workbench_takes_its_pg_tde_lab_along(pgtde_lab):
 
     code = ("from tdescope.app.engines.api import ConnectParams\n"
             "from tdescope.plugins.pgtde import ENGINE\n"
-            "s = ENGINE.connect(ConnectParams(options={'lab': True}))\n"
+            "s = ENGINE.connect(ConnectParams(lab=True))\n"
             "print(s.lab.pid, s.lab.dir, flush=True)\n"
             "import time; time.sleep(600)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -259,7 +259,7 @@ def test_refused_targets(filled, which):
     expected = {"postmaster": "is the postmaster", "checkpointer": "background process",
                 "not-a-backend": "not a backend"}[which]
     with pytest.raises(UserError, match=expected):
-        ENGINE.connect(ConnectParams(dsn=filled.dsn(), options={"pid": pid}))
+        ENGINE.connect(ConnectParams(dsn=filled.dsn(), pid=pid))
     assert tracer_pid(pid) == 0
 
 

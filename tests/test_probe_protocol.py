@@ -20,6 +20,7 @@ from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of, pack,
 from tdescope.app.probe.gdb_backend import HELPER, arm_command, disarm_command, resume_command, source_command
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import REORDER_S, FramePairs, SpoolReader
+from tdescope.app.probe.stats import EbpfStats, GdbStats
 from tdescope.app.probe.window import TRANSITIONS, CaptureLimits, CaptureWindow, Phase
 from tdescope.plugins.sqlcipher.engine import DECRYPT, ENCRYPT
 
@@ -64,7 +65,26 @@ def test_frames_make_captures_and_notices(entry_only, stream, captures, closed, 
     frames, used = unpack(b"".join(stream))
     assert used == sum(map(len, stream))
     assert list(pairs.drain(frames, limit=100)) == captures
-    assert (pairs.closed_reason, pairs.paused_for, pairs.helper_busy_s) == (closed, paused_for, busy_s)
+    busy = pairs.stats.busy_s if pairs.stats is not None else 0.0
+    assert (pairs.closed_reason, pairs.paused_for, busy) == (closed, paused_for, busy_s)
+    assert pairs.stats is None or isinstance(pairs.stats, GdbStats)  # gdb's helper's counts, from its notices
+
+
+def test_each_backend_has_its_stats_type_and_ebpf_sends_no_frame_to_itself():
+    """Issue #25 item 2: eBPF's counters were packed into a JSON notice frame, in the same process, for the
+    pairs to unpack into a dict; now the window reads them (``read_stats``) as EbpfStats."""
+    import inspect
+
+    from tdescope.app.probe.ebpf import backend as ebpf
+
+    assert "Notice.BUSY" not in inspect.getsource(ebpf)
+    pairs = FramePairs(lambda *a: a, entry_only=False)
+    pairs.count(None)
+    assert pairs.stats is None and pairs.stopped_total_s == 0.0
+    pairs.count(EbpfStats(busy_s=0.5, hits=9, lost=2, ring_size=4096))
+    assert (pairs.stats.hits, pairs.stats.lost, pairs.stopped_total_s) == (9, 2, 0.5)
+    assert pairs.stats.counters()["ring_size"] == 4096 and "busy_s" not in pairs.stats.counters()
+    assert GdbStats(busy_s=0.1, hits=3).counters() == {"hits": 3} and GdbStats().lost == 0
 
 
 def test_the_capture_limit_holds_and_partial_frames_wait(tmp_path):
@@ -201,6 +221,9 @@ class ScriptedHandle:
 
     def start(self):
         self.calls.append("start")
+
+    def read_stats(self):
+        return None  # like gdb's: its counts come as notice frames
 
     def frames(self) -> list[Frame]:
         if not self.turns:

@@ -76,7 +76,7 @@ def test_killing_the_gui_stops_the_lab_cleanly(tmp_path):
         "from tdescope.ui.window.main_window import MainWindow\n"
         "app = QApplication([])\n"
         f"w = MainWindow(discover_engines()[0]['sqlcipher'], QSettings({str(tmp_path / 's.ini')!r}, QSettings.Format.IniFormat))\n"
-        "w.show(); w.connect_engine(ConnectParams(options={'lab': True}))\n"
+        "w.show(); w.connect_engine(ConnectParams(lab=True))\n"
         "while w.session is None: app.processEvents(); time.sleep(0.01)\n"
         "w.workload_dock.max_captures.setValue(100000)\n"
         "w.workload_dock.backend.setCurrentIndex(w.workload_dock.backend.findData('gdb'))\n"

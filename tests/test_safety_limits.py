@@ -134,12 +134,12 @@ def test_status_bar_shows_stopped_time_live_while_armed(qtbot, window):
 
 
 def test_status_bar_shows_a_window_paused_by_its_stop_budget(qtbot, window):
-    window.feed(CaptureWindowState(time.time(), "paused", 41, 0.0262,
-                                   "stop budget (1% of wall time) spent: breakpoint out of pid 7, re-arms in 2.6 s"))
+    window.feed(CaptureWindowState(time.time(), state="paused", captures=41, stopped_s=0.0262,
+                                   message="stop budget (1% of wall time) spent: breakpoint out of pid 7, re-arms in 2.6 s"))
     qtbot.waitUntil(lambda: window.probe_status.armed_label.text().strip() == "PAUSED", timeout=5000)
     assert window.probe_status.stopped_label.text().startswith("stop budget spent: 41 pages, target stopped 26.2 ms")
     assert window.probe_status.stopped_label.text().endswith("re-arms in 2.6 s")
-    window.feed(CaptureWindowState(time.time(), "armed", 41, 0.0262, "sqlcipher_page_cipher in pid 7"))
+    window.feed(CaptureWindowState(time.time(), state="armed", captures=41, stopped_s=0.0262, message="sqlcipher_page_cipher in pid 7"))
     qtbot.waitUntil(lambda: window.probe_status.armed_label.text().strip() == "ARMED", timeout=5000)
 
 

@@ -26,7 +26,7 @@ def every_kind(t: float) -> list:
         WorkloadResult(t + 2, "ab_dml", {"groups": 4},
                        (PhaseTiming("encrypted", "total", 1.5), PhaseTiming("plain", "total", 1.0)),
                        {"encrypted": {"Insert": 3}}, False, (("a", "b"), (1, 2.5))),
-        CaptureWindowState(t + 3, "armed", 0, 0.0, "sqlcipher_page_cipher"),
+        CaptureWindowState(t + 3, state="armed", message="sqlcipher_page_cipher"),
         Marker(t + 4, "phase insert", "phase", {"n": 1}),
         HotspotWindow(t + 5, t + 4, 123, {"main;f;aes_encrypt": 30, "main;g": 2}, {"aes_encrypt": "libcrypto.so"}),
         WaitSample(t + 6, 123, 124, "os", "File I/O", "pread64", "wchan=x"),

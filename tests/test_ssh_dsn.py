@@ -230,7 +230,7 @@ def test_mariadb_dsn_over_ssh_finds_its_server_on_the_host(sshd):
     from tdescope.app.engines.api import ConnectParams
     from tdescope.plugins.mariadb import ENGINE as MARIADB
 
-    lab = MARIADB.connect(ConnectParams(options={"lab": True}))
+    lab = MARIADB.connect(ConnectParams(lab=True))
     try:
         lab.lab.dir.chmod(0o711)  # the ssh account reaches the socket in it
         result = run_tdescope("capture", *_ssh(sshd, "ops"), "--engine", "mariadb", "--dsn",

@@ -114,11 +114,15 @@ def test_window_messages_name_no_command_line_flags():
 
 
 def test_a_lost_connection_offers_reconnect_and_reconnect_connects_again(qtbot, lab_window):
-    from tdescope.app.events import Problem
+    from tdescope.app.events import LostConnection, Problem
 
     win = lab_window
     first = win.session.server_pid()
+    # told by its class (issue #25 item 1): a Problem in the same words is only a line in the status bar
     win.feed(Problem(0.0, "workload", "workload ab_dml failed: the connection is closed"))
+    qtbot.waitUntil(lambda: "connection is closed" in win.workload_dock.status.text(), timeout=5000)
+    assert not win.engine_dock.reconnect.isVisibleTo(win)
+    win.feed(LostConnection(0.0, "workload", "workload ab_dml failed: the connection is closed"))
     qtbot.waitUntil(lambda: win.engine_dock.reconnect.isVisibleTo(win), timeout=5000)
     assert "Connection lost" in win.engine_dock.title.text()
     qtbot.mouseClick(win.engine_dock.reconnect, Qt.MouseButton.LeftButton)

@@ -310,7 +310,7 @@ def test_main_window_observes_a_real_run(qtbot, qsettings):
     qtbot.addWidget(win)
     win.show()
     try:
-        win.connect_engine(ConnectParams(options={"lab": True}))
+        win.connect_engine(ConnectParams(lab=True))
         # perf attaches on a worker thread after connecting: the run starts once it samples (a thread the
         # lab starts while perf is still attaching would go unsampled, which is what a user's Run races too)
         qtbot.waitUntil(lambda: win.observation.observation is not None and win.observation.observation.hotspots_on,

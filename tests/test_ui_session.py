@@ -141,10 +141,10 @@ def test_replay_shows_the_state_at_the_slider_position(qtbot, qsettings, tmp_pat
     path = tmp_path / "armed.tds"
     t0 = 1_700_000_000.0
     with SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher (embedded lab)")) as rec:
-        rec.record(CaptureWindowState(t0, "armed", backend="ebpf"))
+        rec.record(CaptureWindowState(t0, state="armed", backend="ebpf"))
         for i in range(4):
             rec.record(WorkloadProgress(t0 + 0.5 + i * 0.5, "ab_dml", "encrypted", i + 1, 4))
-        rec.record(CaptureWindowState(t0 + 2.5, "disarmed", captures=0, backend="ebpf", message="max captures"))
+        rec.record(CaptureWindowState(t0 + 2.5, state="disarmed", captures=0, backend="ebpf", message="max captures"))
         rec.record(WorkloadResult(t0 + 3.0, "ab_dml", {}, (PhaseTiming("encrypted", "total", 3.0),
                                                            PhaseTiming("plain", "total", 2.0)), {}))
     win = open_replay_window(str(path), qsettings)

@@ -165,7 +165,7 @@ def test_the_window_watching_runs_only_the_listed_statements(qtbot, qsettings, l
     win = MainWindow(discover_engines()[0]["postgres"], qsettings)
     qtbot.addWidget(win)
     win.observation.hotspots_action.setChecked(False)
-    win.connect_engine(ConnectParams(dsn=logged_pg.dsn(user=WATCHER), options={"pid": app_backend}))
+    win.connect_engine(ConnectParams(dsn=logged_pg.dsn(user=WATCHER), pid=app_backend))
     qtbot.waitUntil(lambda: win.session is not None, timeout=30000)
     waits = win.observation.waits_dock
     qtbot.waitUntil(lambda: "polled every 200 ms" in waits.engine_poll.text(), timeout=15000)

@@ -24,8 +24,8 @@ from tdescope.app.probe.backend import ProbeBackend
 from tdescope.app.probe.remote import RemoteWindow
 from tdescope.app.probe.window import CaptureLimits, CaptureSummary, CaptureWindow
 from tdescope.app.engines.api import EngineSession, ProbeRecipe, Workload, WorkloadControl
-from tdescope.app.errors import UserError
-from tdescope.app.events import ABResult, Event, Problem, WorkloadResult
+from tdescope.app.errors import ConnectionLost, UserError
+from tdescope.app.events import ABResult, Event, LostConnection, Problem, WorkloadResult
 
 __all__ = ["ABRun", "CaptureSpec", "Experiment", "WorkloadRun"]
 
@@ -193,10 +193,11 @@ class Experiment:
             try:
                 result = workload.run(params, self.control)
             except UserError as exc:
-                self._fail("workload", str(exc))
+                self._fail("workload", str(exc), lost=self._lost(exc))
                 return
             except Exception as exc:  # noqa: BLE001 - a driver's error (server restart): one line
-                self._fail("workload", f"workload {workload.name} failed: {type(exc).__name__}: {exc}")
+                self._fail("workload", f"workload {workload.name} failed: {type(exc).__name__}: {exc}",
+                           lost=self._lost(exc))
                 return
             if not result.label:
                 result = dataclasses.replace(result, label=workload.label)
@@ -224,7 +225,7 @@ class Experiment:
         try:
             self.ab_result = self._runner.run(self.control)
         except UserError as exc:
-            self._fail("workload", str(exc))
+            self._fail("workload", str(exc), lost=self._lost(exc))
         else:
             self.sink(self.ab_result)
 
@@ -232,21 +233,30 @@ class Experiment:
     def _window_open(self) -> bool:
         return self._window_thread is not None and self._window_thread.is_alive()
 
-    def _fail(self, source: str, message: str) -> None:
+    def _fail(self, source: str, message: str, lost: bool = False, wins: bool = False) -> None:
+        """Say ``message`` (one line) as a Problem, or as a LostConnection when ``lost``; it becomes
+        :attr:`error` when first, or when it ``wins``: the target's exit explains everything after it (the
+        workload's broken connection)."""
         message = (message.strip().splitlines() or [""])[0]  # one line, whatever the driver said
-        # the target's exit explains everything after it (the workload's broken connection): it wins
-        if self.error is None or (source == "capture" and "exited while armed" in message):
+        if self.error is None or wins:
             self.error = message
-        self.sink(Problem(time.time(), source, message))
+        self.sink((LostConnection if lost else Problem)(time.time(), source, message))
+
+    def _lost(self, exc: BaseException) -> bool:
+        """True when ``exc`` means a connection is gone: ours (ConnectionLost), or, as the session tells
+        from its driver's error, the database's."""
+        if isinstance(exc, ConnectionLost):
+            return True
+        return has_ability(self.session, Ability.TELL_LOST) and self.session.connection_lost(exc)
 
     def _run_window(self) -> None:
         assert self.window is not None
         try:
-            self.capture_summary = self.window.run()
-            if self.capture_summary.error:
-                self._fail("capture", self.capture_summary.error)
+            summary = self.capture_summary = self.window.run()
+            if summary.error:
+                self._fail("capture", summary.error, lost=summary.lost, wins=summary.target_exited)
         except UserError as exc:
-            self._fail("capture", str(exc))
+            self._fail("capture", str(exc), lost=self._lost(exc))
         except Exception as exc:  # noqa: BLE001 - reported as one line; the window already detached
             self._fail("capture", f"capture failed: {type(exc).__name__}: {exc}")
         finally:
@@ -276,7 +286,7 @@ class Experiment:
                 self.run.execute(self)
             self.join_window()
         except Exception as exc:  # noqa: BLE001 - never let a worker thread die silently
-            self._fail("experiment", f"{type(exc).__name__}: {exc}")
+            self._fail("experiment", f"{type(exc).__name__}: {exc}", lost=self._lost(exc))
             if self.window is not None:
                 self.window.cancel()
         finally:

@@ -63,9 +63,8 @@ def open_dsn_session(engine, args, remote=None):
     from tdescope.app.engines.registry import open_session
 
     refuse_password_in_dsn(args.dsn, engine.name)
-    options = {"prompt": prompt_password, "pid": getattr(args, "target_pid", None),
-               "allow_critical": getattr(args, "allow_critical", False)}
-    params = ConnectParams(dsn=args.dsn, options=options)
+    params = ConnectParams(dsn=args.dsn, prompt=prompt_password, pid=getattr(args, "target_pid", None),
+                           allow_critical=bool(getattr(args, "allow_critical", False)))
     if remote is not None:
         if not has_ability(engine, Ability.CONNECT_THROUGH):
             raise UserError(f"the {engine.name} engine's --dsn is not carried over --ssh: give --pid PID of its "

@@ -138,7 +138,7 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
     if getattr(args, "dsn", None):
         session = open_dsn_session(engine, args, remote)
     else:
-        session = open_session(engine, ConnectParams(options={"lab": True}))
+        session = open_session(engine, ConnectParams(lab=True))
     try:
         workload, params = _workload(engine, session, args, default_workload)
         if workload is not None and workload.creates:  # someone else's server: say what will be left there
@@ -146,7 +146,7 @@ def resolve_target(args, engine: Engine | None, probing: bool = False, stops_tar
                 "; dropped afterwards (--cleanup)"
             print(f"{workload.name} creates {', '.join(workload.creates)} on the server{then}", file=sys.stderr)
         return CommandTarget(engine, session, session.server_pid(), workload, params,
-                             has_ability(session, Ability.OWN_TARGET), bool(getattr(args, "cleanup", False)))
+                             session.own_target, bool(getattr(args, "cleanup", False)))
     except BaseException:
         session.close()
         raise

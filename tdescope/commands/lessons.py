@@ -92,7 +92,7 @@ def _run_one(args, lesson, engine) -> int:
     agent = connect(args) if args.ssh else None  # the server on the host: probes there, SQL through ssh
     try:
         session = open_dsn_session(engine, args, agent) if args.dsn else \
-            open_session(engine, ConnectParams(options={"lab": True}))
+            open_session(engine, ConnectParams(lab=True))
         try:
             over = {} if agent is None else {"windows": agent_windows(agent, {}), "remote": agent.label}
             if agent is not None:

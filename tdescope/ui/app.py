@@ -98,11 +98,11 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
 
         window.connect_engine(host_params(*host))
     elif engine is None:
-        window.connect_engine(ConnectParams(options={"lab": True}))
+        window.connect_engine(ConnectParams(lab=True))
     else:
         from tdescope.ui.engine_docks import PasswordPrompt
 
-        window.connect_engine(ConnectParams(dsn=dsn, options={"prompt": PasswordPrompt(window)}))
+        window.connect_engine(ConnectParams(dsn=dsn, prompt=PasswordPrompt(window)))
     # Ctrl+C in the terminal closes the window cleanly (disarm, detach) instead of killing us.
     signal.signal(signal.SIGINT, lambda *_: window.close())
     heartbeat = QTimer()

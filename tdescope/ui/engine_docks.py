@@ -42,7 +42,7 @@ def create_engine_docks(engine, parent: QWidget) -> list[QDockWidget]:
 class PasswordPrompt(QObject):
     """Asks for a password on the GUI thread on behalf of a worker thread.
 
-    Engines call it (``options["prompt"]``) from the connect thread; the call
+    Engines call it (``ConnectParams.prompt``) from the connect thread; the call
     blocks until the user answers. The password goes straight to the engine and
     is never stored or logged.
     """

@@ -29,18 +29,6 @@ _GUI_WORDS = {"--allow-critical overrides": "tick “Allow critical processes”
               "--allow-critical": "“Allow critical processes” in Change target…"}
 
 
-#: Words of a lost database connection in the drivers' messages (psycopg, PyMySQL, oracledb, the lab).
-_LOST = ("connection lost", "connection is closed", "server closed the connection", "terminating connection", "lost connection",
-         "connection was lost", "not connected", "gone away", "lab worker crashed", "connection refused",
-         "dpi-1080", "ora-03113", "ora-03114")
-
-
-def connection_lost(message: str) -> bool:
-    """True when ``message`` says the session's database connection is gone (offer Reconnect)."""
-    low = message.lower()
-    return any(w in low for w in _LOST)
-
-
 def describe(exc: BaseException) -> str:
     """One line for the status bar: a UserError's own message (in window words, not CLI flags), else the
     exception's type and message."""

@@ -39,7 +39,7 @@ def main() -> int:
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     out.mkdir(parents=True, exist_ok=True)
     app, win = fresh_window("sqlcipher")
-    win.connect_engine(ConnectParams(options={"lab": True}))
+    win.connect_engine(ConnectParams(lab=True))
     seen: dict = {}
     steps = []
 

@@ -7,6 +7,8 @@ broken one instead of failing.
 
 Probe recipes, inventories and decoded pages are plain data so that the same
 capture machinery, views and reports serve every engine.
+
+Long because it is the whole contract a plugin implements, read in one place.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tdescope.app.events import CaptureContext, Event, PlaintextSide, WorkloadProgress, default_plaintext_side
-from tdescope.app.slots import SLOTS
+from tdescope.app.events import CaptureContext, Direction, Event, PlaintextSide, WorkloadProgress, default_plaintext_side
+from tdescope.app.slots import SLOTS, SLOTS_KW_ONLY
 
 __all__ = [
     "ArgRef",
@@ -108,14 +110,13 @@ class ProbeRecipe:
         a cipher context's address (the chunks of one message share it).
     condition : tuple of (ArgRef, int) or None
         Fire only when this argument equals the value (e.g. mode == decrypt).
-    direction : str
-        A :class:`~tdescope.app.events.Direction` value: what the probed call does.
+    direction : Direction
+        What the probed call does (a word given is converted; an unknown one is a ValueError).
     library : str or None
         Shared library that holds the symbol, for pending breakpoints.
-    plaintext_side : str
-        A :class:`~tdescope.app.events.PlaintextSide` value: which buffer may
-        hold decrypted bytes. Empty: :func:`~tdescope.app.events.default_plaintext_side`
-        of the direction and whether the recipe is entry-only.
+    plaintext_side : PlaintextSide or None
+        Which buffer may hold decrypted bytes (a word given is converted). None (or ``""``): :attr:`side`
+        is :func:`~tdescope.app.events.default_plaintext_side` of the direction and being entry-only.
     requires : str
         What the database must have for the probed function to run at all (an extension
         such as ``pgcrypto``, or encrypted tablespaces); checked through the session's
@@ -130,19 +131,23 @@ class ProbeRecipe:
     after: ArgRef | None = None
     pgno: ArgRef | None = None
     condition: tuple[ArgRef, int] | None = None
-    direction: str = "decrypt"
+    direction: Direction = Direction.DECRYPT
     library: str | None = None
     max_length: int = 65536
-    plaintext_side: str = ""
+    plaintext_side: PlaintextSide | None = None
     requires: str = ""
     context: ArgRef | None = None
     context_kind: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "direction", Direction(self.direction))
+        object.__setattr__(self, "plaintext_side", PlaintextSide(self.plaintext_side) if self.plaintext_side else None)
+
     @property
     def side(self) -> PlaintextSide:
         """Which buffer of this recipe's captures may hold decrypted bytes."""
-        if self.plaintext_side:
-            return PlaintextSide(self.plaintext_side)
+        if self.plaintext_side is not None:
+            return self.plaintext_side
         return default_plaintext_side(self.direction, entry_only=self.after is None)
 
 
@@ -228,13 +233,27 @@ class Inventory:
         return default
 
 
-@dataclass(frozen=True, **SLOTS)
+@dataclass(frozen=True, **SLOTS_KW_ONLY)
 class ConnectParams:
-    """How to reach a database. ``password`` is used once and never stored."""
+    """How to reach a database, and what every engine reads the same way. ``password`` is used once and
+    never stored. ``lab``: start the engine's own lab (a private server or worker) instead. ``prompt``:
+    ``prompt(where) -> password`` when the server wants one (the window's dialog; None: the terminal's, or
+    none). ``pid``: probe this process instead of the session's own (``--target-pid``). ``allow_critical``:
+    a critical process (postmaster, background workers) may be the target. ``options``: the engine's own
+    settings (``host``, ``port``, ``page_size``…); the four above are refused there (issue #25)."""
 
     dsn: str = ""
+    lab: bool = False
+    prompt: Callable[[str], str | None] | None = None
+    pid: int | None = None
+    allow_critical: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     password: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        typed = sorted(set(self.options) & {"lab", "prompt", "pid", "allow_critical"})
+        if typed:
+            raise TypeError(f"ConnectParams.options[{typed[0]!r}]: say it as ConnectParams({typed[0]}=...)")
 
 
 class WorkloadControl:
@@ -342,10 +361,14 @@ class TargetChoice:
 class EngineSession(Protocol):
     """A live connection to one database, and the process that serves it.
 
-    Optional abilities (another target to choose, a target of its own, SQL to
-    run, extensions to require) are Protocols in
-    :mod:`tdescope.app.engines.capabilities`, declared by the engine.
+    Optional abilities (another target to choose, SQL to run, extensions to require) are
+    Protocols in :mod:`tdescope.app.engines.capabilities`, declared by the engine.
     """
+
+    own_target: bool
+    """True when the target is a process this session started (a lab's worker or server): nobody else's
+    work runs in it, so capture windows get the lab's stop budget and recordings keep plaintext. A fact of
+    the session, not of the engine (MariaDB has a lab and production servers); checked when one opens."""
 
     def server_pid(self) -> int:
         """The pid of the process serving this connection (the probe target)."""

@@ -34,13 +34,13 @@ __all__ = [
     "KeepsCatalog",
     "HasPanel",
     "ListsCriticalProcesses",
-    "OwnsTarget",
     "RequiresExtensions",
     "RestoresDecoder",
     "Role",
     "RunsSql",
     "SamplesColumns",
     "SummarizesPages",
+    "TellsLostConnections",
     "abilities",
     "ability_problems",
     "has_ability",
@@ -57,6 +57,17 @@ class Role(enum.Enum):
 
 
 @runtime_checkable
+class TellsLostConnections(Protocol):
+    """A session that can tell, from its driver's error, that its connection to the database is gone."""
+
+    def connection_lost(self, exc: BaseException) -> bool:
+        """True when ``exc`` (raised by this session's workload or queries) means the connection is gone:
+        the window then offers Reconnect. Told by the driver's error class or code, or the connection's own
+        state, never by the message's words (issue #25, item 1)."""
+        ...
+
+
+@runtime_checkable
 class ChoosesTargets(Protocol):
     """A session that lets the user probe another server process than its own connection's."""
 
@@ -67,14 +78,6 @@ class ChoosesTargets(Protocol):
     def choose_target(self, pid: int, allow_critical: bool = False) -> None:
         """Probe ``pid`` from now on; UserError (one line) for a process it must not stop."""
         ...
-
-
-@runtime_checkable
-class OwnsTarget(Protocol):
-    """A session whose target is a lab process it started: nobody else's work runs in it."""
-
-    own_target: bool
-    """True: capture windows get the lab's stop budget (``tdescope.app.probe.window.LAB_STOP_BUDGET``)."""
 
 
 @runtime_checkable
@@ -203,7 +206,6 @@ class Ability(enum.Enum):
     """The optional abilities, named as ``tdescope doctor`` shows them."""
 
     CHOOSE_TARGET = "choose_target"
-    OWN_TARGET = "own_target"
     REQUIRE_EXTENSIONS = "require_extensions"
     RUN_SQL = "run_sql"
     SAMPLE_COLUMNS = "sample_columns"
@@ -216,6 +218,7 @@ class Ability(enum.Enum):
     FOLLOW_PROCESSES = "follow_processes"
     RESTORE_DECODER = "restore_decoder"
     CONNECT_THROUGH = "connect_through"
+    TELL_LOST = "tell_lost"
 
     @property
     def protocol(self) -> type:
@@ -237,7 +240,6 @@ class _Spec:
 
 _SPECS: dict[Ability, _Spec] = {
     Ability.CHOOSE_TARGET: _Spec(ChoosesTargets, Role.SESSION, ("targets", "choose_target")),
-    Ability.OWN_TARGET: _Spec(OwnsTarget, Role.SESSION, ("own_target",)),
     Ability.REQUIRE_EXTENSIONS: _Spec(RequiresExtensions, Role.SESSION, ("require_extension",)),
     Ability.RUN_SQL: _Spec(RunsSql, Role.SESSION, ("sql_workload",)),
     Ability.SAMPLE_COLUMNS: _Spec(SamplesColumns, Role.SESSION, ("sampling_reads", "sample_columns")),
@@ -250,6 +252,7 @@ _SPECS: dict[Ability, _Spec] = {
     Ability.FOLLOW_PROCESSES: _Spec(FollowsProcesses, Role.SESSION, ("probe_followers",)),
     Ability.RESTORE_DECODER: _Spec(RestoresDecoder, Role.ENGINE, ("decoder_from_catalog",)),
     Ability.CONNECT_THROUGH: _Spec(ConnectsThrough, Role.ENGINE, ("through",)),
+    Ability.TELL_LOST: _Spec(TellsLostConnections, Role.SESSION, ("connection_lost",)),
 }
 
 
@@ -281,8 +284,6 @@ def _call_problem(name: str, member: object, stub: object, unbound: bool) -> str
 
 def _value_problem(ability: Ability, name: str, value: object) -> str | None:
     """Why the data member ``name`` holds no usable value for ``ability``, or None."""
-    if ability is Ability.OWN_TARGET and value is not True:
-        return f"{name} must be True (leave it out when the session does not own its target)"
     if ability is Ability.PANEL:
         module, _, func = value.partition(":") if isinstance(value, str) else ("", "", "")
         if not (module and func.isidentifier()):

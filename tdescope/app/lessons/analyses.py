@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Callable
 
 from tdescope.app.ab.result_table import interval_text
-from tdescope.app.events import LessonCard, PageCapture, WorkloadProgress, WorkloadResult
+from tdescope.app.events import Direction, LessonCard, PageCapture, WorkloadProgress, WorkloadResult
 from tdescope.app.lessons.hotspots import RoundHotspots
 from tdescope.app.lessons.run import LessonRun
 from tdescope.app.probe.entropy import shannon_entropy
@@ -95,7 +95,7 @@ def scan_decrypts(run: LessonRun) -> LessonCard:
     first, second = count["cold"], count["warm"]
     figures = {"first_scan_decrypts": first, "second_scan_decrypts": second, "probe": recipe.symbols[0],
                "captures_in_window": len(captures)}
-    verb = "reads" if recipe.direction == "read" else "decrypts"
+    verb = "reads" if recipe.direction is Direction.READ else "decrypts"
     ours = [f"{recipe.symbols[0]} calls in the first (cold) scan: {first}",
             f"{recipe.symbols[0]} calls in the second (warm) scan: {second}"]
     evidence = [f"probe: {recipe.label} ({run.probe_name(ran)})",

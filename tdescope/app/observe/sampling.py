@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 from tdescope.app.hotspots.perf_script import Sample
 from tdescope.app.engines.api import WaitSource
-from tdescope.app.errors import UserError
-from tdescope.app.events import Event, HotspotLeaves, Problem
+from tdescope.app.errors import ConnectionLost, UserError
+from tdescope.app.events import Event, HotspotLeaves, LostConnection, Problem
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ, DWARF_STACK_BYTES
 from tdescope.app.hotspots.profile import HotspotSampler, check_perf
 from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
@@ -108,12 +108,16 @@ class Observation:
         exact_waits: str = "proc",
         stack_bytes: int = DWARF_STACK_BYTES,
         callgraph: str = "dwarf",
+        lost: Callable[[BaseException], bool] | None = None,
     ) -> None:
         if exact_waits not in EXACT_WAITS:
             raise UserError(f"exact waits must be one of {', '.join(EXACT_WAITS)}")
         self.pid = pid
         self.sink = sink
         self.wait_source = wait_source
+        #: Whether an error of the engine's wait source means its connection is gone (the session's
+        #: ``connection_lost``): said as a LostConnection, which the window answers with Reconnect.
+        self.lost = lost
         self.frequency = frequency
         self.stack_bytes = stack_bytes
         self.callgraph = callgraph
@@ -293,8 +297,11 @@ class Observation:
 
 
     # -- threads ---------------------------------------------------------------
-    def _problem(self, source: str, message: str) -> None:
-        self.sink(Problem(time.time(), source, message))
+    def _problem(self, source: str, message: str, lost: bool = False) -> None:
+        self.sink((LostConnection if lost else Problem)(time.time(), source, message))
+
+    def _is_lost(self, exc: BaseException) -> bool:
+        return isinstance(exc, ConnectionLost) or (self.lost is not None and self.lost(exc))
 
     def _engine_loop(self, source: WaitSource, stop: threading.Event) -> None:
         period = 1.0 / self.engine_hz
@@ -303,10 +310,11 @@ class Observation:
             try:
                 events = source.sample()
             except UserError as exc:
-                self._problem("engine waits", str(exc))
+                self._problem("engine waits", str(exc), self._is_lost(exc))
                 return
             except Exception as exc:  # noqa: BLE001 - errors cross threads as one line
-                self._problem("engine waits", f"engine wait source failed: {type(exc).__name__}: {exc}")
+                self._problem("engine waits", f"engine wait source failed: {type(exc).__name__}: {exc}",
+                              self._is_lost(exc))
                 return
             for ev in events:
                 self.sink(ev)

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from tdescope.app.probe.frames import Frame
 from tdescope.app.probe.spec import ProbeSpec
+from tdescope.app.probe.stats import EbpfStats
 from tdescope.app.slots import SLOTS
 
 __all__ = ["Armed", "Closed", "ProbeBackend", "ProbeHandle", "TargetNews", "Happened"]
@@ -78,6 +79,10 @@ class ProbeHandle(Protocol):
 
     def frames(self) -> Sequence[Frame]:
         """Frames produced since the last call (captures and notices), oldest first."""
+
+    def read_stats(self) -> EbpfStats | None:
+        """The probe's counts when this process reads them itself (eBPF: its map, now and then, and once
+        more after :meth:`disarm`); None when there is nothing new, or when they come as frames (gdb's helper)."""
 
     def resume(self) -> None:
         """Put a probe that paused itself (stop budget) back into the target's code."""

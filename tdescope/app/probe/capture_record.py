@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.probe.entropy import shannon_entropy
-from tdescope.app.events import PageCapture, PlaintextSide
+from tdescope.app.events import Direction, PageCapture, PlaintextSide
 
 __all__ = ["CaptureRecord", "describe_capture", "side_label"]
 
@@ -21,7 +21,7 @@ class CaptureRecord:
     ts: float
     pgno: int
     symbol: str
-    direction: str
+    direction: Direction
     size: int
     before_entropy: float
     after_entropy: float
@@ -30,7 +30,7 @@ class CaptureRecord:
     before_sha256: str
     after_sha256: str
     stop_us: float
-    plaintext_side: str = "after"
+    plaintext_side: PlaintextSide = PlaintextSide.AFTER
     problems: tuple[str, ...] = ()
     space_id: int | None = None
 
@@ -107,7 +107,7 @@ def describe_capture(
         before_sha256=hashlib.sha256(capture.before).hexdigest(),
         after_sha256=hashlib.sha256(capture.after).hexdigest(),
         stop_us=round(capture.stop_us, 1),
-        plaintext_side=capture.side.value,
+        plaintext_side=capture.side,
         problems=decoded.problems if decoded else (),
         space_id=decoded.space_id if decoded else None,
     )

@@ -199,6 +199,10 @@ class GdbHandle:
         finally:
             os.close(fd)
 
+    def read_stats(self) -> None:
+        """None: gdb's helper says its counts in notice frames (:class:`~tdescope.app.probe.stats.GdbStats`)."""
+        return None
+
     def frames(self) -> list[Frame]:
         """Frames since the last call; return sites planted by the helper go to the guard on the way."""
         new = self._read()

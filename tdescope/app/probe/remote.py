@@ -91,5 +91,5 @@ class RemoteWindow:
             client.close(timeout=15)  # a worker still running sees EOF and disarms
 
     def _failed(self, t0: float, backend: str, message: str) -> CaptureSummary:
-        self._on_state(CaptureWindowState(time.time(), WindowState.FAILED, message=message, backend=backend))
-        return CaptureSummary(0, "error", None, (), 0.0, time.monotonic() - t0, message, backend=backend)
+        self._on_state(CaptureWindowState(time.time(), state=WindowState.FAILED, message=message, backend=backend))
+        return CaptureSummary.failed(message, time.monotonic() - t0, backend)

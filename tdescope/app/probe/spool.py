@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tdescope.app.events import PageCapture
 from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of, unpack
+from tdescope.app.probe.stats import EbpfStats, GdbStats
 
 __all__ = ["REORDER_S", "FramePairs", "SpoolReader"]
 
@@ -78,10 +79,9 @@ class FramePairs:
         self.closed_reason: str | None = None
         #: Seconds until the probe may re-arm, set when the probe paused itself (stop budget).
         self.paused_for: float | None = None
-        #: The probe's running total of stopped time, uncaptured hits included.
-        self.helper_busy_s = 0.0
-        #: The probe's own counters from its last ``busy`` notice (eBPF: ``hits``, ``lost``, ...).
-        self.counters: dict[str, int] = {}
+        #: The probe's own counts, None before the first: gdb's helper's from its notices, eBPF's as the
+        #: window reads them (:meth:`count`). Their ``busy_s``: stopped time, uncaptured hits included.
+        self.stats: GdbStats | EbpfStats | None = None
         #: Pages that reached the workbench but were not handed over: after the window's deadline,
         #: over its count, or (counted by the window at its end) never paired or never read.
         self.not_kept = 0
@@ -90,7 +90,12 @@ class FramePairs:
     def stopped_total_s(self) -> float:
         """Stopped time so far: the probe's total when it has said one (it counts
         uncaptured hits too), else the sum over the captured frames."""
-        return max(self.stopped_s, self.helper_busy_s)
+        return max(self.stopped_s, self.stats.busy_s if self.stats is not None else 0.0)
+
+    def count(self, stats: EbpfStats | None) -> None:
+        """Keep the counts the window read from an in-process probe (eBPF), when it read any."""
+        if stats is not None:
+            self.stats = stats
 
     def drain(self, frames: Iterable[Frame], limit: int, until: float | None = None,
               stop: Callable[[], bool] | None = None, final: bool = False) -> Iterator[PageCapture]:
@@ -150,7 +155,7 @@ class FramePairs:
             self.closed_reason = f"limit: {fields.get('reason')}"
         elif notice is Notice.PAUSED:
             self.paused_for = float(fields.get("resume_in") or 0.0)
-        if "busy_s" in fields:
-            self.helper_busy_s = max(self.helper_busy_s, float(fields["busy_s"] or 0.0))
-        self.counters.update({k: int(v) for k, v in fields.items() if k not in ("event", "busy_s")
-                              and isinstance(v, int)})
+        if "busy_s" in fields or "hits" in fields:  # BUSY, PAUSED, DISARMED from gdb's helper
+            was = self.stats if isinstance(self.stats, GdbStats) else GdbStats()
+            self.stats = GdbStats(busy_s=max(was.busy_s, float(fields.get("busy_s") or 0.0)),
+                                  hits=int(fields.get("hits", was.hits)))

@@ -37,7 +37,7 @@ from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.stop_cost import refuse_many_threads
 from tdescope.app.system.critical import refuse_critical
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
-from tdescope.app.slots import SLOTS
+from tdescope.app.slots import SLOTS_KW_ONLY
 
 __all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
            "refuse_critical_target", "refuse_unused_target", "stop_budget"]
@@ -50,7 +50,7 @@ POLL_S = 0.02
 CLOSE_S = 0.2
 
 
-@dataclass(frozen=True, **SLOTS)
+@dataclass(frozen=True, **SLOTS_KW_ONLY)
 class CaptureSummary:
     """How a window ended. ``arming_stop_s``: how long the target was stopped while
     gdb attached and armed (before the first resume), the longer of gdb's clock and
@@ -58,7 +58,8 @@ class CaptureSummary:
     "fast_ms": ...}``), else None. ``thinned``: the captures (counted in ``captures``) the keep
     rate did not keep. ``threads``, ``longest_stop_s``, ``most_stopped_s``: what the target's
     threads felt, sampled from /proc by a stopping backend
-    (:class:`~tdescope.app.system.threadstops.StopFigures`; 0 for eBPF)."""
+    (:class:`~tdescope.app.system.threadstops.StopFigures`; 0 for eBPF). ``lost``: the window ended because
+    the connection to the host's agent is gone (its ``error`` says so; the window offers Reconnect)."""
 
     captures: int
     reason: str
@@ -75,6 +76,18 @@ class CaptureSummary:
     threads: int = 0
     longest_stop_s: float = 0.0
     most_stopped_s: float = 0.0
+    lost: bool = False
+
+    @classmethod
+    def failed(cls, error: str, elapsed_s: float = 0.0, backend: str = "gdb", lost: bool = False) -> "CaptureSummary":
+        """A window that ended on ``error`` before it armed anything (``lost``: the connection is gone)."""
+        return cls(captures=0, reason="error", armed_symbol=None, locations=(), stopped_s=0.0, elapsed_s=elapsed_s,
+                   error=error, backend=backend, lost=lost)
+
+    @property
+    def target_exited(self) -> bool:
+        """The target exited while armed: that explains everything after it (a workload's broken connection)."""
+        return self.reason == Happened.TARGET_EXITED.value
 
 
 class Phase(enum.Enum):
@@ -192,7 +205,7 @@ class CaptureWindow:
                  context: int = -1) -> PageCapture:
         return PageCapture(ts=ts, seq=seq + self.limits.first_seq - 1, symbol=self._symbol, direction=self.recipe.direction, pgno=pgno,
                            before=before, after=after, stop_us=stop_us, engine=self.engine,
-                           plaintext_side=self.recipe.side.value, context=context,
+                           plaintext_side=self.recipe.side, context=context,
                            context_kind=self.recipe.context_kind if context != -1 else "")
 
     # -- the one place states change -------------------------------------------
@@ -212,9 +225,10 @@ class CaptureWindow:
         pairs = self._pairs
         # the target was stopped while the probe was placed too (gdb's attach and arm): it is counted
         arming = self.handle.arming_stop_s if self.handle is not None else 0.0
-        self._on_state(CaptureWindowState(time.time(), state, pairs.captures, pairs.stopped_total_s + arming, message,
-                                          self._backend.name, pairs.counters.get("hits", 0),
-                                          pairs.counters.get("lost", 0), pairs.thinned))
+        self._on_state(CaptureWindowState(time.time(), state=state, captures=pairs.captures,
+                                          stopped_s=pairs.stopped_total_s + arming, message=message,
+                                          backend=self._backend.name, hits=pairs.stats.hits if pairs.stats else 0,
+                                          lost=pairs.stats.lost if pairs.stats else 0, unsent=pairs.thinned))
 
     # -- run -------------------------------------------------------------------
     def run(self) -> CaptureSummary:
@@ -232,11 +246,12 @@ class CaptureWindow:
         handle = self.handle
         felt = getattr(handle, "stops", None)
         return CaptureSummary(
-            self._kept(), self._reason, handle.armed.symbol if handle else None,
-            handle.armed.locations if handle else (), self._pairs.stopped_total_s, time.monotonic() - t_start,
-            self._error, handle.arming_stop_s if handle else 0.0, guard, self._backend.name,
-            self._counts(), self._pairs.thinned, felt.threads if felt else 0,
-            felt.longest_s if felt else 0.0, felt.most_stopped_s if felt else 0.0,
+            captures=self._kept(), reason=self._reason, armed_symbol=handle.armed.symbol if handle else None,
+            locations=handle.armed.locations if handle else (), stopped_s=self._pairs.stopped_total_s,
+            elapsed_s=time.monotonic() - t_start, error=self._error,
+            arming_stop_s=handle.arming_stop_s if handle else 0.0, guard=guard, backend=self._backend.name,
+            counters=self._counts(), thinned=self._pairs.thinned, threads=felt.threads if felt else 0,
+            longest_stop_s=felt.longest_s if felt else 0.0, most_stopped_s=felt.most_stopped_s if felt else 0.0,
         )
 
     def _kept(self) -> int:
@@ -245,11 +260,11 @@ class CaptureWindow:
 
     def _counts(self) -> dict | None:
         """The probe's counters (None without), the window's own added (:mod:`~tdescope.app.probe.tally`)."""
-        if not self._pairs.counters:
+        if self._pairs.stats is None:
             return None
         pairs = self._pairs
         dropped = self._join.partial if self._join else 0  # chunks of messages the window did not keep
-        counts = {**pairs.counters, "captured": pairs.captures - pairs.thinned - dropped, "thinned": pairs.thinned,
+        counts = {**pairs.stats.counters(), "captured": pairs.captures - pairs.thinned - dropped, "thinned": pairs.thinned,
                   "not_kept": pairs.not_kept + dropped}
         return {**counts, "messages": self._join.messages} if self._join else counts
 
@@ -296,6 +311,7 @@ class CaptureWindow:
         deadline = self._armed_at + limits.max_seconds
         for capture in pairs.drain(self.handle.frames(), self._chunk_limit, deadline, self._cancel.is_set):
             self._on_capture(capture)
+        pairs.count(self.handle.read_stats())
         if pairs.closed_reason:
             self._reason = pairs.closed_reason
         if self._kept() >= limits.max_captures or pairs.captures >= self._chunk_limit:
@@ -362,6 +378,7 @@ class CaptureWindow:
                 frames = self.handle.frames()
                 for capture in self._pairs.drain(frames, self._chunk_limit, until, final=True):
                     self._on_capture(capture)
+                self._pairs.count(self.handle.read_stats())
                 if late or not frames:
                     break
             if discard is not None:

@@ -185,7 +185,7 @@ class Agent:
         try:
             summary = window.run()
         except Exception as exc:  # noqa: BLE001 - told to the workbench as the window's error
-            summary = CaptureSummary(0, "error", None, (), 0.0, 0.0, f"capture failed: {type(exc).__name__}: {exc}")
+            summary = CaptureSummary.failed(f"capture failed: {type(exc).__name__}: {exc}")
         self._window = None  # before the summary: the workbench may arm the next window as soon as it has it
         self._out.send(Kind.SUMMARY, wire.to_fields(summary))
 

@@ -11,7 +11,7 @@ import queue
 import threading
 import time
 
-from tdescope.app.errors import UserError
+from tdescope.app.errors import ConnectionLost, UserError
 from tdescope.app.events import CaptureWindowState, WindowState
 from tdescope.app.probe.window import CaptureSummary
 from tdescope.app.remote import wire
@@ -62,7 +62,7 @@ class AgentWindow:
             while True:
                 frame = q.get()
                 if frame is None:
-                    return self._failed(t0, self._client.lost or "connection lost")
+                    return self._failed(t0, self._client.lost or "connection lost", lost=True)
                 kind, header, payload = frame
                 if kind is Kind.CAPTURES:
                     for capture in wire.captures_of(header, payload):
@@ -81,11 +81,11 @@ class AgentWindow:
                 elif kind is Kind.REFUSED and header.get("request") == "ARM":
                     return self._failed(t0, str(header.get("message")))
         except (UserError, ProtocolError) as exc:
-            return self._failed(t0, str(exc))
+            return self._failed(t0, str(exc), lost=isinstance(exc, ConnectionLost))
         finally:
             self.armed.clear()
             self._client._window_q = None
 
-    def _failed(self, t0: float, message: str) -> CaptureSummary:
-        self._on_state(CaptureWindowState(time.time(), WindowState.FAILED, message=message, backend=self._backend))
-        return CaptureSummary(0, "error", None, (), 0.0, time.monotonic() - t0, message, backend=self._backend)
+    def _failed(self, t0: float, message: str, lost: bool = False) -> CaptureSummary:
+        self._on_state(CaptureWindowState(time.time(), state=WindowState.FAILED, message=message, backend=self._backend))
+        return CaptureSummary.failed(message, time.monotonic() - t0, self._backend, lost)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.engines.registry import critical_rules, discover_engines
-from tdescope.app.errors import UserError
+from tdescope.app.errors import ConnectionLost, UserError
 from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, WaitSample
 from tdescope.app.probe.window import CaptureLimits
 from tdescope.app.remote import wire
@@ -82,7 +82,7 @@ class AgentClient:
         self._wlock = threading.Lock()
         self._replies: queue.Queue = queue.Queue()
         self._window_q: queue.Queue | None = None
-        self.lost: str | None = None  #: why the agent went away, once it has
+        self.lost: str | None = None  #: why the agent went away, once it has ("connection lost: …", the one line)
         self.welcome: dict = {}
         #: Where a running sampler's frames go (on the reader thread): source -> (on_event, on_error).
         self._hooks: dict[str, tuple[Callable, Callable]] = {}
@@ -129,7 +129,7 @@ class AgentClient:
                     window_q.put(frame)  # the agent could not read the stream: it is ending
                 self._replies.put(frame)
         except (ProtocolError, OSError, ValueError) as exc:
-            self.lost = f"the agent's stream broke: {exc}"
+            self.lost = f"connection lost: the agent's stream broke: {exc}"
         self._stderr_done.wait(2.0)  # its last line says why, when it says anything
         last = self.diagnostics[-1] if self.diagnostics else ""
         self.lost = self.lost or (f"connection lost: {last}" if last else "connection lost: the agent exited")
@@ -161,7 +161,7 @@ class AgentClient:
                 self._proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             self._gone.wait(2.0)  # the reader says why (the agent's last stderr line)
-            raise UserError(self.lost or "connection lost: the agent's stdin is closed") from None
+            raise ConnectionLost(self.lost or "connection lost: the agent's stdin is closed") from None
 
     def _reply(self, want: Kind, timeout: float = REPLY_S) -> tuple[dict, bytes]:
         try:
@@ -169,7 +169,7 @@ class AgentClient:
         except queue.Empty:
             raise UserError(f"the agent did not answer within {timeout:.0f} s") from None
         if frame is None:
-            raise UserError(self.lost or "connection lost")
+            raise ConnectionLost(self.lost or "connection lost")
         kind, header, payload = frame
         if kind is Kind.REFUSED:
             raise UserError(str(header.get("message") or "the agent refused"))

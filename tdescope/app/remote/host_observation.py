@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from tdescope.app.errors import UserError
-from tdescope.app.events import Event, Problem
+from tdescope.app.events import Event, LostConnection, Problem
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 
 __all__ = ["HostObservation"]
@@ -95,4 +95,7 @@ class HostObservation:
             client.stop_waits()
 
     def _problem(self, source: str, message: str) -> None:
-        self.sink(Problem(time.time(), source, message))
+        if self.session.alive():
+            self.sink(Problem(time.time(), source, message))
+        else:  # the sampler ended with the connection: the window offers Reconnect
+            self.sink(LostConnection(time.time(), source, self.session.lost_line(message)))

@@ -63,6 +63,8 @@ class HostSession:
     Requests that wait for a reply (targets, a function's bytes) take one lock: the agent answers
     in order, and two threads must not take each other's replies."""
 
+    own_target = False  # a process on someone's host, chosen by pid
+
     def __init__(self, agent: RemoteAgent, engine: Engine, pid: int, ssh_options: Sequence[str] = ()) -> None:
         self.agent = agent
         self.engine = engine
@@ -160,7 +162,7 @@ class HostSession:
 
     def lost_line(self, why: str) -> str:
         """The one line for a window or sampler the lost connection ended: ``db1: connection lost (why)``."""
-        return why if "connection lost" in why else f"{self.dest}: connection lost ({why})"
+        return why if why == self.agent.client.lost else f"{self.dest}: connection lost ({why})"
 
     def read_function(self, path: str, symbol: str) -> tuple[int, bytes]:
         """``symbol``'s file address and bytes in ``path`` on the host (for disassembly here)."""
@@ -188,7 +190,7 @@ class _HostWindow:
     def run(self) -> CaptureSummary:
         summary = self._window.run()
         if summary.error and not self._session.alive():
-            summary = dataclasses.replace(summary, error=self._session.lost_line(summary.error))
+            summary = dataclasses.replace(summary, error=self._session.lost_line(summary.error), lost=True)
         return summary
 
 

@@ -24,7 +24,8 @@ from tdescope.app.engines.api import PageDecoder
 from tdescope.app.errors import UserError
 from tdescope.app.ab.result_table import ResultTable, ab_table, runs_table, single_table, text_cell
 from tdescope.app.probe.keep_rate import thinned_in
-from tdescope.app.events import ABResult, CaptureWindowState, LessonCard, Problem, WorkloadProgress, WorkloadResult
+from tdescope.app.events import (ABResult, CaptureWindowState, LessonCard, LostConnection, Problem, WorkloadProgress,
+                                 WorkloadResult)
 from tdescope.app.session.notes import Note
 from tdescope.app.report.captures import MASK, CaptureSection, capture_section, selected_captures
 from tdescope.app.report.session_plots import Plot, hotspot_plots, timeline_plot, wait_plot
@@ -171,7 +172,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
     if thinned:
         env.append(("Captures not kept", f"{thinned} not kept: over the probe windows' keep rate, a storm is "
                                          f"recorded as a sample (counted, not stored)"))
-    problems = tuple(p.message for p in reader.events(kinds=[Problem]))
+    problems = tuple(p.message for p in reader.events(kinds=[Problem, LostConnection]))
     return Report(
         title=meta.title or f"{meta.engine_label or meta.engine or 'Session'} encryption session",
         engine=meta.engine_label or meta.engine, versions=dict(meta.versions), host=_host(meta),

@@ -12,8 +12,8 @@ import base64
 import time
 from dataclasses import dataclass
 
-from tdescope.app.events import CaptureWindowState, HotspotWindow, Marker, PageCapture, Problem, WindowState, \
-    WorkloadProgress
+from tdescope.app.events import CaptureWindowState, HotspotWindow, LostConnection, Marker, PageCapture, Problem, \
+    WindowState, WorkloadProgress
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.hotspots.profile import Profile, SymbolStat
 from tdescope.app.observe.timeline import side_spans
@@ -108,7 +108,8 @@ def timeline_lanes(reader: SessionReader, notes: list[Note], t1: float) -> list[
               TimelineLane("captures", ticks=tuple(captures[:2000]), color="#2ca02c"),
               TimelineLane("markers", ticks=tuple((m.ts, m.label) for m in reader.events(kinds=[Marker])),
                            color="#9467bd"),
-              TimelineLane("problems", ticks=tuple((p.ts, p.message) for p in reader.events(kinds=[Problem])),
+              TimelineLane("problems", ticks=tuple((p.ts, p.message)
+                                                  for p in reader.events(kinds=[Problem, LostConnection])),
                            color="#d62728"),
               TimelineLane("notes", ticks=tuple((n.when, n.text[:80]) for n in notes), color="#ff7f0e")]
     return [lane for lane in lanes if lane.spans or lane.ticks]

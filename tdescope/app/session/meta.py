@@ -93,7 +93,7 @@ def keeps_plaintext(session) -> bool:
     does; a customer's process is recorded without plaintext unless the user
     asks (``--keep-plaintext``) or the file is encrypted.
     """
-    return has_ability(session, Ability.OWN_TARGET)
+    return session is not None and session.own_target
 
 
 @dataclass(frozen=True)

@@ -185,7 +185,7 @@ class SessionReader:
 
 # kinds known to have no bytes fields: skip the blob lookup for them
 _NO_BLOBS = frozenset({"WaitSample", "HotspotWindow", "WorkloadProgress", "WorkloadResult", "Marker",
-                       "CaptureWindowState", "Problem", "WaitFigures", "WaitSpans"})
+                       "CaptureWindowState", "Problem", "LostConnection", "WaitFigures", "WaitSpans"})
 
 
 def _empty_bytes(kind: str, with_bytes: bool) -> dict[str, bytes]:

@@ -17,12 +17,9 @@ class MariaDbEngine:
 
     name = "mariadb"
     label = "MariaDB (InnoDB encryption)"
-    # Not OWN_TARGET: the contract wants every session to have a declared ability, and only the lab's
-    # server is tdescope's own. The lab therefore gets the production stop budget with gdb (which halts
-    # every server thread at a hit); eBPF, the default, stops nothing.
     abilities = frozenset({Ability.RUN_SQL, Ability.SUMMARIZE_PAGES, Ability.CATALOG_DECODER,
                            Ability.CRITICAL_PROCESSES, Ability.REQUIRE_EXTENSIONS, Ability.KEEP_CATALOG,
-                           Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH})
+                           Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH, Ability.TELL_LOST})
     #: One process serves every connection: gdb, whose stops halt every thread, needs --allow-critical on
     #: a server others use; eBPF does not stop it. The lab's own server (under tdescope-mariadb-*) is free.
     critical_processes = (CriticalProcess(
@@ -31,15 +28,15 @@ class MariaDbEngine:
         stopping_only=True),)
 
     def connect(self, params: ConnectParams):
-        """``options["lab"]``: start a private encrypted server (``options["page_size"]``: its
+        """``params.lab``: start a private encrypted server (``options["page_size"]``: its
         ``innodb_page_size``, default 16384); else ``params.dsn`` (``host= port= user=
-        dbname= socket=`` or ``mariadb://user@host:port/db``), ``options["prompt"]`` asked for a password;
-        ``options["pid"]`` (``--target-pid``) must be the server's own pid: one process serves every connection."""
+        dbname= socket=`` or ``mariadb://user@host:port/db``), ``params.prompt`` asked for a password;
+        ``params.pid`` (``--target-pid``) must be the server's own pid: one process serves every connection."""
         from tdescope.plugins.mariadb.connection import parse_dsn
         from tdescope.plugins.mariadb.session import MariaDbSession
 
         opts = params.options or {}
-        if opts.get("lab"):
+        if params.lab:
             return MariaDbSession(parse_dsn(""), lab=True, progress=opts.get("progress"),
                                   lab_page_size=int(opts.get("page_size") or 16384))
         from dataclasses import replace
@@ -49,7 +46,7 @@ class MariaDbEngine:
             spec = replace(spec, password=params.password)
         if opts.get("socket"):  # over --ssh: the forward's socket here
             spec = replace(spec, socket=str(opts["socket"]), via=str(opts.get("via") or ""))
-        return MariaDbSession(spec, opts.get("prompt"), target_pid=opts.get("pid"), processes=opts.get("processes"))
+        return MariaDbSession(spec, params.prompt, target_pid=params.pid, processes=opts.get("processes"))
 
     def through(self, params: ConnectParams, forward, processes) -> ConnectParams:
         """``--dsn`` over ``--ssh``: the server's socket or port on the host, forwarded to a socket here

@@ -3,7 +3,7 @@
 One ``mariadbd`` serves every connection, so the probe target is the whole
 server, whichever connection runs the workload: the Engine dock says so, and a
 gdb probe (whose stops halt every thread) is the backend to avoid on a server
-others use. The lab (``options["lab"]``) starts a private server first.
+others use. The lab (``ConnectParams.lab``) starts a private server first.
 """
 
 from __future__ import annotations
@@ -65,9 +65,12 @@ class MariaDbSession:
         The server's machine when it is not this one (``--ssh``): the server is found in its process table.
     """
 
+    own_target = False  # a server others use; the lab's session says True (set from ``lab``)
+
     def __init__(self, spec: ConnectionSpec, prompt: Callable[[str], str | None] | None = None, lab: bool = False,
                  progress: Callable[[str], None] | None = None, target_pid: int | None = None,
                  lab_page_size: int = 16384, processes=None) -> None:
+        self.own_target = lab  # the lab's server is ours alone: the lab's stop budget, plaintext kept
         self.lab = MariaLab(progress, page_size=lab_page_size) if lab else None
         self.processes = processes
         self._lock = threading.Lock()
@@ -158,6 +161,19 @@ class MariaDbSession:
         if self._waits is None:
             self._waits = MariaWaitSource(self._spec, self.pid)
         return self._waits
+
+    #: The client's codes for a server that went away or a connection lost mid-query (CR_SERVER_GONE_ERROR,
+    #: CR_SERVER_LOST, CR_CONN_HOST_ERROR).
+    LOST_CODES = frozenset({2006, 2013, 2003})
+
+    def connection_lost(self, exc: BaseException) -> bool:
+        """True when ``exc`` says the connection is gone: PyMySQL's client codes for it, or an interface error
+        on a connection it has closed."""
+        import pymysql
+
+        if isinstance(exc, pymysql.err.OperationalError):
+            return bool(exc.args) and exc.args[0] in self.LOST_CODES
+        return isinstance(exc, pymysql.err.InterfaceError) and not (self.conn.open and self.control.open)
 
     def close(self) -> None:
         for name in ("conn", "control"):

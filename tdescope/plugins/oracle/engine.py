@@ -44,7 +44,7 @@ class OracleEngine:
     panel = "tdescope.plugins.oracle.panel:create_docks"
     #: Background processes a probe refuses without --allow-critical (app/system/critical.py).
     critical_processes = CRITICAL_PROCESSES
-    abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES, Ability.FIT_RECIPES})
+    abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES, Ability.FIT_RECIPES, Ability.TELL_LOST})
 
     def connect(self, params: ConnectParams):
         """Open the workload and monitor connections; pick the target session.
@@ -52,7 +52,7 @@ class OracleEngine:
         The password comes from ``params.password``, else the OS keyring, else
         a prompt on a terminal. It is used for the two logons and dropped.
         """
-        if params.options.get("lab"):
+        if params.lab:
             raise UserError("Oracle has no lab of its own here: connect to a server with --dsn user@host:port/service")
         from tdescope.plugins.oracle.connection import open_connection, resolve_password
         from tdescope.plugins.oracle.session import OracleSession
@@ -60,8 +60,8 @@ class OracleEngine:
         spec = spec_from_params(params)
         password = params.password
         if password is None:
-            if params.options.get("prompt") is not None:
-                prompt = params.options["prompt"]  # the GUI asks in a dialog
+            if params.prompt is not None:
+                prompt = params.prompt  # the GUI asks in a dialog
             elif not sys.stdin.isatty():
                 prompt = _no_prompt(spec.keyring_name)
             else:

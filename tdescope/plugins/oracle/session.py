@@ -63,6 +63,8 @@ class OracleSession:
         Allow a background process (PMON, LGWR...) as the target.
     """
 
+    own_target = False  # Oracle has no lab here: every target is someone's server
+
     def __init__(self, work_conn, monitor_conn, target_sid: int | None = None,
                  allow_background: bool = False) -> None:
         self.work_conn = work_conn
@@ -188,6 +190,17 @@ class OracleSession:
             except Exception as exc:  # noqa: BLE001 - privilege errors are the user's to fix
                 raise UserError(f"Oracle: {sql!r} failed: {str(exc).splitlines()[0]}") from None
         return "\n".join(self._dump.read())
+
+    #: oracledb's codes for a connection that is gone (end-of-file on the channel, not connected, closed).
+    LOST_CODES = frozenset({"ORA-03113", "ORA-03114", "ORA-03135", "DPI-1080", "DPI-1010", "DPY-4011", "DPY-1001"})
+
+    def connection_lost(self, exc: BaseException) -> bool:
+        """True when ``exc`` says the connection is gone: its error's code (oracledb's ``full_code``).
+        Not run here (no Oracle server): the codes are from oracledb's documentation."""
+        import oracledb
+
+        error = exc.args[0] if isinstance(exc, oracledb.Error) and exc.args else None
+        return getattr(error, "full_code", None) in self.LOST_CODES
 
     def close(self) -> None:
         """Close both connections."""

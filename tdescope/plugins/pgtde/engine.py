@@ -17,18 +17,18 @@ class PgTdeEngine(PostgresEngine):
     abilities = PostgresEngine.abilities
 
     def connect(self, params: ConnectParams):
-        """``options["lab"]``: start the private pg_tde server (``options["pg_tde_source"]``: its source);
+        """``params.lab``: start the private pg_tde server (``options["pg_tde_source"]``: its source);
         otherwise connect to the user's pg_tde server like the PostgreSQL engine does."""
         opts = params.options or {}
-        if opts.get("lab"):
+        if params.lab:
             from tdescope.plugins.pgtde.session import PgTdeLabSession
 
             return PgTdeLabSession(opts.get("progress"), opts.get("pg_tde_source"))
         from tdescope.plugins.pgtde.session import PgTdeSession
         from tdescope.plugins.postgres.connection import spec_from_params
 
-        return PgTdeSession(spec_from_params(params), opts.get("prompt"), opts.get("pid"),
-                            bool(opts.get("allow_critical", False)), **processes_option(opts))
+        return PgTdeSession(spec_from_params(params), params.prompt, params.pid, params.allow_critical,
+                            **processes_option(opts))
 
     def probe_recipes(self) -> list[ProbeRecipe]:
         """pg_tde's tuple decrypt (the default), its page-level decrypt, then the PostgreSQL recipes."""

@@ -39,6 +39,8 @@ class PgTdeLabSession(PgTdeSession):
         A pg_tde source tarball or folder (``--pg-tde-source``).
     """
 
+    own_target = True  # the lab's private server: the lab's stop budget, plaintext kept
+
     def __init__(self, progress: Callable[[str], None] | None = None, source: str | None = None) -> None:
         self.lab = PgTdeLab(progress, source)
         try:

@@ -29,26 +29,26 @@ class PostgresEngine:
     abilities = frozenset({Ability.PANEL, Ability.CRITICAL_PROCESSES, Ability.CHOOSE_TARGET, Ability.RUN_SQL,
                            Ability.REQUIRE_EXTENSIONS, Ability.SAMPLE_COLUMNS, Ability.FIT_RECIPES,
                            Ability.FOLLOW_PROCESSES, Ability.CATALOG_DECODER, Ability.KEEP_CATALOG,
-                           Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH})
+                           Ability.RESTORE_DECODER, Ability.CONNECT_THROUGH, Ability.TELL_LOST})
 
     def connect(self, params: ConnectParams):
         """Open the workload and control connections.
 
         ``params.dsn`` and/or ``options`` (host, port, dbname, user, sslmode,
-        connect_timeout) say where; ``options["pid"]`` picks another backend as
-        the target, ``options["allow_critical"]`` allows background processes,
-        ``options["prompt"]`` is asked for a password when the server wants one, ``options["processes"]``
+        connect_timeout) say where; ``params.pid`` picks another backend as
+        the target, ``params.allow_critical`` allows background processes,
+        ``params.prompt`` is asked for a password when the server wants one, ``options["processes"]``
         (a ProcessTable) is where the server's processes are checked (this machine's /proc by default).
         """
-        if params.options.get("lab"):
+        if params.lab:
             raise UserError("PostgreSQL has no lab of its own here: connect to a server with --dsn 'host=… port=… "
                             "dbname=…' (--lab sqlcipher and --lab mariadb start a lab)")
         from tdescope.plugins.postgres.connection import spec_from_params
         from tdescope.plugins.postgres.session import PostgresSession
 
         opts = params.options or {}
-        return PostgresSession(spec_from_params(params), opts.get("prompt"), opts.get("pid"),
-                               bool(opts.get("allow_critical", False)), **processes_option(opts))
+        return PostgresSession(spec_from_params(params), params.prompt, params.pid, params.allow_critical,
+                               **processes_option(opts))
 
     def through(self, params: ConnectParams, forward, processes) -> ConnectParams:
         """``--dsn`` over ``--ssh``: the server's socket or port on the host, forwarded to a socket here

@@ -46,6 +46,8 @@ class PostgresSession:
         The server's machine: this one's /proc, or a ``--ssh`` host's through the agent.
     """
 
+    own_target = False  # someone's server (the pg_tde lab's session says otherwise)
+
     def __init__(self, spec: ConnectionSpec, prompt: Callable[[str], str | None] | None = None,
                  target_pid: int | None = None, allow_critical: bool = False,
                  processes: ProcessTable = LOCAL) -> None:
@@ -131,6 +133,19 @@ class PostgresSession:
             conn, _ = open_connection(self._spec, None, "tdescope waits")
             self._wait_source = PgWaitSource(conn, self.target.pid)
         return self._wait_source
+
+    def connection_lost(self, exc: BaseException) -> bool:
+        """True when ``exc`` (from this session's connections or its wait source's) means a connection is gone:
+        an operational error the client raised itself (no SQLSTATE: the server closed it), a connection
+        exception (SQLSTATE class 08), a server shutting down (57P01-57P03), or a connection psycopg marked
+        ``broken``. A cancelled statement (57014) is not one."""
+        import psycopg
+
+        if not isinstance(exc, psycopg.OperationalError):
+            return False
+        state = exc.sqlstate
+        return (state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+                or any(c.broken or c.closed for c in (self.conn, self.control)))
 
     def close(self) -> None:
         for conn in (getattr(self, "conn", None), getattr(self, "control", None)):

@@ -7,7 +7,6 @@ from functools import cache
 
 from tdescope.app.engines.api import ArgRef, ConnectParams, PageDecoder, ProbeRecipe
 from tdescope.app.engines.capabilities import Ability
-from tdescope.app.errors import UserError
 
 __all__ = ["SqlcipherEngine", "DECRYPT", "ENCRYPT"]
 
@@ -40,12 +39,10 @@ class SqlcipherEngine:
 
     name = "sqlcipher"
     label = "SQLCipher (embedded lab)"
-    abilities = frozenset({Ability.OWN_TARGET, Ability.SUMMARIZE_PAGES})
+    abilities = frozenset({Ability.SUMMARIZE_PAGES})
 
     def connect(self, params: ConnectParams):
-        """Start the lab worker (``options["lab"]``, the default) in ``params.dsn`` or a temp folder."""
-        if params.options.get("lab", True) is False:
-            raise UserError("the SQLCipher engine attaches to an existing process with --pid, or runs its lab")
+        """Start the lab worker (SQLCipher has nothing else to connect to) in ``params.dsn`` or a temp folder."""
         from tdescope.plugins.sqlcipher.lab import LabSession
 
         return LabSession(params.dsn or None)

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tdescope.app.engines.api import Inventory, WaitSource, Workload, WorkloadControl
-from tdescope.app.errors import UserError
+from tdescope.app.errors import ConnectionLost, UserError
 from tdescope.app.events import PhaseTiming, WorkloadProgress, WorkloadResult
 from tdescope.app.system.child_env import PYTHON, child_env
 from tdescope.plugins.sqlcipher.workloads import DEFAULTS
@@ -88,7 +88,7 @@ class LabSession:
             raise UserError("the SQLCipher lab worker did not answer in time") from None
         if ev.get("ev") == "exit":
             self._events.put(ev)
-            raise UserError(f"the SQLCipher lab worker crashed (exit status {ev.get('code')})")
+            raise ConnectionLost(f"the SQLCipher lab worker crashed (exit status {ev.get('code')})")
         return ev
 
     # -- EngineSession ---------------------------------------------------------
@@ -177,7 +177,7 @@ class LabSession:
                     raise UserError(f"workload {name} failed: {ev.get('message')}")
                 elif kind == "exit":
                     self._events.put(ev)
-                    raise UserError(f"the SQLCipher lab worker crashed (exit status {ev.get('code')})")
+                    raise ConnectionLost(f"the SQLCipher lab worker crashed (exit status {ev.get('code')})")
 
     def __enter__(self) -> "LabSession":
         return self

@@ -18,7 +18,8 @@ from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, PageD
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session, recorded_decoder
 from tdescope.app.errors import UserError
-from tdescope.app.events import ABResult, CaptureWindowState, PageCapture, Problem, WorkloadProgress, WorkloadResult
+from tdescope.app.events import (ABResult, CaptureWindowState, LostConnection, PageCapture, Problem, WorkloadProgress,
+                                 WorkloadResult)
 from tdescope.app.experiment import ABRun, CaptureSpec, Experiment, WorkloadRun
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
@@ -30,7 +31,7 @@ from tdescope.ui.engine_docks import create_engine_docks
 from tdescope.ui.engine_panel import EngineDock
 from tdescope.ui.event_pump import EventPump
 from tdescope.ui.pageview import PageView
-from tdescope.ui.tasks import TaskRunner, connection_lost, describe
+from tdescope.ui.tasks import TaskRunner, describe
 from tdescope.ui.window.capture_presenter import CapturePresenter
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
 from tdescope.ui.window.layout import default_layout, restore_layout, save_layout
@@ -125,6 +126,7 @@ class MainWindow(QMainWindow):
         self.pump.subscribe(WorkloadResult, self._on_results)
         self.pump.subscribe(ABResult, lambda batch: [self.workload_dock.show_ab_result(r) for r in batch])
         self.pump.subscribe(Problem, self._on_problems)
+        self.pump.subscribe(LostConnection, self._on_problems)
         for dock in self.engine_docks:
             if hasattr(dock, "show_result"):
                 self.pump.subscribe(WorkloadResult, lambda batch, d=dock: d.show_result(batch[-1]))
@@ -181,7 +183,7 @@ class MainWindow(QMainWindow):
         engine, o = self.engine, params.options
 
         def connect(state) -> Connected | None:
-            session = open_host_session(engine, o["ssh"], o["ssh_options"], o["pid"], o["prompt"]) if o.get("ssh") \
+            session = open_host_session(engine, o["ssh"], o["ssh_options"], params.pid, o["ssh_prompt"]) if o.get("ssh") \
                 else open_session(engine, params)
             if state.cancelled:  # the window closed while connecting: nobody will close it later
                 session.close()
@@ -242,7 +244,7 @@ class MainWindow(QMainWindow):
         self.remote.last_run = (name, params, recipe, max_captures, rounds)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0, first_seq=self.live.first_capture_seq(),
                                max_kept_per_s=KEEP_PER_S,  # `record` keeps the same
-                               **stop_budget(has_ability(self.session, Ability.OWN_TARGET)))
+                               **stop_budget(self.session.own_target))
         capture = CaptureSpec(recipe=recipe, limits=limits, backend=backend, isolated=True,
                               allow_critical=self.allow_critical, windows=host.window if host else None) \
             if recipe is not None else None
@@ -317,7 +319,7 @@ class MainWindow(QMainWindow):
         text = batch[-1].message
         self.workload_dock.status.setText(text)
         self.statusBar().showMessage(text, 15000)
-        if self.session is not None and connection_lost(text):
+        if self.session is not None and isinstance(batch[-1], LostConnection):
             # offers Reconnect: no restart of the window (on an ssh host: the same host and target again)
             self.remote.connection_lost(text) if self.remote.host else self.engine_dock.show_error(text, lost=True)
 
@@ -334,7 +336,7 @@ class MainWindow(QMainWindow):
         if old is not None:
             self.tasks.run(lambda _state: old.close(), name="close-session", on_exception=lambda _e: None)
         self.workload_dock.set_workloads([], [])
-        return self.connect_engine(params or getattr(self, "_connect_params", ConnectParams(options={"lab": True})))
+        return self.connect_engine(params or getattr(self, "_connect_params", ConnectParams(lab=True)))
 
     def _clear_captures(self) -> None:
         self.captures_dock.clear()

@@ -20,6 +20,7 @@ from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QMenu, QWidget
 
 from tdescope.app.engines.api import Engine, EngineSession
+from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.app.events import Event, HotspotLeaves, HotspotWindow, Marker, WaitFigures, WaitSample, WaitSpans, WorkloadProgress
 from tdescope.app.observe.observed import ObservedRun
@@ -157,6 +158,7 @@ class ObservationController(QObject):
         self.observation = Observation(
             pid, self._publish, wait_source=source, frequency=self.frequency, engine_hz=self.engine_hz,
             hotspots=self.hotspots_action.isChecked(), waits=self.waits_action.isChecked(), exact_waits="auto",
+            lost=self._session.connection_lost if has_ability(self._session, Ability.TELL_LOST) else None,
         ).start()
         self.waits_dock.set_engine_poll(engine_poll_text(source, self.engine_hz), self.engine_hz)
 

@@ -40,7 +40,7 @@ def host_params(dest: str, ssh_options: tuple[str, ...] = (), pid: int | None = 
                 prompt: bool = False) -> ConnectParams:
     """How the window connects to a process on ``dest`` (``connect_engine`` opens a HostSession from it);
     ``prompt``: ssh may ask for a password or passphrase on the terminal (``--ssh-prompt``)."""
-    return ConnectParams(options={"ssh": dest, "ssh_options": tuple(ssh_options), "pid": pid, "prompt": prompt})
+    return ConnectParams(pid=pid, options={"ssh": dest, "ssh_options": tuple(ssh_options), "ssh_prompt": prompt})
 
 
 class RecentHosts:

@@ -5,8 +5,9 @@ writes the recipe into its config, and attaches it to the function's file
 offset in the ELF file the target maps, for that process only (every thread
 of it, threads created later included). Records come back through a ring
 buffer read from its memory mapping; :class:`EbpfHandle` hands them over as
-the same frames the gdb backend produces, plus a ``busy`` notice now and then
-with the probe's cost and the ring's losses.
+the same frames the gdb backend produces; the probe's cost and the ring's
+losses are read from the program's map as :class:`~tdescope.app.probe.stats.EbpfStats`
+(``read_stats``), in this process, with no frame between.
 
 The target is never stopped: nothing to pause, no stop budget, no watchdog.
 If the workbench dies, the kernel removes the probes when their file
@@ -30,13 +31,14 @@ from tdescope.app.probe.ebpf.program import (
 from tdescope.app.probe.ebpf.ring import RingReader
 from tdescope.app.probe.frames import Frame, FrameKind, Notice, pack_notice, unpack
 from tdescope.app.probe.spec import ProbeSpec
+from tdescope.app.probe.stats import EbpfStats
 from tdescope.app.system.elf import elf_index, resolve_in_process
 
 __all__ = ["DEFAULT_RING_MB", "EbpfBackend", "EbpfHandle", "ring_bytes"]
 
 #: Ring size when nothing better is known: 64 MiB holds ~0.2 s of a 40k pages/s target's pages.
 DEFAULT_RING_MB = 64
-#: Seconds between the ``busy`` notices that carry the probe's counters.
+#: Seconds between two reads of the program's counters (its per-CPU map).
 STATS_S = 0.25
 #: Ring bytes read per :meth:`EbpfHandle.frames` call: a window turn stays short whatever the backlog
 #: (~125 16 KiB page pairs: a small heap to reuse), so it hears its deadline and its cancel in time.
@@ -100,6 +102,7 @@ class EbpfHandle:
         self._assembler = FrameAssembler(time.time() - time.monotonic())
         self._notices: list[Frame] = []
         self._stats = [0] * N_STATS
+        self._final: EbpfStats | None = None  # read at disarm, handed over by the next read_stats
         self._stats_at = 0.0
         self._pidfd = _open_pidfd(self.pid)
         self._closed: Closed | None = None
@@ -156,27 +159,33 @@ class EbpfHandle:
         """Nothing to do: the probe runs from the moment it is attached."""
 
     def frames(self) -> list[Frame]:
-        """Frames read from the ring (at most :data:`SLICE_BYTES` of it), and a ``busy`` notice
-        every :data:`STATS_S`."""
+        """Frames read from the ring (at most :data:`SLICE_BYTES` of it), and notices (armed on load)."""
         if self._ring is not None:
             self._ring.drain(self._assembler.add, SLICE_BYTES)
         out = self._notices + self._assembler.take()
         self._notices = []
-        now = time.monotonic()
-        if self._obj is not None and now - self._stats_at >= STATS_S:
-            self._stats_at = now
-            out.append(self._busy_notice())
         return out
 
-    def _busy_notice(self) -> Frame:
+    def read_stats(self) -> EbpfStats | None:
+        """The program's counters, read from its map every :data:`STATS_S` (and once after :meth:`disarm`);
+        None in between."""
+        if self._final is not None:
+            final, self._final = self._final, None
+            return final
+        now = time.monotonic()
+        if self._obj is None or now - self._stats_at < STATS_S:
+            return None
+        self._stats_at = now
+        return self._read_stats()
+
+    def _read_stats(self) -> EbpfStats:
         s = self._stats = self._obj.lookup_percpu_u64s("stats", N_STATS)
         busy = s[Stat.PROG_NS] / 1e9 + (s[Stat.HITS] + s[Stat.RETURNS]) * TRAP_COST_US / 1e6
-        frames, _ = unpack(pack_notice(
-            Notice.BUSY, busy_s=busy, lost=s[Stat.LOST], hits=s[Stat.HITS], skipped=s[Stat.CONDITION],
-            sampled_out=s[Stat.SAMPLED_OUT], rate_capped=s[Stat.RATE_CAPPED], over_limit=s[Stat.OVER_LIMIT],
-            emitted=s[Stat.EMITTED], lost_return=s[Stat.LOST_RETURN], read_errors=s[Stat.READ_ERRORS],
-            ring_used=self._ring.pending() if self._ring else 0, ring_size=self._ring_size))
-        return frames[0]
+        return EbpfStats(busy_s=busy, hits=s[Stat.HITS], lost=s[Stat.LOST], skipped=s[Stat.CONDITION],
+                         sampled_out=s[Stat.SAMPLED_OUT], rate_capped=s[Stat.RATE_CAPPED],
+                         over_limit=s[Stat.OVER_LIMIT], emitted=s[Stat.EMITTED], lost_return=s[Stat.LOST_RETURN],
+                         read_errors=s[Stat.READ_ERRORS], ring_used=self._ring.pending() if self._ring else 0,
+                         ring_size=self._ring_size)
 
     @property
     def counters(self) -> dict[str, int]:
@@ -217,8 +226,7 @@ class EbpfHandle:
         self.detach()
         try:
             if self._obj is not None:
-                self._stats_at = 0.0
-                self._notices.append(self._busy_notice())
+                self._final = self._read_stats()  # for the window's last read_stats, after close
         except Exception:  # noqa: BLE001
             pass
 

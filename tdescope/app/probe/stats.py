@@ -1,0 +1,58 @@
+"""What a probe counted, one type per backend (issue #25, item 2).
+
+gdb's probe helper runs in gdb's own process: its counts arrive as a ``busy`` notice frame in the spool,
+read into :class:`GdbStats`. The eBPF program's counters are read in the window's own process from its
+per-CPU map, as :class:`EbpfStats`, with no frame between. Both give the stopped time the stop budget
+charges and the counters a :class:`~tdescope.app.probe.window.CaptureSummary` reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from tdescope.app.slots import SLOTS
+
+__all__ = ["EbpfStats", "GdbStats"]
+
+
+@dataclass(frozen=True, **SLOTS)
+class GdbStats:
+    """gdb's helper's running totals: ``busy_s`` the target spent stopped, uncaptured hits included, and
+    ``hits`` of the breakpoint."""
+
+    busy_s: float = 0.0
+    hits: int = 0
+    lost = 0  #: gdb loses nothing: a hit it cannot copy stops the target until it has
+
+    def counters(self) -> dict[str, int]:
+        """The counts by name, for a summary."""
+        return {"hits": self.hits}
+
+
+@dataclass(frozen=True, **SLOTS)
+class EbpfStats:
+    """The capture program's counters (``enum stat`` of ``capture.bpf.c``, summed over CPUs), and the ring.
+
+    ``busy_s`` is the time the probes added to the target's calls (the program's own run time plus a trap
+    cost per hit and return); ``skipped``: calls the condition left out; ``lost``: records the ring had no
+    room for; ``ring_used``/``ring_size``: its bytes now.
+    """
+
+    busy_s: float = 0.0
+    hits: int = 0
+    lost: int = 0
+    skipped: int = 0
+    sampled_out: int = 0
+    rate_capped: int = 0
+    over_limit: int = 0
+    emitted: int = 0
+    lost_return: int = 0
+    read_errors: int = 0
+    ring_used: int = 0
+    ring_size: int = 0
+
+    def counters(self) -> dict[str, int]:
+        """The counts by name, for a summary (everything but ``busy_s``)."""
+        return {f.name: int(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "busy_s"}
+

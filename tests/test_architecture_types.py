@@ -1,0 +1,137 @@
+"""The shape of the types (issue #25, items 1 and 2): words are Enums, growing dataclasses are built by
+name, errors are told apart by class. Each test fails on a return of the old shape, and shows it can."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+import tdescope
+from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.errors import ConnectionLost, UserError
+from tdescope.app.events import CaptureWindowState, Direction, LostConnection, PageCapture, PlaintextSide, Problem
+from tdescope.app.experiment import Experiment
+from tdescope.app.probe.backend import Happened
+from tdescope.app.probe.window import CaptureSummary
+
+PACKAGE = Path(tdescope.__file__).parent
+
+
+def _lines_matching(pattern: re.Pattern) -> list[str]:
+    return [f"{path.relative_to(PACKAGE)}:{n}" for path in sorted(PACKAGE.rglob("*.py"))
+            for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+
+
+@pytest.mark.parametrize("cls", [CaptureWindowState, CaptureSummary])
+def test_dataclasses_that_grow_optionals_are_built_by_name(cls):
+    own = [f for f in dataclasses.fields(cls) if f.name != "ts"]  # Event.ts, the base's, stays positional
+    assert own and all(f.kw_only for f in own), [f.name for f in own if not f.kw_only]
+    with pytest.raises(TypeError):
+        cls(*([0] * (len(own) + (cls is CaptureWindowState))))
+
+
+def test_a_capture_without_plaintext_keeps_every_other_field():
+    cap = PageCapture(1.0, 7, "mdread", "read", 3, b"in", b"out", 2.5, "postgres", "after", 1663, "relfilenode")
+    bare = cap.without_plaintext()
+    assert bare.after == b"" and bare.before == b"in"
+    assert dataclasses.replace(bare, after=b"out") == cap  # nothing else moved
+
+
+#: A capture's or a recipe's direction or plaintext side compared as a string.
+_WORD_AS_TEXT = re.compile(r"""(direction|plaintext_side)\s*(==|!=|in|not in)\s*\(?\s*["']"""
+                           r"""(decrypt|encrypt|read|copy|wait|marker|before|after|both)["']""")
+
+
+def test_directions_and_sides_are_compared_as_enums_not_strings():
+    assert _lines_matching(_WORD_AS_TEXT) == []
+    assert _WORD_AS_TEXT.search('verb = "reads" if recipe.direction == "read" else "decrypts"')  # it can fail
+
+
+def test_directions_and_sides_are_typed_when_built():
+    cap = PageCapture(1.0, 1, "f", "encrypt", 1, b"p", b"c")
+    assert type(cap.direction) is Direction and cap.plaintext_side is PlaintextSide.BEFORE
+    recipe = ProbeRecipe("k", "l", ("f",), ArgRef(register="rdi"), ArgRef(constant=8), direction="read",
+                         plaintext_side="")
+    assert recipe.direction is Direction.READ and recipe.plaintext_side is None and recipe.side is PlaintextSide.BOTH
+    assert f"{recipe.direction:>5}" == " read" and str(PlaintextSide.AFTER) == "after"
+    with pytest.raises(ValueError):
+        PageCapture(1.0, 1, "f", "decrypted", 1, b"", b"")
+
+
+#: An error told apart by its words: a list of words searched in a message, or a message searched for a phrase
+#: that names a kind of failure. Reading a foreign program's output (ssh's stderr, perf's, Oracle's trace
+#: files) is parsing, not this; those modules are not in this list.
+_ERROR_BY_WORDS = re.compile(r"""any\(\s*w in low for w in _LOST\)|["'](connection lost|exited while armed)["']\s+"""
+                             r"""(not )?in\s+(message|why|text|str\()""")
+
+
+def test_errors_are_told_apart_by_class_not_by_their_words():
+    """Issue #25 item 1: a lost connection is a ConnectionLost (raised) or a LostConnection (published), a
+    target's exit is ``CaptureSummary.target_exited``; no module looks for them in a message."""
+    assert _lines_matching(_ERROR_BY_WORDS) == []
+    assert _ERROR_BY_WORDS.search('if self.error is None or (source == "capture" and "exited while armed" in message):')
+    assert _ERROR_BY_WORDS.search('return why if "connection lost" in why else f"{self.dest}: lost ({why})"')
+    assert _ERROR_BY_WORDS.search("    return any(w in low for w in _LOST)")
+
+
+class _Session:
+    """A session whose driver's errors are all 'connection gone' when ``gone``."""
+
+    own_target = False
+
+    def __init__(self, gone: bool) -> None:
+        self.gone = gone
+
+    def server_pid(self) -> int:
+        return 1
+
+    def connection_lost(self, exc: BaseException) -> bool:
+        return self.gone
+
+
+class _Workload:
+    name = label = "w"
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def run(self, params, control):
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc, gone, lost", [
+    (ConnectionLost("connection lost: the agent exited"), False, True),
+    (UserError("connection lost: said in words only"), False, False),  # words are not a class
+    (OSError("server closed the connection unexpectedly"), True, True),  # the session tells, by its rule
+    (OSError("server closed the connection unexpectedly"), False, False),
+])
+def test_a_run_says_a_lost_connection_by_class(exc, gone, lost):
+    events = []
+    exp = Experiment(_Session(gone), _Workload(exc), {}, None, None, "fake", events.append, pid=1)
+    exp.start().wait(10)
+    assert [type(e) for e in events] == [LostConnection if lost else Problem]
+    assert isinstance(events[0], Problem)  # a LostConnection is a Problem: the CLIs print it the same way
+
+
+def test_the_targets_exit_wins_over_what_follows_it_by_the_summarys_reason():
+    exited = CaptureSummary(captures=2, reason=Happened.TARGET_EXITED.value, armed_symbol="f", locations=(),
+                            stopped_s=0.0, elapsed_s=1.0, error="pid 7 exited while armed (2 pages captured)")
+    assert exited.target_exited and not CaptureSummary.failed("no symbol f").target_exited
+    assert CaptureSummary.failed("gone", lost=True).lost
+
+
+def test_what_every_engine_reads_of_a_connection_is_declared_not_an_option():
+    """Issue #25 item 1: ``lab``, ``prompt``, ``pid`` and ``allow_critical`` are ConnectParams fields; the
+    options (each engine's own settings) refuse them, so the old shape fails where it is built."""
+    from tdescope.app.engines.api import ConnectParams
+
+    params = ConnectParams(dsn="host=db1", pid=42, allow_critical=True, options={"port": 5433})
+    assert (params.lab, params.pid, params.allow_critical, params.prompt) == (False, 42, True, None)
+    for key in ("lab", "prompt", "pid", "allow_critical"):
+        with pytest.raises(TypeError, match=f"say it as ConnectParams\\({key}="):
+            ConnectParams(options={key: True})
+    with pytest.raises(TypeError):
+        ConnectParams("host=db1")  # by name: it grows
