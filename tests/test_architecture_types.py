@@ -13,7 +13,7 @@ import tdescope
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
 from tdescope.app.errors import ConnectionLost, UserError
 from tdescope.app.events import CaptureWindowState, Direction, LostConnection, PageCapture, PlaintextSide, Problem
-from tdescope.app.experiment import Experiment
+from tdescope.app.experiment import Experiment, WorkloadRun
 from tdescope.app.probe.backend import Happened
 from tdescope.app.probe.window import CaptureSummary
 
@@ -110,7 +110,7 @@ class _Workload:
 ])
 def test_a_run_says_a_lost_connection_by_class(exc, gone, lost):
     events = []
-    exp = Experiment(_Session(gone), _Workload(exc), {}, None, None, "fake", events.append, pid=1)
+    exp = Experiment(_Session(gone), "fake", events.append, run=WorkloadRun(workload=_Workload(exc), params={}), pid=1)
     exp.start().wait(10)
     assert [type(e) for e in events] == [LostConnection if lost else Problem]
     assert isinstance(events[0], Problem)  # a LostConnection is a Problem: the CLIs print it the same way

@@ -8,7 +8,7 @@ import pytest
 
 from tdescope.app.engines.api import ConnectParams
 from tdescope.app.events import LostConnection, Problem
-from tdescope.app.experiment import Experiment
+from tdescope.app.experiment import Experiment, WorkloadRun
 from tdescope.plugins.postgres import ENGINE as POSTGRES
 
 
@@ -33,7 +33,8 @@ def pg_session(pg_cluster):
 
 def _run(session, workload) -> list:
     events = []
-    Experiment(session, workload, {}, None, None, "postgres", events.append, pid=session.server_pid()).start().wait(30)
+    Experiment(session, "postgres", events.append, run=WorkloadRun(workload=workload, params={}),
+               pid=session.server_pid()).start().wait(30)
     return [e for e in events if isinstance(e, Problem)]
 
 

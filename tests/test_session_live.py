@@ -128,10 +128,10 @@ def test_captures_are_numbered_on_across_the_session_windows():
     assert live.first_capture_seq() == 1
     for seq in (1, 2, 3):
         live.publish(capture(seq))
-    live.publish(CaptureWindowState(5.0, WindowState.DISARMED, captures=3))
+    live.publish(CaptureWindowState(ts=5.0, state=WindowState.DISARMED, captures=3))
     first = live.first_capture_seq()
     assert first == 4
     live.publish(capture(first))  # a storm: one of 40 sent, the window's last state counts them all
-    live.publish(CaptureWindowState(6.0, WindowState.ARMED, captures=40))
-    live.publish(CaptureWindowState(7.0, WindowState.DISARMED, captures=40))
+    live.publish(CaptureWindowState(ts=6.0, state=WindowState.ARMED, captures=40))
+    live.publish(CaptureWindowState(ts=7.0, state=WindowState.DISARMED, captures=40))
     assert live.first_capture_seq() == first + 40
