@@ -10,7 +10,7 @@ import threading
 import time
 
 from tdescope.app.remote import wire
-from tdescope.app.remote.protocol import Kind, encode, pack_fields
+from tdescope.app.remote.protocol import Kind, encode_parts, pack_fields
 
 __all__ = ["BATCH_BYTES", "BATCH_MAX", "FLUSH_S", "SILENCE_S", "Out", "Silence"]
 
@@ -53,19 +53,19 @@ class Out:
             header, payload = pack_fields(header)
         with self._lock:
             self._send_batch()
-            self._write(kind, header, payload, flush=True)
+            self._write(kind, header, (payload,), flush=True)
 
     def _send_batch(self) -> None:  # the lock held
         if self._batch:
-            head, payload = wire.captures_frame(self._batch)
+            head, parts = wire.captures_frame(self._batch)
             self._batch, self._batch_bytes = [], 0
-            self._write(Kind.CAPTURES, head, payload, flush=False)
+            self._write(Kind.CAPTURES, head, parts, flush=False)
 
-    def _write(self, kind: Kind, header, payload: bytes, flush: bool) -> None:  # the lock held
+    def _write(self, kind: Kind, header, parts, flush: bool) -> None:  # the lock held
         if self.closed:
             return
         try:
-            self._stream.write(encode(kind, header, payload))
+            self._stream.write(encode_parts(kind, header, parts))
             if flush:
                 self._stream.flush()
             self._dirty = not flush
