@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tdescope.app.errors import UserError
+from tdescope.app.remote.ssh_cipher import cipher_words
 from tdescope.app.system.child_env import SSH, child_env
 from tdescope.app.system.reaper import Reaper, reap_with_me
 
@@ -128,7 +129,8 @@ class SshHost:
         base = base if base and os.access(base, os.W_OK) else None
         self._dir = tempfile.mkdtemp(prefix="tdescope-ssh-", dir=base)  # 0700
         log = os.path.join(self._dir, "master.log")
-        argv = [*self._base(), "-M", "-N", "-S", self.control_path, "-o", "ControlPersist=no",
+        argv = [*self._base(), *cipher_words(self._base(), self.dest), "-M", "-N", "-S", self.control_path,
+                "-o", "ControlPersist=no",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-o", "ExitOnForwardFailure=yes",
                 "-E", log, self.dest]
         self._master = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
