@@ -54,3 +54,21 @@ def test_a_frame_that_lies_about_its_sizes_is_one_line(change, fragment):
     with pytest.raises(ProtocolError, match=fragment) as caught:
         wire.captures_of(head, payload)
     assert "\n" not in str(caught.value)
+
+
+def test_the_captures_pipe_is_widened_and_a_socket_is_left_alone():
+    import fcntl
+    import socket
+
+    from tdescope.app.remote.protocol import PIPE_BYTES, widen_pipe
+
+    r, w = os.pipe()
+    try:
+        assert fcntl.fcntl(w, 1032) < PIPE_BYTES  # F_GETPIPE_SZ: the kernel's default first
+        assert widen_pipe(w) and fcntl.fcntl(r, 1032) == PIPE_BYTES  # one pipe: both ends see it
+    finally:
+        os.close(r)
+        os.close(w)
+    a, b = socket.socketpair()
+    with a, b:
+        assert not widen_pipe(a.fileno())
