@@ -36,7 +36,8 @@ MAX_PAYLOAD = 16 << 20
 INLINE_FIELDS = 16000
 #: What a packed payload may inflate to (a bound against a decompression bomb).
 MAX_FIELDS = 64 << 20
-#: The pipe size asked for on the captures' way (Linux's default for anyone: ``/proc/sys/fs/pipe-max-size``).
+#: The pipe size asked for on the captures' way: the most any user may ask for by default
+#: (``/proc/sys/fs/pipe-max-size``); 1 MiB of kernel memory per agent pipe.
 PIPE_BYTES = 1 << 20
 
 
