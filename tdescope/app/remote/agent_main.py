@@ -303,7 +303,9 @@ def main() -> int:
             if frame is None:  # the workbench closed the pipe (or the connection dropped)
                 break
             silence.heard()
-            if not agent.handle(*frame):
+            with silence.answering():
+                going_on = agent.handle(*frame)
+            if not going_on:
                 break
     except KeyboardInterrupt:
         pass
