@@ -13,6 +13,10 @@ then over ssh without compression, then with (``-o Compression=yes``).
   ``ssh_zlib_vs_local_capture``.
 - ``ssh_agent_cpu_pct_at_1000_per_s``: the agent's CPU (its pid from its welcome) while ~1,000 pairs a
   second go through ssh; goal ≤ 10 % of one core.
+- ``ssh_cpu_us_per_pair``: CPU each process on the way spent per page pair over ssh (medians of the
+  rounds): the agent, sshd's session process, the ssh master, this process (the workbench's reader);
+  ``local_cpu_us_per_pair``: this process per pair in the in-process window. Unlike pairs/s these
+  hardly move with the machine's load, so they show where a change saved work.
 
 Run alone: ``python -m bench.bench_ssh [--quick]`` (JSON on stdout).
 """
@@ -37,6 +41,8 @@ goal("ssh_zlib_pairs_per_s", "the same with ssh Compression=yes")
 goal("ssh_local_pairs_per_s", "the same captured in-process, same target, same run")
 goal("ssh_vs_local_capture", "ssh pairs/s ÷ local pairs/s, median of the rounds' ratios", "≥ 0.5",
      lambda v: v >= 0.5)
+goal("ssh_cpu_us_per_pair", "CPU µs per page pair over ssh: agent, sshd, ssh, workbench (medians)")
+goal("local_cpu_us_per_pair", "CPU µs per page pair of the in-process window (median)")
 goal("ssh_agent_cpu_pct_at_1000_per_s", "the agent's CPU sending ~1,000 pairs/s over ssh, % of one core", "≤ 10",
      lambda v: v <= 10)
 
@@ -58,6 +64,18 @@ class _Arrivals:
         return (self.count - 1) / (self.last - self.first) if self.count > 1 and self.last > self.first else 0.0
 
 
+def _sshd_of(agent_pid: int, listener: int) -> int | None:
+    """The sshd session process the agent's stdout goes to: its nearest ``sshd`` ancestor but the listener."""
+    pid = agent_pid
+    while pid > 1:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        comm, ppid = stat.split("(", 1)[1].rsplit(")", 1)[0], int(stat.rsplit(")", 1)[1].split()[1])
+        if comm == "sshd" and pid != listener:
+            return pid
+        pid = ppid
+    return None
+
+
 def run(quick: bool = False) -> dict:
     if os.geteuid() != 0 or not Path("/usr/sbin/sshd").exists():
         return {}  # needs root and sshd (packaging/install-system-tools.sh): the test sshd creates accounts
@@ -73,6 +91,9 @@ def run(quick: bool = False) -> dict:
     reps, n, secs = (3, 30000, 20) if quick else (5, 100000, 30)
     cpu_window_s = 4.0 if quick else 8.0
     local, plain, zlib = [], [], []
+    spent: dict[str, list[float]] = {"agent": [], "sshd": [], "ssh": [], "workbench": []}
+    local_spent: list[float] = []
+    load0 = os.getloadavg()[0]
     sshd = start_sshd()
     agents = []
     try:
@@ -84,18 +105,26 @@ def run(quick: bool = False) -> dict:
                 packed = connect_agent(SshHost("ops", (*sshd.options, "-o", "Compression=yes")))
                 agents.append(packed)
                 time.sleep(1.0)
+                pids = {"agent": int(fast.welcome["pid"]), "ssh": fast.host.master_pid,
+                        "sshd": _sshd_of(int(fast.welcome["pid"]), sshd.proc.pid)}
                 for _ in range(reps):
-                    seen = _Arrivals()
+                    seen, mine = _Arrivals(), time.process_time()
                     CaptureWindow(target.pid, DECRYPT, _limits(n, secs), "sqlcipher", seen,
                                   backend=EbpfBackend()).run()
                     local.append(seen.rate())
+                    local_spent.append(1e6 * (time.process_time() - mine) / max(seen.count, 1))
                     for agent, rates in ((fast, plain), (packed, zlib)):
                         seen = _Arrivals()
+                        before = {k: _cpu_s(p) for k, p in pids.items() if p} | {"workbench": time.process_time()}
                         summary = agent.client.window(target.pid, DECRYPT, _limits(n, secs), "sqlcipher", seen,
                                                       critical=()).run()
                         if summary.error:
                             raise RuntimeError(summary.error)
                         rates.append(seen.rate())
+                        if agent is fast:
+                            after = {k: _cpu_s(p) for k, p in pids.items() if p} | {"workbench": time.process_time()}
+                            for k in before:
+                                spent[k].append(1e6 * (after[k] - before[k]) / max(seen.count, 1))
                 seen = _Arrivals()
                 window = fast.client.window(target.pid, DECRYPT, _limits(100000, cpu_window_s), "sqlcipher", seen,
                                             critical=(), ebpf={"max_bytes_per_s": 1000 * 8192})
@@ -121,8 +150,11 @@ def run(quick: bool = False) -> dict:
             "ssh_zlib_vs_local_range": [round(zratios[0], 2), round(zratios[-1], 2)] if zratios else [],
             "ssh_rates": [round(r) for r in plain], "ssh_zlib_rates": [round(r) for r in zlib],
             "ssh_local_rates": [round(r) for r in local],
+            "ssh_cpu_us_per_pair": {k: round(statistics.median(v), 1) for k, v in spent.items() if v},
+            "local_cpu_us_per_pair": round(statistics.median(local_spent), 1),
             "ssh_agent_cpu_pct_at_1000_per_s": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
-            "ssh_cpu_window_pairs_per_s": round(seen.count / (t1 - t0))}
+            "ssh_cpu_window_pairs_per_s": round(seen.count / (t1 - t0)),
+            "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)]}
 
 
 if __name__ == "__main__":

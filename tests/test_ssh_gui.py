@@ -18,7 +18,7 @@ import pytest
 
 from conftest import run_tdescope, wait_for
 from tdescope.app.errors import UserError
-from tdescope.app.events import HotspotWindow, PageCapture, WaitSample
+from tdescope.app.events import HotspotWindow, PageCapture, WaitFigures, WaitSample
 
 pytestmark = pytest.mark.usefixtures("sshd")
 
@@ -72,6 +72,10 @@ def test_gui_over_ssh_shows_the_host_and_captures_through_the_agent(qtbot, qsett
         win.workload_dock.watch_button.click()
         qtbot.waitUntil(lambda: _captures(win) >= 5, timeout=90000)
         wait_for(lambda: any(isinstance(e, WaitSample) for e in events), 60, what="OS waits from the host")
+        # exact waits too, as the local window shows them: the eBPF tracer runs in the agent on the host
+        wait_for(lambda: any(isinstance(e, WaitFigures) and e.pid == app.pid for e in events), 60,
+                 what="exact (eBPF) waits from the host")
+        assert win.observation.observation.exact_source == "ebpf" and not win.observation.waits_dock.exact_note
         wait_for(lambda: any(isinstance(e, HotspotWindow) and e.stacks for e in events), 60,
                  what="a perf window from the host")
         cap = next(e for e in events if isinstance(e, PageCapture))

@@ -72,3 +72,20 @@ def test_an_idle_workbench_that_beats_keeps_its_agent(tmp_path):
         assert any(p["pid"] == pid for p in client.targets(critical=()))  # and it still answers
     finally:
         assert client.close() == 0
+
+
+def test_a_long_answer_is_not_the_workbenchs_silence(monkeypatch):
+    """While the agent answers a request (a symbol search read every process's ELF files for over 10 s on a
+    loaded machine) it reads nothing: the workbench's heartbeats wait in the pipe. That is not silence."""
+    import threading
+    import time
+
+    from tdescope.app.remote import agent_stream
+
+    monkeypatch.setattr(agent_stream, "SILENCE_S", 0.5)
+    fired = threading.Event()
+    silence = agent_stream.Silence(fired.set)
+    silence.arm()
+    with silence.answering():
+        assert not fired.wait(1.5)  # three silence bounds spent answering
+    wait_for(fired.is_set, 5, what="the silence after the answer")  # then silence counts again

@@ -36,7 +36,7 @@ from tdescope.app.remote.host_reads import follower_pids, list_processes, proces
 from tdescope.app.hotspots.perf_record import HotspotSampler
 from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
 from tdescope.app.waits.os_sampler import OsWaitSampler
-from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, read_frame
+from tdescope.app.remote.protocol import PROTOCOL_VERSION, REQUESTS, Kind, ProtocolError, read_frame, widen_pipe
 
 __all__ = ["Agent", "main"]
 
@@ -272,6 +272,7 @@ class _ExactWaits:
 def main() -> int:
     """The agent's process: frames in on stdin, frames out on stdout, until stdin closes or ``bye``."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    widen_pipe(stdout.fileno())  # sshd's pipe (or the workbench's, locally): whole batches in one write
     sys.stdout = sys.stderr  # stdout is the protocol's alone: a stray print must not corrupt it
     spool = tempfile.mkdtemp(prefix="tdescope-agent-")  # 0700, removed below
     tempfile.tempdir = spool  # perf's windows and any other temporary file: inside the spool
@@ -302,7 +303,9 @@ def main() -> int:
             if frame is None:  # the workbench closed the pipe (or the connection dropped)
                 break
             silence.heard()
-            if not agent.handle(*frame):
+            with silence.answering():
+                going_on = agent.handle(*frame)
+            if not going_on:
                 break
     except KeyboardInterrupt:
         pass

@@ -6,11 +6,12 @@ the agent when a workbench that promised heartbeats (``PING``) stops sending any
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
 from tdescope.app.remote import wire
-from tdescope.app.remote.protocol import Kind, encode, pack_fields
+from tdescope.app.remote.protocol import Kind, encode_parts, pack_fields
 
 __all__ = ["BATCH_BYTES", "BATCH_MAX", "FLUSH_S", "SILENCE_S", "Out", "Silence"]
 
@@ -53,19 +54,19 @@ class Out:
             header, payload = pack_fields(header)
         with self._lock:
             self._send_batch()
-            self._write(kind, header, payload, flush=True)
+            self._write(kind, header, (payload,), flush=True)
 
     def _send_batch(self) -> None:  # the lock held
         if self._batch:
-            head, payload = wire.captures_frame(self._batch)
+            head, parts = wire.captures_frame(self._batch)
             self._batch, self._batch_bytes = [], 0
-            self._write(Kind.CAPTURES, head, payload, flush=False)
+            self._write(Kind.CAPTURES, head, parts, flush=False)
 
-    def _write(self, kind: Kind, header, payload: bytes, flush: bool) -> None:  # the lock held
+    def _write(self, kind: Kind, header, parts, flush: bool) -> None:  # the lock held
         if self.closed:
             return
         try:
-            self._stream.write(encode(kind, header, payload))
+            self._stream.write(encode_parts(kind, header, parts))
             if flush:
                 self._stream.flush()
             self._dirty = not flush
@@ -87,15 +88,30 @@ class Out:
 
 class Silence:
     """Calls ``on_silence`` (once, on its own thread) when no frame came for :data:`SILENCE_S` after the
-    workbench's first ``PING`` said it sends heartbeats. A workbench without heartbeats is left to stdin's end."""
+    workbench's first ``PING`` said it sends heartbeats. A workbench without heartbeats is left to stdin's end.
+
+    While the agent answers a request (:meth:`answering`) it reads nothing, so the heartbeats wait in the
+    pipe unread: that time is not the workbench's silence. A search of every process's mapped ELF files
+    took over 10 s on a loaded machine, and the agent left in the middle of it."""
 
     def __init__(self, on_silence) -> None:
         self._on_silence = on_silence
         self._last = time.monotonic()
+        self._answering = False
         self._thread: threading.Thread | None = None
 
     def heard(self) -> None:
         self._last = time.monotonic()
+
+    @contextlib.contextmanager
+    def answering(self):
+        """The request loop answers a request: no silence counts until it reads again."""
+        self._answering = True
+        try:
+            yield
+        finally:
+            self._last = time.monotonic()
+            self._answering = False
 
     def arm(self) -> None:
         if self._thread is None:
@@ -103,6 +119,6 @@ class Silence:
             self._thread.start()
 
     def _watch(self) -> None:
-        while time.monotonic() - self._last < SILENCE_S:
+        while self._answering or time.monotonic() - self._last < SILENCE_S:
             time.sleep(0.25)
         self._on_silence()

@@ -29,7 +29,7 @@ from tdescope.app.remote import wire
 from tdescope.app.remote.agent_window import AgentWindow
 from tdescope.app.system.child_env import PYTHON, child_env
 from tdescope.app.system.process_table import ProcRow
-from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame, unpack_fields
+from tdescope.app.remote.protocol import PROTOCOL_VERSION, Kind, ProtocolError, encode, read_frame, unpack_fields, widen_pipe
 
 __all__ = ["AgentClient", "AgentWindow", "backend_request", "local_argv"]
 
@@ -79,6 +79,7 @@ class AgentClient:
         self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, start_new_session=True,
                                       env=env if env is not None else child_env(PYTHON))
+        widen_pipe(self._proc.stdout.fileno())  # the captures' way in: whole batches per wake-up
         self._wlock = threading.Lock()
         self._replies: queue.Queue = queue.Queue()
         self._window_q: queue.Queue | None = None

@@ -1,9 +1,12 @@
-"""Hotspots and OS waits of a process on an ssh host: perf and the /proc sampler run in the agent there.
+"""Hotspots and OS waits of a process on an ssh host: perf, the /proc sampler and the eBPF wait tracer
+run in the agent there.
 
 :class:`HostObservation` has the face of :class:`~tdescope.app.observe.sampling.Observation` the
-window uses (``start``, ``stop``, ``set_hotspots``, ``set_waits``, ``exact_problem``), so the
-window's Hotspots and Waits docks fill the same way from a remote target. Each sampler fails alone,
-as one :class:`~tdescope.app.events.Problem`; a lost connection is one Problem too.
+window uses (``start``, ``stop``, ``set_hotspots``, ``set_waits``, ``exact_source``, ``exact_problem``),
+so the window's Hotspots and Waits docks fill the same way from a remote target: ``WaitSample`` from
+/proc, and, as the local window's ``exact_waits="auto"``, exact ``WaitFigures`` and ``WaitSpans`` from
+the tracer where eBPF loads on the host (else one Problem says why, and /proc is the only OS source).
+Each sampler fails alone, as one :class:`~tdescope.app.events.Problem`; a lost connection is one Problem too.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from concurrent.futures import Future
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, LostConnection, Problem
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ
+from tdescope.app.waits.exact import FiguresSince, spans_event
 
 __all__ = ["HostObservation"]
 
@@ -34,7 +38,9 @@ class HostObservation:
         self._on = {"hotspots": False, "waits": False}
         self._lock = threading.Lock()
         self._stopped = False
-        #: The agent samples OS waits from /proc only: no exact (eBPF) figures to miss.
+        #: ``"ebpf"`` while the host's wait tracer runs, else ``"proc"``: where the OS wait figures come from.
+        self.exact_source = "proc"
+        #: Why eBPF is not the source, in one line ("" when it is).
         self.exact_problem = ""
 
     def start(self) -> HostObservation:
@@ -91,8 +97,23 @@ class HostObservation:
             client.stop_hotspots()
         elif on:
             client.start_waits(self.pid, on_sample=self.sink, on_error=lambda m: self._problem("waits", m))
+            self._start_exact(client)
         else:
-            client.stop_waits()
+            self.exact_source = "proc"
+            client.stop_waits()  # /proc and eBPF both
+
+    def _start_exact(self, client) -> None:
+        """The eBPF wait tracer beside the /proc sampler, as the local window's ``auto``: where it cannot
+        load on the host, one Problem and :attr:`exact_problem` say why, and the /proc samples go on."""
+        try:
+            client.start_exact_waits(self.pid, 1.0, on_totals=FiguresSince(self.pid, self.sink),
+                                     on_spans=lambda spans: self.sink(spans_event(self.pid, spans, time.time())),
+                                     on_error=lambda m: self._problem("waits", m))
+        except UserError as exc:
+            self.exact_problem = f"exact waits on {self.session.dest}: {exc}; OS waits from /proc samples only"
+            self._problem("waits", self.exact_problem)
+            return
+        self.exact_source, self.exact_problem = "ebpf", ""
 
     def _problem(self, source: str, message: str) -> None:
         if self.session.alive():

@@ -6,7 +6,8 @@ the layout and the kinds exist once.
 
 A frame is a 9-byte ``<2sBHI`` prefix (magic ``b"td"``, :class:`Kind`, JSON
 header length, payload length), a UTF-8 JSON object (the header) and the
-payload bytes (page bytes stay binary: each capture's ``before`` then ``after``).
+payload bytes (a ``CAPTURES`` frame's payload is one fixed-size binary row per capture, then the page
+bytes: each capture's ``before`` then ``after``; no JSON per capture).
 Unpickling what a remote root process sends would be code execution on the
 laptop; a JSON object and raw bytes are only data. Sizes are bounded, and a
 frame with a wrong magic, an unknown kind or a header that is not a JSON object
@@ -18,20 +19,26 @@ import json
 import struct
 import zlib
 
-__all__ = ["MAX_HEADER", "MAX_PAYLOAD", "PREFIX", "PROTOCOL_VERSION", "REQUESTS", "Kind", "ProtocolError",
-           "encode", "pack_fields", "read_frame", "unpack_fields", "write_frame"]
+__all__ = ["CAPTURE_ROW", "MAX_HEADER", "MAX_PAYLOAD", "PREFIX", "PROTOCOL_VERSION", "REQUESTS", "Kind",
+           "ProtocolError", "encode", "encode_parts", "pack_fields", "read_frame", "unpack_fields", "widen_pipe",
+           "write_frame"]
 
 #: Bumped whenever a kind or a field changes meaning; both ends must speak the same one.
-PROTOCOL_VERSION = 2  # 2: a capture row carries its call's context
+PROTOCOL_VERSION = 3  # 2: a capture row carries its call's context; 3: capture rows are binary (CAPTURE_ROW)
 PREFIX = struct.Struct("<2sBHI")
 MAGIC = b"td"
 MAX_HEADER = 60000
+#: One capture's row in a ``CAPTURES`` payload: ts, stop_us, seq, pgno, context, len(before), len(after).
+CAPTURE_ROW = struct.Struct("<ddqqqII")
 MAX_PAYLOAD = 16 << 20
 #: A stream event's fields bigger than this travel zlib'd in the payload (``{"zjson": true}`` in the header):
 #: a perf window's folded stacks, with DWARF callers, run to hundreds of KB.
 INLINE_FIELDS = 16000
 #: What a packed payload may inflate to (a bound against a decompression bomb).
 MAX_FIELDS = 64 << 20
+#: The pipe size asked for on the captures' way: the most any user may ask for by default
+#: (``/proc/sys/fs/pipe-max-size``); 1 MiB of kernel memory per agent pipe.
+PIPE_BYTES = 1 << 20
 
 
 class Kind(enum.IntEnum):
@@ -53,7 +60,7 @@ class Kind(enum.IntEnum):
     WELCOME = 64  #: ``version``, ``python``, ``tools`` (what the host has), ``euid``, ``pid``, ``spool``
     TARGETS = 65  #: ``processes``: list of ``{pid, comm, cmdline, critical, maps}``
     STATE = 66  #: one :class:`~tdescope.app.events.CaptureWindowState`'s fields
-    CAPTURES = 67  #: a batch of page captures: ``caps`` rows of fields; payload = each one's before + after
+    CAPTURES = 67  #: a batch of page captures: ``n`` and the shared fields; payload = ``n`` CAPTURE_ROWs, then pages
     SUMMARY = 68  #: the window's :class:`~tdescope.app.probe.window.CaptureSummary` fields
     FUNCTION = 69  #: ``symbol``, ``address``, ``size``; payload = the function's bytes
     REFUSED = 70  #: ``message``: one line; ``request``: the kind refused (None: unreadable)
@@ -72,6 +79,19 @@ REQUESTS = frozenset(k for k in Kind if k < 64)
 
 class ProtocolError(Exception):
     """The stream is not this protocol (garbage, a wrong kind, an oversized frame): one line."""
+
+
+def widen_pipe(fd, size=PIPE_BYTES):
+    """Ask for a ``size``-byte pipe behind ``fd`` (False when it is no pipe, or the kernel says no).
+
+    A 64 KiB pipe holds 8 page pairs: a megabyte frame then crosses in 16 turns of writer and
+    reader, each a wake-up on a machine whose cores ssh, sshd and the target want too."""
+    try:
+        import fcntl  # POSIX only: a workbench elsewhere keeps its pipes as they are
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), size)  # the name is Python 3.10+
+        return True
+    except (ImportError, OSError):
+        return False
 
 
 def pack_fields(fields):
@@ -107,10 +127,16 @@ def unpack_fields(header, payload):
 
 def encode(kind, header=None, payload=b""):
     """The bytes of one frame."""
+    return encode_parts(kind, header, (payload,))
+
+
+def encode_parts(kind, header, parts):
+    """The bytes of one frame whose payload is ``parts`` joined: one copy of them, not two."""
     head = json.dumps(header or {}, separators=(",", ":")).encode()
-    if len(head) > MAX_HEADER or len(payload) > MAX_PAYLOAD:
+    plen = sum(len(part) for part in parts)
+    if len(head) > MAX_HEADER or plen > MAX_PAYLOAD:
         raise ProtocolError(f"{Kind(kind).name} frame too large")
-    return PREFIX.pack(MAGIC, int(kind), len(head), len(payload)) + head + payload
+    return b"".join((PREFIX.pack(MAGIC, int(kind), len(head), plen), head, *parts))
 
 
 def write_frame(stream, kind, header=None, payload=b""):
@@ -150,13 +176,14 @@ def read_frame(stream):
         raise ProtocolError(f"unknown frame kind {kind}") from None
     if hlen > MAX_HEADER or plen > MAX_PAYLOAD:
         raise ProtocolError(f"{kind.name} frame too large ({hlen} + {plen} bytes)")
-    body = _read_exact(stream, hlen + plen)
-    if body is None:
+    head = _read_exact(stream, hlen) if hlen else b""
+    payload = _read_exact(stream, plen) if plen else b""  # read apart: no copy of a megabyte to split it off
+    if head is None or payload is None:
         raise ProtocolError(f"the stream ended inside a {kind.name} frame")
     try:
-        header = json.loads(body[:hlen].decode()) if hlen else {}
+        header = json.loads(head.decode()) if hlen else {}
     except (UnicodeDecodeError, ValueError):
         raise ProtocolError(f"{kind.name} frame header is not JSON") from None
     if not isinstance(header, dict):
         raise ProtocolError(f"{kind.name} frame header is not a JSON object")
-    return kind, header, body[hlen:]
+    return kind, header, payload

@@ -2,7 +2,8 @@
 
 :class:`SshHost` opens ``ssh -M -N`` once (its ControlPath in a 0700 folder of ours) and runs every
 later command through it: :meth:`SshHost.run`, :meth:`SshHost.put_cached` (a file copied once,
-cached on the host by content hash), :meth:`SshHost.start_agent` (``sudo -n`` when the remote user
+cached on the host by content hash; :meth:`SshHost.prepare_agent` first takes the agent the
+``tdescope-agent`` package installed there, when it is this release's), :meth:`SshHost.start_agent` (``sudo -n`` when the remote user
 is not root) and :meth:`SshHost.forward` (a TCP port or unix socket for the engine connection). The
 user's ``~/.ssh/config``, jump hosts, agents and keys keep working because it is their ``ssh``.
 
@@ -27,11 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tdescope import __version__
 from tdescope.app.errors import UserError
+from tdescope.app.remote.protocol import PROTOCOL_VERSION
+from tdescope.app.remote.ssh_cipher import cipher_words
 from tdescope.app.system.child_env import SSH, child_env
 from tdescope.app.system.reaper import Reaper, reap_with_me
 
-__all__ = ["MIN_PYTHON", "RemotePython", "SshHost", "ssh_error_line"]
+__all__ = ["INSTALLED_AGENT", "MIN_PYTHON", "RemotePython", "SshHost", "ssh_error_line"]
 
 #: The oldest python3 the agent runs on: the zipapp's own entry refuses older ones (agent_build.MAIN), so
 #: the check before copying says the same. tests/test_agent_python39.py checks what the zipapp carries.
@@ -41,6 +45,13 @@ MIN_PYTHON = (3, 9)
 CONNECT_TIMEOUT_S = 30.0
 
 _VERSION_PROBE = "import sys; print(sys.version_info[:2])"
+
+#: Where the ``tdescope-agent`` .deb puts the agent (packaging/build-agent-deb.sh; ``/usr/bin/tdescope-agent``
+#: runs it with ``python3 -I``).
+INSTALLED_AGENT = "/usr/lib/tdescope-agent/tdescope-agent.pyz"
+#: What an installed agent is, read from its own files without starting it (any release has both names).
+_INSTALLED_PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); from tdescope import __version__; "
+                    "from tdescope.app.remote.protocol import PROTOCOL_VERSION; print(PROTOCOL_VERSION, __version__)")
 
 
 @dataclass(frozen=True)
@@ -128,7 +139,8 @@ class SshHost:
         base = base if base and os.access(base, os.W_OK) else None
         self._dir = tempfile.mkdtemp(prefix="tdescope-ssh-", dir=base)  # 0700
         log = os.path.join(self._dir, "master.log")
-        argv = [*self._base(), "-M", "-N", "-S", self.control_path, "-o", "ControlPersist=no",
+        argv = [*self._base(), *cipher_words(self._base(), self.dest), "-M", "-N", "-S", self.control_path,
+                "-o", "ControlPersist=no",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-o", "ExitOnForwardFailure=yes",
                 "-E", log, self.dest]
         self._master = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -246,12 +258,27 @@ class SshHost:
         prefix = [] if self._uid == 0 else ["sudo", "-n"]
         return self.command([*prefix, "python3", "-I", remote_pyz, *args])
 
+    def installed_agent(self) -> tuple[int, str] | None:
+        """``(protocol, tdescope version)`` of the agent a package installed on the host
+        (:data:`INSTALLED_AGENT`), or None when there is none or it says nothing readable."""
+        script = (f"[ -f {shlex.quote(INSTALLED_AGENT)} ] || exit 0; "
+                  f"python3 -I -c {shlex.quote(_INSTALLED_PROBE)} {shlex.quote(INSTALLED_AGENT)} 2>/dev/null || true")
+        out = self.run(["sh", "-c", script]).split()
+        if len(out) != 2 or not out[0].isdigit():
+            return None
+        return int(out[0]), out[1]
+
     def prepare_agent(self, local_pyz: Path) -> str:
-        """Check the host (python3 new enough, ``sudo -n`` allowed unless root) and copy the agent once.
+        """Check the host (python3 new enough, ``sudo -n`` allowed unless root) and find the agent there: the
+        one the ``tdescope-agent`` package installed when it speaks this workbench's protocol and is its
+        release (nothing is copied to a host whose policy is "packages only"), else ours, copied once.
 
         Returns the agent's path on the host. Each failure is one line."""
         remote = self.python()
-        path, _copied = self.put_cached(local_pyz)
+        if self.installed_agent() == (PROTOCOL_VERSION, __version__):
+            path = INSTALLED_AGENT
+        else:
+            path, _copied = self.put_cached(local_pyz)
         if remote.uid != 0:
             self.run(["sudo", "-n", "python3", "-c", _VERSION_PROBE])
         return path

@@ -13,7 +13,7 @@ from tdescope.app.engines.api import ArgRef, ProbeRecipe
 from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, WaitSample
 from tdescope.app.probe.limits import CaptureLimits
 from tdescope.app.probe.window import CaptureSummary
-from tdescope.app.remote.protocol import ProtocolError
+from tdescope.app.remote.protocol import CAPTURE_ROW, ProtocolError
 from tdescope.app.system.critical import CriticalProcess
 
 __all__ = ["batch_key", "captures_frame", "captures_of", "limits_of", "recipe_fields", "recipe_of", "rules_of", "state_of",
@@ -71,33 +71,40 @@ def batch_key(capture: PageCapture) -> tuple:
     return capture.symbol, capture.direction, capture.engine, capture.plaintext_side, capture.context_kind
 
 
-def captures_frame(captures: list[PageCapture]) -> tuple[dict, bytes]:
-    """A batch's header (shared fields, then one ``[ts, seq, pgno, stop_us, len(before), len(after),
-    context]`` row per capture) and its payload (each capture's ``before`` then ``after``)."""
+def captures_frame(captures: list[PageCapture]) -> tuple[dict, list[bytes]]:
+    """A batch's header (the shared fields and ``n``) and its payload's parts: one :data:`CAPTURE_ROW`
+    (``ts, stop_us, seq, pgno, context, len(before), len(after)``) per capture, then each capture's
+    ``before`` and ``after``. The rows are binary: at tens of thousands of pages a second, JSON rows
+    cost the agent and the workbench more than the pages' bytes do."""
     symbol, direction, engine, side, context_kind = batch_key(captures[0])
-    rows = [[c.ts, c.seq, c.pgno, c.stop_us, len(c.before), len(c.after), c.context] for c in captures]
-    payload = b"".join(part for c in captures for part in (c.before, c.after))
+    pack = CAPTURE_ROW.pack
+    rows = b"".join([pack(c.ts, c.stop_us, c.seq, c.pgno, c.context, len(c.before), len(c.after)) for c in captures])
+    parts = [rows]
+    for c in captures:
+        parts += (c.before, c.after)
     return {"symbol": symbol, "direction": direction, "engine": engine, "side": side,
-            "context_kind": context_kind, "caps": rows}, payload
+            "context_kind": context_kind, "n": len(captures)}, parts
 
 
 def captures_of(head: dict, payload: bytes) -> list[PageCapture]:
     """The :class:`PageCapture` events of one ``CAPTURES`` frame."""
-    out, pos = [], 0
     try:
         symbol, direction, engine, side, context_kind = (
             str(head[k]) for k in ("symbol", "direction", "engine", "side", "context_kind"))
-        for ts, seq, pgno, stop_us, nb, na, context in head["caps"]:
-            nb, na = int(nb), int(na)
-            if nb < 0 or na < 0 or pos + nb + na > len(payload):
-                raise ValueError("page lengths past the payload")
-            out.append(PageCapture(ts=float(ts), seq=int(seq), symbol=symbol, direction=direction, pgno=int(pgno),
-                                   before=payload[pos:pos + nb], after=payload[pos + nb:pos + nb + na],
-                                   stop_us=float(stop_us), engine=engine, plaintext_side=side,
-                                   context=int(context), context_kind=context_kind))
-            pos += nb + na
+        n = int(head["n"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ProtocolError(f"captures frame: bad field {exc}") from None
+    pos = n * CAPTURE_ROW.size
+    if n < 0 or pos > len(payload):
+        raise ProtocolError("captures frame: more rows than its payload holds")
+    out = []
+    for ts, stop_us, seq, pgno, context, nb, na in CAPTURE_ROW.iter_unpack(memoryview(payload)[:pos]):
+        mid, end = pos + nb, pos + nb + na
+        if end > len(payload):
+            raise ProtocolError("captures frame: page lengths past the payload")
+        out.append(PageCapture(ts, seq, symbol, direction, pgno, payload[pos:mid], payload[mid:end], stop_us,
+                               engine, side, context, context_kind))
+        pos = end
     if pos != len(payload):
         raise ProtocolError("captures frame: payload longer than its pages")
     return out
