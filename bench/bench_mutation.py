@@ -107,7 +107,8 @@ TARGETS = (
                               "tdescope/plugins/postgres/_btree.py"),
            ("tests/test_pg_pages.py", "tests/test_pg_page_gaps.py"), ("postgres",)),
     Target("innodb pages", ("tdescope/plugins/mariadb/pages.py", "tdescope/plugins/mariadb/records.py"),
-           ("tests/test_innodb_pages.py", "tests/test_innodb_page_branches.py", "tests/test_innodb_charsets.py")),
+           ("tests/test_innodb_pages.py", "tests/test_innodb_page_branches.py", "tests/test_innodb_charsets.py",
+            "tests/test_innodb_page_fields.py")),
     Target("oracle blocks", ("tdescope/plugins/oracle/blocks.py", "tdescope/plugins/oracle/_kdb.py"),
            ("tests/test_oracle_blocks.py", "tests/test_oracle_block_fields.py")),
     Target("oracle block dump", ("tdescope/plugins/oracle/blockdump.py", "tdescope/plugins/oracle/_dump_grammar.py",
@@ -129,6 +130,60 @@ NOTES = (
 
 #: mutant name -> why it changes nothing observable. Names are mutmut's (stable for an unchanged source).
 EQUIVALENT: dict[str, str] = {
+    "tdescope.plugins.mariadb.records.x__value__mutmut_16":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.mariadb.records.x__value__mutmut_68":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.mariadb.records.x__value__mutmut_135":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.mariadb.records.x__datetime__mutmut_6":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.mariadb.records.x__off_page__mutmut_8":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.mariadb.records.x__off_page__mutmut_19":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.mariadb.records.x_decode_redundant__mutmut_7":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.mariadb.records.x_decode_redundant__mutmut_50":
+        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
+    "tdescope.plugins.mariadb.records.x__value__mutmut_114":
+        "'LATIN-1' instead of 'latin-1': codec names are case-insensitive",
+    "tdescope.plugins.mariadb.records.x__value__mutmut_117":
+        "'UTF-8' instead of 'utf-8': codec names are case-insensitive",
+    "tdescope.plugins.mariadb.records.x_decode_record__mutmut_15":
+        "the NULL bitmap read when it has no bytes: the slice is empty, so it is 0 anyway",
+    "tdescope.plugins.mariadb.records.x_decode_record__mutmut_25":
+        "bitmap 1 when it has no bytes: then no field is nullable, and only nullable fields look at it",
+    "tdescope.plugins.mariadb.records.x_decode_record__mutmut_51":
+        "external = None instead of False: both are false, and it is only tested for truth",
+    "tdescope.plugins.mariadb.records.x_decode_redundant__mutmut_9":
+        "n_fields from 3 bytes instead of 2: the extra byte lands at bit 16 and up, and >> 1 & 0x3FF keeps bits 1-10",
+    "tdescope.plugins.mariadb.records.x_decode_redundant__mutmut_23":
+        "cols = '' instead of None: both are false, and cols is only tested for truth",
+    "tdescope.plugins.mariadb.records.x_decode_redundant__mutmut_29":
+        "cols = '' instead of None: both are false, and cols is only tested for truth",
+    "tdescope.plugins.mariadb.pages.x__walk__mutmut_13":
+        "a record's next offset read unsigned: (origin + rel + 65536) % size is the same, as every InnoDB "
+        "page size (4-64 KiB) divides 65536",
+    "tdescope.plugins.mariadb.pages.x__walk__mutmut_38":
+        "len(out) > size / 5 instead of size // 5: len(out) is an integer, so it exceeds both at the same count",
+    "tdescope.plugins.mariadb.pages.x__walk_redundant__mutmut_32":
+        "len(out) > size / 6 instead of size // 6: len(out) is an integer, so it exceeds both at the same count",
+    "tdescope.plugins.mariadb.pages.x__walk__mutmut_186":
+        "a record's end always from its last field: decode_record returns one field per column, and every "
+        "layout has one (a node pointer its child page number)",
+    "tdescope.plugins.mariadb.pages.xǁInnoDbPageDecoderǁ_fcrc32_compressed__mutmut_12":
+        "the page type read signed: only its low byte (& 0xFF) is used, the same either way",
+    "tdescope.plugins.mariadb.pages.xǁInnoDbPageDecoderǁ_fcrc32_compressed__mutmut_20":
+        "27 < stored instead of 26 <: stored is a multiple of 256, never 26 or 27",
+    "tdescope.plugins.mariadb.pages.xǁInnoDbPageDecoderǁ_fcrc32_compressed__mutmut_21":
+        "26 <= stored instead of 26 <: stored is a multiple of 256, never 26",
+    "tdescope.plugins.mariadb.pages.xǁInnoDbPageDecoderǁ_fcrc32_compressed__mutmut_22":
+        "stored < size instead of <= size: when stored is the size, end is the size either way",
+    "tdescope.plugins.mariadb.pages.xǁInnoDbPageDecoderǁ_fcrc32_compressed__mutmut_54":
+        "b'XXXX' instead of b'' after a zlib error: neither is a page's length, and the bytes are not used",
+    "tdescope.plugins.mariadb.pages.xǁInnoDbPageDecoderǁdecode__mutmut_15":
+        "_FIL.unpack_from(data) without its offset: the offset defaults to 0",
     "tdescope.plugins.mariadb.records.x__off_page__mutmut_21":
         "ref[12:20] -> ref[12:21]: the reference is the last 20 bytes, so both slices are its last 8",
     "tdescope.plugins.oracle.trace.xǁ_Parserǁfeed__mutmut_42":
@@ -169,8 +224,6 @@ EQUIVALENT: dict[str, str] = {
         "the meta page's problems left out: the list is always empty there (only a bad header adds one, and returns)",
     "tdescope.plugins.postgres.pages.xǁPgPageDecoderǁdecode__mutmut_380":
         "format the values without columns too: there are none, so the text is '' either way",
-    "tdescope.plugins.mariadb.records.x__value__mutmut_139":
-        "int.from_bytes(raw) without 'big': big-endian is the default since Python 3.11 (the project's floor)",
     "tdescope.plugins.postgres._tuples.x_decode_tuple__mutmut_148":
         "t_bits sliced one byte longer: only bytes below (natts + 7) // 8 are ever indexed",
     "tdescope.plugins.sqlcipher._page_walk.x__shift__mutmut_21":

@@ -8,8 +8,9 @@ view (``INNODB_SYS_TABLES`` / ``_INDEXES``, ``INNODB_TABLESPACES_ENCRYPTION``), 
 queries :func:`~tdescope.plugins.mariadb.records.index_layouts` makes, and ``innochecksum -D``'s
 per-page report. The server is gone before a test runs.
 
-With ``TDESCOPE_TEST_INNODB_PAGES`` naming a file, the facts are saved there on the first run and read
-back afterwards (the mutation driver runs the tests once per mutant; the server starts once).
+The facts are made once per test process, whichever InnoDB test module asks first. With
+``TDESCOPE_TEST_INNODB_PAGES`` naming a file, they are saved there on the first run and read back
+afterwards (the mutation driver runs the tests once per mutant; the server starts once).
 """
 
 from __future__ import annotations
@@ -148,16 +149,24 @@ class _Cursor:
         return self._rows[0] if self._rows else None
 
 
+_MADE: list[InnoDbPages] = []  # the facts of this test process: one server for every InnoDB test module
+
+
 def innodb_pages() -> InnoDbPages:
-    """The facts, from the cache file when ``TDESCOPE_TEST_INNODB_PAGES`` names one that exists."""
+    """The facts (read-only to the tests), made once per test process; from the cache file when
+    ``TDESCOPE_TEST_INNODB_PAGES`` names one that exists."""
+    if _MADE:
+        return _MADE[0]
     cache = os.environ.get("TDESCOPE_TEST_INNODB_PAGES")
     if cache and os.path.exists(cache):
         with open(cache, "rb") as fh:
-            return pickle.load(fh)
-    facts = _from_the_server()
-    if cache:
-        with open(cache, "wb") as fh:
-            pickle.dump(facts, fh)
+            facts = pickle.load(fh)
+    else:
+        facts = _from_the_server()
+        if cache:
+            with open(cache, "wb") as fh:
+                pickle.dump(facts, fh)
+    _MADE.append(facts)
     return facts
 
 

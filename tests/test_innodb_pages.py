@@ -1,7 +1,7 @@
 """The InnoDB page decoder against MariaDB's own view of real pages (decoder only, no probe).
 
 The pages come from ``.ibd`` files a private MariaDB wrote (``innodb_pages_data``, made once per
-module): FIL header fields, page types, index ids, root pages and space ids are compared with
+test process): FIL header fields, page types, index ids, root pages and space ids are compared with
 ``information_schema``, ``INNODB_TABLESPACES_ENCRYPTION`` and ``innochecksum -D``; the decoded
 records with the rows the server returns.
 """
