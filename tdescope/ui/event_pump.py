@@ -45,6 +45,11 @@ class EventPump(QObject):
         """Queue ``event``; safe from any thread."""
         self._queue.put(event)
 
+    @property
+    def idle(self) -> bool:
+        """True when nothing is queued (every event put so far reached its subscribers)."""
+        return self._queue.empty()
+
     def subscribe(self, kind: type, handler: Callable[[list], None]) -> None:
         """Call ``handler(batch)`` on the GUI thread with the queued events of type ``kind``."""
         self._subscribers[kind].append(handler)
