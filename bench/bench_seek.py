@@ -28,6 +28,8 @@ from bench._stalls import Heartbeat, spin, stall_figures
 
 goal("seek_stall_p99_ms", "GUI stall while seeking through a 1 h replay, 99th percentile (5 ms heartbeat)", "≤ 50",
      lambda v: v <= 50)
+goal("seek_stall_cpu_p99_ms", "the same gaps in GUI-thread CPU time (the work, not the wait for a core), p99",
+     "≤ 50", lambda v: v <= 50)
 goal("seek_stall_max_ms", "longest GUI stall while seeking through the 1 h replay")
 goal("seek_to_end_s", "seek from the start to the end of the hour: until the views hold every event, s")
 
@@ -49,6 +51,7 @@ def run(quick: bool) -> dict:
     minutes = 20.0 if quick else 60.0
     tmp = Path(tempfile.mkdtemp(prefix="tdescope-bench-seek-"))
     counts = synthesise(tmp / "hour.tds", minutes)
+    sys.setswitchinterval(0.001)  # as tdescope FILE.tds does (ui/app.py)
     app = QApplication.instance() or QApplication([])
     collector = collect_on_gui_thread()  # noqa: F841 - as a replay window runs (tdescope FILE.tds)
     window = open_replay_window(str(tmp / "hour.tds"), QSettings(str(tmp / "s.ini"), QSettings.Format.IniFormat))
@@ -81,7 +84,7 @@ def run(quick: bool) -> dict:
     events = window.captures_dock.model.rowCount()
     window.close()
     return {
-        **stall_figures("seek_stall", beat.gaps),
+        **stall_figures("seek_stall", beat),
         "seek_to_end_s": round(took[0], 2),
         "seek_each_s": [round(t, 2) for t in took],
         "seek_drag_s": round(drag_s, 2),

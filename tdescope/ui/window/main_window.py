@@ -87,7 +87,8 @@ class MainWindow(QMainWindow):
         recent = RecentFiles(self.settings)
         self.recording = RecordingController(engine, lambda: self.session, self.live, self.pump,
                                              self.notes.dock, recent.add, self)
-        self.replay = ReplayController(self.feed, self._reset_views, self.notes.dock, recent.add, self)
+        self.replay = ReplayController(self.feed, self._replay_from_start, self.notes.dock, recent.add, self,
+                                       ready=lambda: self.pump.has_room)
         self.files = FileActions(self.recording, self.replay, recent, self.decoder, self.tasks,
                                  lambda path, passphrase: open_replay_window(path, self.settings, passphrase),
                                  lambda: self.session is not None, self._reset_views, self)
@@ -265,11 +266,11 @@ class MainWindow(QMainWindow):
         """Move the replay to ``ts``; once its events are fed, deliver them and run ``then`` on views at ``ts``."""
 
         def shown() -> None:
-            self.pump.drain()
             self.observation.timeline_dock.focus(ts)  # the run it falls in, not the view the timeline had
             (then or (lambda: None))()
 
-        self.replay.seek_to(ts, shown)
+        # fed, then delivered: the pump hands a long stretch over in short ticks, not in one stall
+        self.replay.seek_to(ts, lambda: self.pump.when_idle(shown))
 
     def feed(self, event) -> None:
         """Publish ``event`` as a producer would (the replay player's feed; a replay records nothing)."""
@@ -350,6 +351,11 @@ class MainWindow(QMainWindow):
         self.workload_dock.results.clear()  # results come back as the replay passes them
         self.probe_status.set_armed(False)
         self.observation.clear()
+
+    def _replay_from_start(self) -> None:
+        """A replay seeks back: what was fed before is dropped unseen (the views are cleared and fed again)."""
+        self.pump.discard()
+        self._reset_views()
 
     def _note_store(self):
         return self.replay.note_store() if self.replay.replaying else self.recording.note_store()
