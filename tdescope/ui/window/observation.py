@@ -197,7 +197,7 @@ class ObservationController(QObject):
 
     def refresh(self) -> None:
         """Update the docks that are visible and got new data (once a second while the pump catches up)."""
-        if not self.pump.idle and time.monotonic() - self._refreshed < CATCH_UP_REFRESH_S:
+        if self.pump.catching_up and time.monotonic() - self._refreshed < CATCH_UP_REFRESH_S:
             return
         self._refreshed = time.monotonic()
         t = time.perf_counter()
