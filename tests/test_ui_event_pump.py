@@ -6,7 +6,7 @@ from tdescope.ui.event_pump import EventPump
 
 
 def _work(seconds: float) -> None:
-    """Hold the GUI thread's CPU for ``seconds`` (a sleep would not count: the pump adapts to CPU time)."""
+    """Hold the GUI thread for ``seconds`` of its CPU time (work, as a subscriber's is)."""
     end = time.thread_time() + seconds
     while time.thread_time() < end:
         pass
@@ -31,8 +31,8 @@ def test_a_drain_whose_subscribers_overran_the_budget_takes_fewer_events_next_ti
         pump.put(i)
     pump.drain()
     pump.drain()
-    # a drain that cost twenty times its budget takes a twentieth as many events next time (200 at least)
-    assert taken[1] <= max(200, taken[0] // 20)
+    # a drain that cost twenty times its budget takes a twentieth as many events next time (50 at least)
+    assert taken[1] <= max(50, taken[0] // 20)
     cost[0] = 0.0
     while pump.drain():
         pass
@@ -73,11 +73,11 @@ def test_discard_drops_the_backlog_and_room_comes_back(qtbot):
     pump = _pump(qtbot, room=100)
     seen = []
     pump.subscribe(int, seen.extend)
-    for i in range(150):
+    for i in range(40):
         pump.put(i)
-    assert not pump.has_room and not pump.idle and not pump.catching_up  # 150 fit in one drain
-    for i in range(5000):
+    assert pump.has_room and not pump.idle and not pump.catching_up  # fewer than the smallest drain takes
+    for i in range(110):
         pump.put(i)
-    assert pump.catching_up  # more than the next drain takes
-    assert pump.discard() == 5150
+    assert not pump.has_room and pump.catching_up
+    assert pump.discard() == 150
     assert pump.has_room and pump.idle and pump.drain() == 0 and seen == []

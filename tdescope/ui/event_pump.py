@@ -23,7 +23,7 @@ from PySide6.QtCore import QObject, QTimer
 __all__ = ["EventPump"]
 
 #: Bounds of the events one drain takes (it adapts between them to the budget).
-_MIN_BATCH, _MAX_BATCH = 200, 5000
+_MIN_BATCH, _MAX_BATCH = 50, 5000
 
 
 class EventPump(QObject):
@@ -35,7 +35,7 @@ class EventPump(QObject):
         Drain period; 66 ms is ~15 Hz.
     budget_ms : float
         A tick's work, the subscribers' included: a drain that overran it takes fewer
-        events next time (down to 200), one well under it takes more (up to 5000).
+        events next time (down to 50), one well under it takes more (up to 5000).
     room : int
         The backlog past which :attr:`has_room` is false.
     """
@@ -66,8 +66,9 @@ class EventPump(QObject):
 
     @property
     def catching_up(self) -> bool:
-        """True while more is queued than the next drain takes (a replay's seek, not a live stream)."""
-        return self._queue.qsize() > self._limit
+        """True while a backlog waits: more queued than the smallest drain takes (a replay's seek; a live
+        stream is drained as it comes)."""
+        return self._queue.qsize() > _MIN_BATCH
 
     @property
     def idle(self) -> bool:
@@ -84,12 +85,8 @@ class EventPump(QObject):
             self._subscribers[kind].remove(handler)
 
     def drain(self) -> int:
-        """Deliver what is queued, up to the events the budget allows; returns the number of events.
-
-        The batch adapts to the GUI thread's CPU time (``time.thread_time``), the work itself: on a busy
-        machine the wall time also holds the wait for a core, and shrinking on it would only slow a
-        replay's catching up without shortening any stall."""
-        start, cpu = time.perf_counter(), time.thread_time()
+        """Deliver what is queued, up to the events the budget allows; returns the number of events."""
+        start = time.perf_counter()
         batches: dict[type, list] = defaultdict(list)
         n = 0
         while n < self._limit and time.perf_counter() - start < self._budget:
@@ -102,7 +99,7 @@ class EventPump(QObject):
         for kind, batch in batches.items():
             for handler in list(self._subscribers.get(kind, [])):
                 handler(batch)
-        spent = time.thread_time() - cpu
+        spent = time.perf_counter() - start
         if spent > self._budget and n:
             self._limit = max(_MIN_BATCH, int(n * self._budget / spent))
         elif n >= self._limit and spent < self._budget / 2:
