@@ -19,7 +19,7 @@ QUICK_SUITES = ["bench.bench_capture", "bench.bench_armed", "bench.bench_observe
 #: in a full run, or by name with ``--only``.
 SLOW_SUITES = ["bench.bench_mariadb", "bench.bench_mutation", "bench.bench_callgraph", "bench.bench_gdb_threads",
                "bench.bench_pgtde", "bench.bench_observe_choices", "bench.bench_perf_parse", "bench.bench_views",
-               "bench.bench_agent", "bench.bench_ssh", "bench.bench_ssh_dsn"]
+               "bench.bench_agent", "bench.bench_ssh", "bench.bench_ssh_dsn", "bench.bench_seek"]
 SUITES = QUICK_SUITES + SLOW_SUITES
 #: Run on their own with arguments of their own (``python -m bench.NAME --help``), never from here.
 STANDALONE = ["bench.bench_watch_sql", "bench.bench_postgres"]

@@ -16,7 +16,12 @@ Workload dock's Run button:
    decrypts per group ÷ unarmed seconds per group. The stall figures are over
    this run (gdb backend).
 3. the eBPF storm: every decrypt captured, flat out, for a few seconds (the
-   capture window runs in a worker process that sends the window a sample).
+   capture window runs in a worker process that sends the window a sample),
+   while a user clicks through the captures (the next row every 100 ms: each
+   click decodes a page and redraws the page view).
+
+Stalls are the gaps of a GUI-thread heartbeat (:class:`bench._stalls.Heartbeat`),
+also in GUI-thread CPU time; p99 with a 95 % interval over all the gaps of a kind.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import tempfile
 import time
 
 from bench._report import goal
+from bench._stalls import Heartbeat, percentile, stall_figures
 
 goal("gui_offered_captures_per_s", "decrypts/s the unarmed lab offers to the probe (tiny cache)", "≥ 1000",
      lambda v: v >= 1000)
@@ -43,19 +49,16 @@ goal("gui_ebpf_shown", "of those, captures the window was sent (a sample, from t
 goal("gui_ebpf_stall_p99_ms", "event-loop stall during the eBPF storm, 99th percentile of each, median", "≤ 50",
      lambda v: v <= 50)
 goal("gui_ebpf_stall_max_ms", "longest event-loop stall over the eBPF storms")
+goal("gui_ebpf_clicks", "captures clicked during the eBPF storms (one every 100 ms)")
+goal("gui_ebpf_clicks_shown", "of those clicks, pages shown (the latest click wins: fast clicks skip pages)")
 
 #: The storm's workload: small groups so several complete inside the armed window.
 PARAMS = {"groups": 400, "ids_per_group": 200, "cache_pages": 20}
 
 
-def _percentile(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(int(len(s) * q), len(s) - 1)]
-
-
 def run(quick: bool) -> dict:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QElapsedTimer, QEventLoop, QSettings, QTimer
+    from PySide6.QtCore import QEventLoop, QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
     from tdescope.app.engines import ConnectParams, discover_engines
@@ -117,27 +120,17 @@ def run(quick: bool) -> dict:
 
     # 2. the storms, measured: each its own p99; the figure is their median
     n, storms = (400, 2) if quick else (1000, 3)
-    clock = QElapsedTimer()
-    clock.start()
     p99s, maxes, refresh, offered, delivered, groups_armed, captured_all = [], [], [], [], [], [], []
+    storm_beat = Heartbeat(5)
     for _ in range(storms):
         progress.clear()
         window.captures_dock.clear()
-        gaps: list[float] = []
-        last = [clock.nsecsElapsed()]
-
-        def tick():
-            now = clock.nsecsElapsed()
-            gaps.append((now - last[0]) / 1e6)
-            last[0] = now
-
-        timer = QTimer()
-        timer.setInterval(5)
-        timer.timeout.connect(tick)
         refresh_from = len(window.observation.refresh_ms)
-        timer.start()
+        before = len(storm_beat.gaps)
+        storm_beat.start()
         run_once(True, PARAMS["groups"], n)
-        timer.stop()
+        storm_beat.stop()
+        gaps = storm_beat.gaps[before:]
         refresh += window.observation.refresh_ms[refresh_from:]
         model = window.captures_dock.model
         captured = model.rowCount()
@@ -149,9 +142,9 @@ def run(quick: bool) -> dict:
         delivered.append((captured - 1) / (t1 - t0))
         groups_armed.append(groups)
         captured_all.append(captured)
-        p99s.append(_percentile(gaps, 0.99))
+        p99s.append(percentile(gaps, 0.99))
         maxes.append(max(gaps))
-    ebpf = _ebpf_storms(window, dock, spin, clock, 2 if quick else 3, 4.0 if quick else 8.0)
+    ebpf = _ebpf_storms(window, dock, spin, 2 if quick else 3, 4.0 if quick else 8.0)
     window.close()
     return {
         **ebpf,
@@ -161,13 +154,14 @@ def run(quick: bool) -> dict:
         "gui_stall_p99_ms": round(statistics.median(p99s), 1),
         "gui_stall_max_ms": round(max(maxes), 1),
         "gui_stall_p99_all_ms": [round(v, 1) for v in p99s],
-        "gui_refresh_p99_ms": round(_percentile(refresh, 0.99), 1) if refresh else None,
+        "gui_refresh_p99_ms": round(percentile(refresh, 0.99), 1) if refresh else None,
         "gui_unarmed_s_per_group": round(s_per_group, 4),
         "gui_groups_while_armed": groups_armed,
+        **stall_figures("gui_all_stall", storm_beat),
     }
 
 
-def _ebpf_storms(window, dock, spin, clock, storms: int, seconds: float) -> dict:
+def _ebpf_storms(window, dock, spin, storms: int, seconds: float) -> dict:
     """Every decrypt of the flat-out lab captured by eBPF for ``seconds``, the GUI measured meanwhile."""
     from PySide6.QtCore import QTimer
 
@@ -176,6 +170,22 @@ def _ebpf_storms(window, dock, spin, clock, storms: int, seconds: float) -> dict
     states: list[CaptureWindowState] = []
     window.live.subscribe(lambda ev: states.append(ev) if isinstance(ev, CaptureWindowState) else None)
     p99s, maxes, pages, rates, shown = [], [], [], [], []
+    beat = Heartbeat(5)
+    clicks, drawn = [0], []
+    view = window.captures_dock.view
+
+    def click_next() -> None:  # the next row, as a user clicking down the Captures table
+        n = view.model().rowCount()
+        if n:
+            view.setCurrentIndex(view.model().index(clicks[0] % n, 0))
+            clicks[0] += 1
+
+    clicker = QTimer()
+    clicker.setInterval(100)
+    clicker.timeout.connect(click_next)
+    presenter = window.capture_presenter
+    real_ready = presenter._ready
+    presenter._ready = lambda prepared: (drawn.append(prepared.capture.seq), real_ready(prepared))
     for _ in range(storms):
         states.clear()
         window.captures_dock.clear()
@@ -186,22 +196,15 @@ def _ebpf_storms(window, dock, spin, clock, storms: int, seconds: float) -> dict
         dock.backend.setCurrentIndex(dock.backend.findData("ebpf"))
         dock.run_button.click()
         spin(lambda: any(s.state == "armed" for s in states), 30)
-        gaps: list[float] = []
-        last = [clock.nsecsElapsed()]
-
-        def tick():
-            now = clock.nsecsElapsed()
-            gaps.append((now - last[0]) / 1e6)
-            last[0] = now
-
-        timer = QTimer()
-        timer.setInterval(5)
-        timer.timeout.connect(tick)
         first = max((s.captures for s in states), default=0)
         t0 = time.monotonic()
-        timer.start()
+        before = len(beat.gaps)
+        beat.start()
+        clicker.start()
         spin(lambda: time.monotonic() - t0 >= seconds, seconds + 5)
-        timer.stop()
+        clicker.stop()
+        beat.stop()
+        gaps = beat.gaps[before:]
         window.cancel()
         spin(lambda: dock.run_button.isEnabled(), 120)
         done = [s for s in states if s.state in ("disarmed", "failed")]
@@ -209,11 +212,14 @@ def _ebpf_storms(window, dock, spin, clock, storms: int, seconds: float) -> dict
         pages.append(total - first)
         rates.append((total - first) / seconds)
         shown.append(window.captures_dock.model.rowCount())
-        p99s.append(_percentile(gaps, 0.99))
+        p99s.append(percentile(gaps, 0.99))
         maxes.append(max(gaps))
+    presenter._ready = real_ready
     return {"gui_ebpf_storm_pages": min(pages), "gui_ebpf_storm_pages_per_s": round(statistics.median(rates)),
             "gui_ebpf_shown": min(shown), "gui_ebpf_stall_p99_ms": round(statistics.median(p99s), 1),
-            "gui_ebpf_stall_max_ms": round(max(maxes), 1), "gui_ebpf_stall_p99_all_ms": [round(v, 1) for v in p99s]}
+            "gui_ebpf_stall_max_ms": round(max(maxes), 1), "gui_ebpf_stall_p99_all_ms": [round(v, 1) for v in p99s],
+            "gui_ebpf_clicks": clicks[0], "gui_ebpf_clicks_shown": len(drawn),
+            **stall_figures("gui_ebpf_all_stall", beat)}
 
 
 if __name__ == "__main__":

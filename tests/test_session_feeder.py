@@ -97,3 +97,24 @@ def test_close_ends_the_thread_and_closes_its_reader(recorded):
     feeder.close()
     assert not feeder._thread.is_alive()
     feeder.close()  # twice is fine
+
+
+def test_a_feeder_waits_while_the_consumer_has_no_room_and_a_restart_wakes_it(recorded):
+    room = threading.Event()
+    seen, busy_at_reset = [], []
+    feeder = SessionFeeder(lambda: SessionReader(recorded, writable=False), lambda ev: seen.append(ev.ts),
+                           ready=room.is_set)
+    try:
+        feeder.extend(1000.0 + N)
+        wait_for(lambda: feeder._busy, what="the feeder at work")
+        assert seen == [] and not feeder.caught_up  # no room: not one event fed
+        # the restart wakes the waiting feeder: it is no longer busy when the views reset
+        feeder.restart(1010.0, lambda: (busy_at_reset.append(feeder._busy), seen.clear()))
+        assert busy_at_reset == [False]
+        room.set()
+        wait_for(lambda: feeder.caught_up, what="fed up to 1010 once there is room")
+        assert seen == [1000.0 + i for i in range(10)]
+        feeder.extend(1000.0 + N)
+        wait_for(lambda: feeder.caught_up and len(seen) == N, what="fed to the end")
+    finally:
+        feeder.close()

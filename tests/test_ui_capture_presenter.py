@@ -92,3 +92,5 @@ def test_prepare_capture_decodes_both_sides_and_names_the_page():
     assert shown.title.startswith("page 2 · decrypt · sqlcipher_page_cipher · capture #3")
     assert shown.decoded_after is not None and shown.diff is not None and len(shown.diff) == 4096
     assert decoder.calls == 2
+    # the structure tree's rows are built here too (off the GUI thread), ready to attach
+    assert shown.rows is not None and shown.rows.top and shown.rows.after_items

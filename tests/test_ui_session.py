@@ -1,6 +1,7 @@
 """Sessions in the GUI (pytest-qt): replay drives the same docks, notes with undo, autosave, drag and drop."""
 
 import os
+import threading
 import time
 
 import pytest
@@ -79,6 +80,29 @@ def test_replay_drives_the_captures_dock(qtbot, replay, data_home):
     assert win.replay.replay_bar.slider.value() == win.replay.replay_bar.slider.maximum()
     # replayed events pass through the window's hub but a replay records nothing
     assert win.recording.recorder is None and not (data_home / "tdescope" / "sessions").exists()
+
+
+def test_captures_clicked_through_fast_are_decoded_off_the_gui_thread_and_the_last_one_shows(qtbot, replay):
+    """Issue #25, item 5: the page view's decoding never runs on the GUI thread again (MariaDB's may run
+    SQL under the session lock), and a click that came later is never replaced by an earlier one."""
+    win, player = replay, replay.replay.player
+    inner, threads = win.decoder, []
+
+    class Watched:  # the window's own decoder, noting where it runs
+        def decode(self, data, pgno=-1, context=None):
+            threads.append(threading.current_thread())
+            return inner.decode(data, pgno, context)
+
+    player.seek(player.duration)
+    settle(qtbot, win)
+    win.decoder = Watched()
+    view = win.captures_dock.view
+    for row in range(win.captures_dock.model.rowCount()):
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.visualRect(view.model().index(row, 0)).center())
+    last = win.captures_dock.model.row(win.captures_dock.proxy.mapToSource(view.currentIndex()).row())[0]
+    settle(qtbot, win)
+    assert threads and threading.main_thread() not in threads
+    assert win.capture_presenter.shown is last and f"capture #{last.seq}" in win.page_view._header.text()
 
 
 def test_notes_add_edit_undo_redo(qtbot, replay, session_file):

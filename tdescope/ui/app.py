@@ -36,6 +36,7 @@ def _run_replay(path: str) -> int:
 
     if not is_encrypted(path):
         SessionReader(path, writable=False).close()  # a bad file fails here, as one line, before any window
+    sys.setswitchinterval(0.001)  # the replay's feeder thread shares the GIL: keep the event loop's waits short
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("tdescope")
     app.setDesktopFileName("org.tdescope.tdescope")  # the menu entry's icon and name (tdescope desktop-install)

@@ -5,6 +5,10 @@ The window's :class:`~tdescope.app.session.live.LiveSession` hands every event t
 directly); a QTimer on the GUI thread drains the queue at ~15 Hz and hands each
 batch to the subscribers of each event type, so a storm of captures costs one model
 update and one repaint per tick, never one per event.
+
+The time budget covers the subscribers' work, not only the taking: how many events a drain
+takes adapts to what the last drains cost, so a replay seeking to the end of an hour (hundreds
+of thousands of events queued at once) is delivered over many short ticks, never in one stall.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from PySide6.QtCore import QObject, QTimer
 
 __all__ = ["EventPump"]
 
+#: Bounds of the events one drain takes (it adapts between them to the budget).
+_MIN_BATCH, _MAX_BATCH = 50, 5000
+
 
 class EventPump(QObject):
     """Thread-safe event queue drained on the GUI thread.
@@ -27,15 +34,21 @@ class EventPump(QObject):
     interval_ms : int
         Drain period; 66 ms is ~15 Hz.
     budget_ms : float
-        Stop draining a tick after this much work, leaving the rest for the next
-        tick, so the event loop never stalls.
+        A tick's work, the subscribers' included: a drain that overran it takes fewer
+        events next time (down to 50), one well under it takes more (up to 5000).
+    room : int
+        The backlog past which :attr:`has_room` is false.
     """
 
-    def __init__(self, interval_ms: int = 66, budget_ms: float = 30.0, parent: QObject | None = None) -> None:
+    def __init__(self, interval_ms: int = 66, budget_ms: float = 30.0, parent: QObject | None = None,
+                 room: int = 10000) -> None:
         super().__init__(parent)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._subscribers: dict[type, list[Callable[[list], None]]] = defaultdict(list)
         self._budget = budget_ms / 1000.0
+        self._room = room
+        self._limit = _MAX_BATCH  # events the next drain may take
+        self._when_idle: list[Callable[[], None]] = []
         self._timer = QTimer(self)
         self._timer.setInterval(interval_ms)
         self._timer.timeout.connect(self.drain)
@@ -44,6 +57,23 @@ class EventPump(QObject):
     def put(self, event: object) -> None:
         """Queue ``event``; safe from any thread."""
         self._queue.put(event)
+
+    @property
+    def has_room(self) -> bool:
+        """True while fewer than ``room`` events are queued; a producer that can wait (a replay's
+        feeder) waits otherwise. Safe from any thread."""
+        return self._queue.qsize() < self._room
+
+    @property
+    def catching_up(self) -> bool:
+        """True while a backlog waits: more queued than the smallest drain takes (a replay's seek; a live
+        stream is drained as it comes)."""
+        return self._queue.qsize() > _MIN_BATCH
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing is queued (every event put so far reached its subscribers)."""
+        return self._queue.empty()
 
     def subscribe(self, kind: type, handler: Callable[[list], None]) -> None:
         """Call ``handler(batch)`` on the GUI thread with the queued events of type ``kind``."""
@@ -55,23 +85,48 @@ class EventPump(QObject):
             self._subscribers[kind].remove(handler)
 
     def drain(self) -> int:
-        """Deliver what is queued (up to the time budget); returns the number of events."""
+        """Deliver what is queued, up to the events the budget allows; returns the number of events."""
         start = time.perf_counter()
         batches: dict[type, list] = defaultdict(list)
         n = 0
-        while time.perf_counter() - start < self._budget:
+        while n < self._limit and time.perf_counter() - start < self._budget:
             try:
                 event = self._queue.get_nowait()
             except queue.Empty:
                 break
             batches[type(event)].append(event)
             n += 1
-            if n >= 5000:
-                break
         for kind, batch in batches.items():
             for handler in list(self._subscribers.get(kind, [])):
                 handler(batch)
+        spent = time.perf_counter() - start
+        if spent > self._budget and n:
+            self._limit = max(_MIN_BATCH, int(n * self._budget / spent))
+        elif n >= self._limit and spent < self._budget / 2:
+            self._limit = min(_MAX_BATCH, 2 * self._limit)
+        if self._when_idle and self._queue.empty():
+            then, self._when_idle = self._when_idle, []
+            for fn in then:
+                fn()
         return n
+
+    def when_idle(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the GUI thread once every event queued so far reached its subscribers (at once if
+        none is queued): a replay's note selects its capture only when the Captures dock holds it."""
+        if self._queue.empty():
+            fn()
+        else:
+            self._when_idle.append(fn)
+
+    def discard(self) -> int:
+        """Drop every queued event (a replay seeking back: the views are cleared and fed again); how many."""
+        n = 0
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                return n
+            n += 1
 
     def stop(self) -> None:
         """Stop the timer (on window close)."""

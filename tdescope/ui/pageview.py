@@ -32,91 +32,14 @@ from tdescope.app.engines.api import DecodedField, DecodedPage
 from tdescope.app.probe.entropy import shannon_entropy, verdict
 from tdescope.ui.entropystrip import EntropyStrip
 from tdescope.ui.hexview import HexView, diff_color
+from tdescope.ui.structure_tree import HEADERS, SPAN_ROLE, StructureRows, fill_structure_model
 
 __all__ = ["PLACEHOLDERS", "PageView", "SPAN_ROLE", "fill_structure_model"]
 
-#: Item data role on column 0 holding ``(side, start, end)``; side is "after" or "before".
-SPAN_ROLE = Qt.ItemDataRole.UserRole + 1
 #: The header while no capture is shown, live and in a replay.
 PLACEHOLDERS = {"live": "No capture selected — run a workload with “Capture pages” ticked (Ctrl+R)",
                 "replay": "No capture selected — play the replay (Space), or click a capture or a note"}
-_HEADERS = ("Field", "Offset", "Value")
 _ROLES = ("ciphertext", "plaintext")  # a decrypting call's: input, output
-
-
-def _span_text(f: DecodedField) -> str:
-    return f"0x{f.start:04x}–0x{f.end - 1:04x}" if f.end > f.start else f"0x{f.start:04x} (empty)"
-
-
-def _field_row(f: DecodedField, side: str, index: dict[int, QStandardItem]) -> list[QStandardItem]:
-    name = QStandardItem(f.name)
-    name.setData((side, f.start, f.end), SPAN_ROLE)
-    value = QStandardItem(f.value)
-    if len(f.value) > 40:
-        value.setToolTip(f.value)
-    index[id(f)] = name
-    # Children are attached while the parent is still off-model, so no model signals fire here.
-    for c in f.children:
-        name.appendRow(_field_row(c, side, index))
-    return [name, QStandardItem(_span_text(f)), value]
-
-
-def _problem_row(text: str, color) -> list[QStandardItem]:
-    items = [QStandardItem("⚠ problem"), QStandardItem(""), QStandardItem(text)]
-    for it in items:
-        it.setForeground(color)
-    items[2].setToolTip(text)
-    return items
-
-
-def fill_structure_model(
-    model: QStandardItemModel,
-    after: DecodedPage | None,
-    before: DecodedPage | None = None,
-    problem_color=None,
-    roles: tuple[str, str] = ("ciphertext", "plaintext"),
-) -> tuple[dict[int, QStandardItem], dict[int, QStandardItem]]:
-    """Rebuild ``model`` from decoded pages: columns Field, Offset, Value.
-
-    The plaintext's fields sit at the top level; when the ciphertext side has
-    structure or problems of its own, both sides are grouped under one row each.
-    Page-level problems become rows coloured ``problem_color``. ``roles`` name
-    what the before and after buffers hold (:func:`side_label`).
-
-    Returns
-    -------
-    tuple of dict
-        ``id(field) -> column-0 item``, for the after and the before page.
-    """
-    model.removeRows(0, model.rowCount())
-    model.setHorizontalHeaderLabels(list(_HEADERS))
-    after_items: dict[int, QStandardItem] = {}
-    before_items: dict[int, QStandardItem] = {}
-
-    def rows_for(page: DecodedPage, side: str, index: dict) -> list[list[QStandardItem]]:
-        rows = [_problem_row(p, problem_color) for p in page.problems]
-        return rows + [_field_row(f, side, index) for f in page.fields]
-
-    grouped = before is not None and bool(before.fields or before.problems)
-    top: list[list[QStandardItem]] = []
-    if after is not None:
-        rows = rows_for(after, "after", after_items)
-        if grouped:
-            group = QStandardItem(f"After ({roles[1]})")
-            for r in rows:
-                group.appendRow(r)
-            top.append([group, QStandardItem(""), QStandardItem(after.page_type)])
-        else:
-            top.extend(rows)
-    if grouped:
-        group = QStandardItem(f"Before ({roles[0]})")
-        for r in rows_for(before, "before", before_items):
-            group.appendRow(r)
-        top.append([group, QStandardItem(""), QStandardItem(before.page_type)])
-    root = model.invisibleRootItem()
-    for r in top:
-        root.appendRow(r)
-    return after_items, before_items
 
 
 #: Side by side, each pane may shrink its hex font down to this share of the full size; below it the
@@ -152,7 +75,7 @@ class PageView(QWidget):
         )
         self.before_view.link_scroll(self.after_view)
 
-        self.model = QStandardItemModel(0, len(_HEADERS), self)
+        self.model = QStandardItemModel(0, len(HEADERS), self)
         self.tree = QTreeView()
         self.tree.setModel(self.model)
         self.tree.setUniformRowHeights(True)  # lets the view skip measuring every row
@@ -246,6 +169,7 @@ class PageView(QWidget):
         *,
         chunk: int = 256,
         roles: tuple[str, str] = _ROLES,
+        rows: StructureRows | None = None,
     ) -> None:
         """Show one capture.
 
@@ -267,6 +191,8 @@ class PageView(QWidget):
             What the before and after buffers hold, from
             :func:`~tdescope.app.probe.capture_record.side_label` (``"plaintext"``,
             ``"ciphertext"``, ``"plaintext or ciphertext"``, ``"not captured"``).
+        rows : StructureRows, optional
+            The structure tree built already (off the GUI thread) from the same pages and roles.
         """
         self._after_page, self._before_page = decoded_after, decoded_before
         self._roles = tuple(roles)
@@ -282,7 +208,7 @@ class PageView(QWidget):
         self._before_caption.setText(self._caption(f"Before ({roles[0]})", before, before_entropy))
         self._after_caption.setText(self._caption(f"After ({roles[1]})", after, after_entropy))
         self._header.setText(self._summary(title, before, after, before_entropy, after_entropy, diff_mask))
-        self._rebuild_tree()
+        self._rebuild_tree(rows)
 
     def clear(self) -> None:
         """Show the empty state."""
@@ -307,12 +233,12 @@ class PageView(QWidget):
         return self._fields.get(id(item)) if item is not None else None
 
     # ---- sync -------------------------------------------------------------------------------
-    def _rebuild_tree(self) -> None:
+    def _rebuild_tree(self, rows: StructureRows | None = None) -> None:
         self.tree.setUpdatesEnabled(False)  # one repaint for the whole rebuild
         try:
             fg = diff_color(self.palette())
             self._after_items, self._before_items = fill_structure_model(
-                self.model, self._after_page, self._before_page, fg, self._roles
+                self.model, self._after_page, self._before_page, fg, self._roles, rows
             )
             self._fields = {}
             for page, items in ((self._after_page, self._after_items), (self._before_page, self._before_items)):

@@ -42,6 +42,8 @@ class ReplayPlayer(QObject):
         Clears the views (before replaying from the start after a seek back), on the GUI thread.
     open_reader : callable, optional
         Opens the file again for the feeder's thread (default: ``reader``'s path, unencrypted).
+    ready : callable, optional
+        True while the views have room for more events (the feeder waits otherwise; any thread).
     """
 
     positionChanged = Signal(float)
@@ -53,7 +55,8 @@ class ReplayPlayer(QObject):
     """Reading the file failed half way (one line); the replay stops there."""
 
     def __init__(self, reader: SessionReader, feed: Callable[[object], None], reset: Callable[[], None],
-                 parent: QObject | None = None, open_reader: Callable[[], SessionReader] | None = None) -> None:
+                 parent: QObject | None = None, open_reader: Callable[[], SessionReader] | None = None,
+                 ready: Callable[[], bool] | None = None) -> None:
         super().__init__(parent)
         self.reader = reader
         self.reset = reset
@@ -66,7 +69,7 @@ class ReplayPlayer(QObject):
         self.caughtUp.connect(self._run_then, Qt.ConnectionType.QueuedConnection)
         self.feeder = SessionFeeder(open_reader or (lambda: SessionReader(reader.path, writable=False)), feed,
                                     on_caught_up=lambda: self._emit(self.caughtUp),
-                                    on_error=lambda line: self._emit(self.failed, line))
+                                    on_error=lambda line: self._emit(self.failed, line), ready=ready)
         self.speed: float | None = 1.0
         self.playing = False
         self._timer = QTimer(self)

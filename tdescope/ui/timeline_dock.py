@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QPush
 from tdescope.app.hotspots.profile import Profile, crypto_pct
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.report.plots import SIDE_COLORS
-from tdescope.ui.waits_dock import class_color
+from tdescope.ui.waits_dock import class_brush
 
 __all__ = ["TimelineDock"]
 
@@ -377,7 +377,7 @@ class TimelineDock(QDockWidget):
         self.wait_spans.setOpts(
             x0=[s.start - t0 for s in spans], width=[max(s.duration_s, 1e-4) for s in spans],
             y0=[y] * len(spans), height=[0.14] * len(spans),
-            brushes=[pg.mkBrush(*class_color(s.wait_class)) for s in spans],
+            brushes=[class_brush(s.wait_class) for s in spans],
         )
 
     def reset(self) -> None:

@@ -7,6 +7,11 @@ connection belongs to the thread that opened it) and hands the events, in time o
 ``feed``, which must be safe to call from that thread (the live session's ``publish`` is).
 The caller asks with :meth:`extend` (further on) or :meth:`restart` (back: the views are
 cleared by the caller's ``reset``, between the feeder's events, never during one).
+
+A feeder reads faster than the views take events in. Given ``ready`` (the consumer has room), it
+waits while ``ready()`` is false, checked every :data:`CHECK_EVERY` events: the backlog stays
+bounded and the feeder leaves the CPU and the GIL to the thread that draws (the GUI thread), which
+is what a seek to the end of an hour waits for. A restart or close wakes it at once.
 """
 
 from __future__ import annotations
@@ -16,7 +21,12 @@ from collections.abc import Callable
 
 from tdescope.app.session.reader import SessionReader
 
-__all__ = ["SessionFeeder"]
+__all__ = ["CHECK_EVERY", "SessionFeeder"]
+
+#: Events fed between two looks at ``ready``.
+CHECK_EVERY = 256
+#: How often a waiting feeder looks at ``ready`` again (s): the consumer does not signal it.
+_RECHECK_S = 0.02
 
 
 class SessionFeeder:
@@ -32,13 +42,17 @@ class SessionFeeder:
         Called (on the feeder's thread) each time everything asked for has been fed.
     on_error : callable, optional
         Called with one line when reading fails; the feeder then stops.
+    ready : callable, optional
+        True while the consumer has room for more events (any thread may call it); default: always.
     """
 
     def __init__(self, open_reader: Callable[[], SessionReader], feed: Callable[[object], None],
                  on_caught_up: Callable[[], None] | None = None,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None,
+                 ready: Callable[[], bool] | None = None) -> None:
         self._open = open_reader
         self._feed = feed
+        self._ready = ready
         self._on_caught_up = on_caught_up
         self._on_error = on_error
         self._cond = threading.Condition()
@@ -105,7 +119,9 @@ class SessionFeeder:
                     self._busy = True
                 completed = False
                 try:
-                    for event in reader.events(start=start, end=end):
+                    for i, event in enumerate(reader.events(start=start, end=end)):
+                        if i % CHECK_EVERY == 0 and self._ready is not None:
+                            self._wait_for_room(generation)
                         if self._generation != generation:
                             break
                         self._feed(event)
@@ -125,6 +141,11 @@ class SessionFeeder:
                     self._on_caught_up()
         finally:
             reader.close()
+
+    def _wait_for_room(self, generation: int) -> None:
+        with self._cond:
+            while not self._ready() and self._generation == generation and not self._closed:
+                self._cond.wait(_RECHECK_S)
 
     def _fail(self, exc: Exception) -> None:
         with self._cond:

@@ -3,7 +3,8 @@
 Decoding a page is the engine's work: MariaDB's decoder may run SQL (the table's columns) under
 the session lock, which a workload holds while it runs, and every decoder walks the buffer in
 Python. :class:`CapturePresenter` prepares what the page view draws (both sides decoded, entropy
-per chunk, the diff, the title) on a :class:`~tdescope.ui.tasks.TaskRunner` thread and shows it
+per chunk, the diff, the title, the structure tree's rows) on a :class:`~tdescope.ui.tasks.TaskRunner`
+thread and shows it
 when it is ready. Clicks that come faster than decoding are not queued: the latest wins, and a
 prepared capture that is no longer the one asked for is dropped.
 """
@@ -20,7 +21,9 @@ from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.events import PageCapture
 from tdescope.app.probe.capture_record import side_label
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask
+from tdescope.ui.hexview import diff_color
 from tdescope.ui.pageview import PageView
+from tdescope.ui.structure_tree import StructureRows, structure_rows
 from tdescope.ui.tasks import TaskRunner, describe
 
 __all__ = ["CapturePresenter", "ShownCapture", "prepare_capture"]
@@ -43,6 +46,8 @@ class ShownCapture:
     roles: tuple[str, str]
     problem: str = ""
     """One line when the decoder failed (both sides are then shown undecoded)."""
+    rows: StructureRows | None = None
+    """The structure tree's rows, built with the decoding (attached to the page view's model once)."""
 
 
 def capture_title(capture: PageCapture) -> str:
@@ -52,9 +57,10 @@ def capture_title(capture: PageCapture) -> str:
     return f"{page}{capture.direction} · {capture.symbol} · capture #{capture.seq} · {clock}"
 
 
-def prepare_capture(decoder: PageDecoder, capture: PageCapture) -> ShownCapture:
-    """Decode both sides of ``capture`` and compute its entropy and diff (any thread). A decoder that
-    raises leaves both sides undecoded and says why in :attr:`ShownCapture.problem`."""
+def prepare_capture(decoder: PageDecoder, capture: PageCapture, problem_color=None) -> ShownCapture:
+    """Decode both sides of ``capture``, compute its entropy and diff and build its structure rows (any
+    thread; ``problem_color`` colours a page's problems). A decoder that raises leaves both sides
+    undecoded and says why in :attr:`ShownCapture.problem`."""
     try:
         after = decoder.decode(capture.after, capture.pgno, capture.where) if capture.after else None
         before = decoder.decode(capture.before, capture.pgno, capture.where) if capture.before else None
@@ -62,6 +68,7 @@ def prepare_capture(decoder: PageDecoder, capture: PageCapture) -> ShownCapture:
     except Exception as exc:  # noqa: BLE001 - a decoder's bug must not hide the bytes
         after = before = None
         problem = f"capture #{capture.seq} not decoded: {describe(exc)}"
+    roles = (side_label(capture, "before"), side_label(capture, "after"))
     return ShownCapture(
         capture,
         after,
@@ -70,8 +77,9 @@ def prepare_capture(decoder: PageDecoder, capture: PageCapture) -> ShownCapture:
         chunk_entropy(capture.before, CHUNK),
         chunk_entropy(capture.after, CHUNK),
         np.array(diff_mask(capture.before, capture.after), dtype=bool),
-        (side_label(capture, "before"), side_label(capture, "after")),
+        roles,
         problem,
+        structure_rows(after, before, problem_color, roles),
     )
 
 
@@ -105,8 +113,8 @@ class CapturePresenter:
         if capture is not self._wanted:
             self._then.clear()  # what was to follow the previous capture
         self._wanted = capture
-        decoder = self._decoder()
-        self._tasks.run(lambda _state: prepare_capture(decoder, capture), name="show-capture", on_done=self._ready,
+        decoder, color = self._decoder(), diff_color(self._view.palette())
+        self._tasks.run(lambda _state: prepare_capture(decoder, capture, color), name="show-capture", on_done=self._ready,
                         on_exception=lambda exc: self._problem(f"capture #{capture.seq} not shown: {describe(exc)}"))
 
     @property
@@ -135,7 +143,7 @@ class CapturePresenter:
             self._problem(shown.problem)
         self._view.show_capture(shown.capture.before, shown.capture.after, shown.decoded_after,
                                 shown.decoded_before, shown.title, shown.before_entropy, shown.after_entropy,
-                                shown.diff, chunk=CHUNK, roles=shown.roles)
+                                shown.diff, chunk=CHUNK, roles=shown.roles, rows=shown.rows)
         then, self._then = self._then, []
         for fn in then:
             fn()

@@ -8,6 +8,7 @@ actions), giving each the collaborators it needs and connecting to their signals
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from PySide6.QtCore import QSettings, QSize, Qt
@@ -33,6 +34,7 @@ from tdescope.ui.event_pump import EventPump
 from tdescope.ui.pageview import PageView
 from tdescope.ui.tasks import TaskRunner, describe
 from tdescope.ui.window.capture_presenter import CapturePresenter
+from tdescope.ui.window.closing import close_down, leave_behind
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
 from tdescope.ui.window.layout import default_layout, restore_layout, save_layout
 from tdescope.ui.window.lessons import LessonsController, LessonViews
@@ -51,6 +53,7 @@ from tdescope.ui.window.replay_view import ReplayView
 from tdescope.ui.workload_dock import WorkloadDock
 
 __all__ = ["MainWindow", "open_replay_window"]
+
 
 class MainWindow(QMainWindow):
     """tdescope's workbench window for one engine session."""
@@ -88,7 +91,9 @@ class MainWindow(QMainWindow):
         recent = RecentFiles(self.settings)
         self.recording = RecordingController(engine, lambda: self.session, self.live, self.pump,
                                              self.notes.dock, recent.add, self)
-        self.replay = ReplayController(self.feed, self._reset_views, self.notes.dock, recent.add, self)
+        # a replay seeking back drops what was fed before unseen: the views are cleared and fed again
+        self.replay = ReplayController(self.feed, lambda: (self.pump.discard(), self._reset_views()), self.notes.dock,
+                                       recent.add, self, ready=lambda: self.pump.has_room)
         self.files = FileActions(self.recording, self.replay, recent, self.decoder, self.tasks,
                                  lambda path, passphrase: open_replay_window(path, self.settings, passphrase),
                                  lambda: self.session is not None, self._reset_views, self)
@@ -123,7 +128,7 @@ class MainWindow(QMainWindow):
         self.pump.subscribe(Captured, self._on_captures)
         self.pump.subscribe(CaptureWindowState, self._on_window_state)
         self.pump.subscribe(WorkloadProgress, self._on_progress)
-        self.pump.subscribe(WorkloadResult, self._on_results)
+        self.pump.subscribe(WorkloadResult, lambda batch: [self.workload_dock.show_result(r) for r in batch])
         self.pump.subscribe(ABResult, lambda batch: [self.workload_dock.show_ab_result(r) for r in batch])
         self.pump.subscribe(Problem, self._on_problems)
         self.pump.subscribe(LostConnection, self._on_problems)
@@ -271,13 +276,12 @@ class MainWindow(QMainWindow):
 
     def _seek_and_show(self, ts: float, then: Callable[[], None] | None = None) -> None:
         """Move the replay to ``ts``; once its events are fed, deliver them and run ``then`` on views at ``ts``."""
-
         def shown() -> None:
-            self.pump.drain()
             self.observation.timeline_dock.focus(ts)  # the run it falls in, not the view the timeline had
             (then or (lambda: None))()
 
-        self.replay.seek_to(ts, shown)
+        # fed, then delivered: the pump hands a long stretch over in short ticks, not in one stall
+        self.replay.seek_to(ts, lambda: self.pump.when_idle(shown))
 
     def feed(self, event) -> None:
         """Publish ``event`` as a producer would (the replay player's feed; a replay records nothing)."""
@@ -311,10 +315,6 @@ class MainWindow(QMainWindow):
         if runs:
             self.workload_dock.show_progress(runs)
 
-    def _on_results(self, batch: list[WorkloadResult]) -> None:
-        for result in batch:
-            self.workload_dock.show_result(result)
-
     def _on_problems(self, batch: list[Problem]) -> None:
         text = batch[-1].message
         self.workload_dock.status.setText(text)
@@ -325,18 +325,16 @@ class MainWindow(QMainWindow):
 
     def reconnect(self, params: ConnectParams | None = None):
         """Close the session (broken, never made, or left for ``params``: another host) and connect again
-        (a host's process: the same host and target); the connect task's TaskState."""
-        if self.experiment is not None and not self.experiment.done.is_set():
-            self.experiment.cancel()
-            self.experiment.wait(15)
-        old, self.session = self.session, None
+        (a host's process: the same host and target); the TaskState of leaving the old session."""
+        exp, old, self.session = self.experiment, self.session, None
         if params is None and isinstance(old, HostSession):
             params = host_params(old.dest, old.ssh_options, old.pid, old.agent.host.allow_prompts)
+        params = params or getattr(self, "_connect_params", ConnectParams(lab=True))
         self.observation.stop()
-        if old is not None:
-            self.tasks.run(lambda _state: old.close(), name="close-session", on_exception=lambda _e: None)
         self.workload_dock.set_workloads([], [])
-        return self.connect_engine(params or getattr(self, "_connect_params", ConnectParams(lab=True)))
+        # a running experiment disarms (up to 15 s) off the GUI thread, then the new connection starts
+        return self.tasks.run(lambda _state: leave_behind(exp, old), name="leave-session",
+                              on_done=lambda _none: self.connect_engine(params), on_exception=self._on_connect_failed)
 
     def _clear_captures(self) -> None:
         self.captures_dock.clear()
@@ -375,22 +373,21 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
         save_layout(self, self.settings)
-        self.shutdown()
+        self.shutdown(wait=False)  # the window goes at once; the process waits for the disarm before it exits
         super().closeEvent(event)
 
-    def shutdown(self) -> None:
-        """Disarm, detach and stop the engine session. Safe to call twice."""
+    def shutdown(self, wait: bool = True) -> threading.Thread | None:
+        """Disarm, detach and stop the engine session (safe twice). The waits run on the thread returned
+        (:func:`~tdescope.ui.window.closing.close_down`); ``wait`` joins it, a closing window does not."""
         self.tasks.shutdown()
         self.pump.stop()
         self.observation.shutdown()
         self.recording.shutdown()
         self.replay.close_file()
-        if self.experiment is not None:
-            self.experiment.cancel()
-            self.experiment.wait(15)
-        if self.session is not None:
-            self.session.close()
-            self.session = None
+        closing, self.session = close_down(self.experiment, self.session), None
+        if closing is not None and wait:
+            closing.join()
+        return closing
 
 
 def open_replay_window(path: str, settings: QSettings | None = None, passphrase: str | None = None) -> MainWindow:

@@ -37,6 +37,9 @@ from tdescope.ui.window.messages import Captured
 __all__ = ["ObservationController"]
 
 REFRESH_MS = 100
+#: While the pump catches up on a backlog (a replay seeking through an hour), the docks are redrawn
+#: this often at most: each redraw costs the whole history, and the next tick brings more of it.
+CATCH_UP_REFRESH_S = 1.0
 
 
 class ObservationController(QObject):
@@ -71,6 +74,7 @@ class ObservationController(QObject):
         self.observation: Observation | HostObservation | None = None
         self._generation = 0  # bumped by stop(): a wait source that opens later starts nothing
         self.refresh_ms: list[float] = []  # GUI time of each refresh, for the bench
+        self._refreshed = 0.0  # time.monotonic() of the last refresh
         self.hotspots_dock = HotspotsDock(self.run, glossary_of(engine), parent)
         self.waits_dock = WaitsDock(self.run, parent=parent)
         self.timeline_dock = TimelineDock(self.run, parent)
@@ -195,7 +199,10 @@ class ObservationController(QObject):
         self.waits_dock.set_range(rng)
 
     def refresh(self) -> None:
-        """Update the docks that are visible and got new data."""
+        """Update the docks that are visible and got new data (once a second while the pump catches up)."""
+        if self.pump.catching_up and time.monotonic() - self._refreshed < CATCH_UP_REFRESH_S:
+            return
+        self._refreshed = time.monotonic()
         t = time.perf_counter()
         obs = self.observation
         if obs is not None and obs.exact_problem != self.waits_dock.exact_note:

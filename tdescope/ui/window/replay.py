@@ -70,6 +70,8 @@ class ReplayController(QObject):
         Adds a path to the recent files.
     parent : QWidget
         Parent of the replay bar (the window adds it as a toolbar).
+    ready : callable, optional
+        True while the window's views have room for more replayed events (any thread).
     """
 
     entered = Signal(str, object)
@@ -82,8 +84,10 @@ class ReplayController(QObject):
     """The play head moved (play, slider, a note): its timestamp, or None when the replay closed."""
 
     def __init__(self, feed: Callable[[object], None], reset_views: Callable[[], None], notes_dock: NotesDock,
-                 remember: Callable[[str | Path], None], parent: QWidget) -> None:
+                 remember: Callable[[str | Path], None], parent: QWidget,
+                 ready: Callable[[], bool] | None = None) -> None:
         super().__init__(parent)
+        self._ready = ready
         self._feed = feed
         self._reset_views = reset_views
         self.notes_dock = notes_dock
@@ -116,7 +120,8 @@ class ReplayController(QObject):
         name = Path(path).name
         self.entered.emit(str(path), reader.meta)
         self.player = ReplayPlayer(reader, self._feed, self._reset_views, self,
-                                   open_reader=lambda: SessionReader(path, writable=False, passphrase=passphrase))
+                                   open_reader=lambda: SessionReader(path, writable=False, passphrase=passphrase),
+                                   ready=self._ready)
         self.player.failed.connect(lambda line: self.status.emit(line, 15000))
         self.player.positionChanged.connect(lambda pos, p=self.player: self.headMoved.emit(p.t0 + pos))
         # and again once the events up to it are fed (on the feeder's thread): the views then hold them

@@ -1,0 +1,83 @@
+"""The event pump: its budget covers the subscribers' work, and a replay can wait for it or drop its backlog."""
+
+import time
+
+from tdescope.ui.event_pump import EventPump
+
+
+def _work(seconds: float) -> None:
+    """Hold the GUI thread for ``seconds`` of its CPU time (work, as a subscriber's is)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def _pump(qtbot, **kw) -> EventPump:
+    pump = EventPump(**kw)
+    pump.stop()  # drained by hand below
+    return pump
+
+
+def test_a_drain_whose_subscribers_overran_the_budget_takes_fewer_events_next_time(qtbot):
+    pump = _pump(qtbot, budget_ms=5.0)
+    taken, cost = [], [0.1]
+
+    def slow(batch):  # twenty times the 5 ms budget, whatever the batch
+        taken.append(len(batch))
+        _work(cost[0])
+
+    pump.subscribe(int, slow)
+    for i in range(20000):
+        pump.put(i)
+    pump.drain()
+    pump.drain()
+    # a drain that cost twenty times its budget takes a twentieth as many events next time (50 at least)
+    assert taken[1] <= max(50, taken[0] // 20)
+    cost[0] = 0.0
+    while pump.drain():
+        pass
+    assert sum(taken) == 20000 and pump.idle  # nothing lost, only spread over more ticks
+
+
+def test_cheap_subscribers_let_the_batch_grow_back(qtbot):
+    pump = _pump(qtbot, budget_ms=5.0)
+    cost = [0.1]
+    taken = []
+    pump.subscribe(int, lambda batch: (taken.append(len(batch)), _work(cost[0])))
+    for i in range(30000):
+        pump.put(i)
+    pump.drain()
+    pump.drain()
+    cost[0] = 0.0
+    while pump.drain():
+        pass
+    assert max(taken[2:]) > taken[1]
+
+
+def test_when_idle_runs_after_the_last_queued_event_reached_its_subscriber(qtbot):
+    pump = _pump(qtbot)
+    seen, order = [], []
+    pump.subscribe(int, seen.extend)
+    pump.when_idle(lambda: order.append("at once"))  # nothing queued
+    for i in range(12000):
+        pump.put(i)
+    pump.when_idle(lambda: order.append(len(seen)))
+    assert order == ["at once"]
+    while pump.drain():
+        pass
+    pump.drain()
+    assert order == ["at once", 12000]
+
+
+def test_discard_drops_the_backlog_and_room_comes_back(qtbot):
+    pump = _pump(qtbot, room=100)
+    seen = []
+    pump.subscribe(int, seen.extend)
+    for i in range(40):
+        pump.put(i)
+    assert pump.has_room and not pump.idle and not pump.catching_up  # fewer than the smallest drain takes
+    for i in range(110):
+        pump.put(i)
+    assert not pump.has_room and pump.catching_up
+    assert pump.discard() == 150
+    assert pump.has_room and pump.idle and pump.drain() == 0 and seen == []
