@@ -87,3 +87,26 @@ def test_a_window_state_is_typed_whether_built_or_read_back():
     payload = encode(built).payload
     assert isinstance(payload, str) and '"paused"' in payload  # short: stored as text
     assert decode(enc.kind, 1.0, payload.replace('"paused"', '"sleepy"'), {}) is None  # a state nobody knows
+
+
+def _direct_imports(graph, importer_package: str, imported_package: str) -> list[str]:
+    """`a -> b` for each module a of importer_package that imports a module b of imported_package itself."""
+    return sorted(f"{a} -> {b}" for a in graph.find_descendants(importer_package)
+                  for b in graph.find_modules_directly_imported_by(a)
+                  if b == imported_package or b.startswith(imported_package + "."))
+
+
+def test_commands_import_no_plugin_module():
+    """Issue #25 item 6: a plugin's own subcommand is its entry point (`tdescope.commands`), reached through
+    the registry; `commands/oracle.py` importing `plugins.oracle` was the old shape."""
+    graph = grimp.build_graph("tdescope")
+    assert _direct_imports(graph, "tdescope.commands", "tdescope.plugins") == []
+    assert _direct_imports(graph, "tdescope.ui", "tdescope.plugins") == []
+    assert _direct_imports(graph, "tdescope.plugins", "tdescope.app") != []  # the check can fail
+
+
+def test_commands_reach_ui_only_for_the_pdf_report():
+    graph = grimp.build_graph("tdescope")
+    found = [line for line in _direct_imports(graph, "tdescope.commands", "tdescope.ui")
+             if not line.startswith("tdescope.commands.report -> ") or not line.endswith(".report_pdf")]
+    assert found == []
