@@ -74,15 +74,6 @@ class WaitTopModel(RowTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def set_rows(self, rows: list[WaitTopRow]) -> None:
-        """Show ``rows``; same length: one dataChanged, else a reset."""
-        if len(rows) == len(self.rows) and rows:
-            self.rows = rows
-            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(self.columns) - 1))
-            return
-        self.beginResetModel()
-        self.rows = rows
-        self.endResetModel()
 
 
 class ExactWaitModel(RowTableModel):
@@ -109,15 +100,6 @@ class ExactWaitModel(RowTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def set_rows(self, rows: list[WaitFigure]) -> None:
-        """Show ``rows``; same length: one dataChanged, else a reset."""
-        if len(rows) == len(self.rows) and rows:
-            self.rows = rows
-            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(self.columns) - 1))
-            return
-        self.beginResetModel()
-        self.rows = rows
-        self.endResetModel()
 
 
 class _StackedChart(pg.PlotWidget):
