@@ -110,3 +110,26 @@ def test_commands_reach_ui_only_for_the_pdf_report():
     found = [line for line in _direct_imports(graph, "tdescope.commands", "tdescope.ui")
              if not line.startswith("tdescope.commands.report -> ") or not line.endswith(".report_pdf")]
     assert found == []
+
+
+#: ``hasattr(x, "name")`` / ``getattr(x, "name", ...)``: asking an object what it can do by trying a name.
+_PROBE = re.compile(r"""\b(?:hasattr|getattr)\(\s*([\w.]+)\s*,\s*["'](\w+)["']""")
+#: Receivers where a name is rightly tried: argparse namespaces (each subcommand has its own flags), an
+#: object's own half-built state in close(), modules whose constants depend on the platform, gdb's Python
+#: API (the helper runs in gdb, whose version decides), an exception's args, the ability checker itself.
+_MAY_PROBE = {"args", "self", "os", "mmap", "subscriber", "bp", "exc", "err", "rule"}
+
+
+def _probing(text: str) -> list[str]:
+    return [f"{m.group(1)}.{m.group(2)}" for m in _PROBE.finditer(text) if m.group(1) not in _MAY_PROBE]
+
+
+def test_abilities_are_declared_not_probed_by_name():
+    """Issue #25 item 6: plugin docks (ShowsInventory/ShowsResults), probe handles (DetachesAnywhere,
+    MetersStops), a backend's stops_target and a host's process table are declared in Protocols; call
+    sites ask those, never ``hasattr``/``getattr`` with a name."""
+    found = [f"{path.relative_to(PACKAGE)}: {p}" for path in sorted(PACKAGE.rglob("*.py"))
+             for p in _probing(path.read_text())]
+    assert found == []
+    assert _probing('if hasattr(dock, "show_result"):') == ["dock.show_result"]  # the check can fail
+    assert _probing('stops = getattr(self._backend, "stops_target", True)') == ["self._backend.stops_target"]

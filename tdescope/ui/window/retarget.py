@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QMessageBox, QWidget
+from PySide6.QtWidgets import QMainWindow, QMessageBox, QWidget
 
 from tdescope.app.engines.api import EngineSession
 from tdescope.app.engines.capabilities import Ability, has_ability
@@ -37,7 +37,8 @@ def pick_target(parent: QWidget, session: EngineSession | None, tasks: TaskRunne
         return
 
     def show(message: str) -> None:
-        parent.statusBar().showMessage(message, 10000) if hasattr(parent, "statusBar") else None
+        if isinstance(parent, QMainWindow):
+            parent.statusBar().showMessage(message, 10000)
 
     def choose(choices) -> None:
         from tdescope.ui.target_dialog import TargetDialog
