@@ -20,7 +20,9 @@ from importlib import resources
 
 from tdescope.app.errors import UserError
 from tdescope.app.system.sampler_thread import BackgroundSampler
-from tdescope.app.waits.ebpf._libbpf import BpfObject, RingReader, possible_cpus
+from tdescope.app.system.bpf_object import BpfObject
+from tdescope.app.system.libbpf import possible_cpus
+from tdescope.app.waits.ebpf._span_ring import RingReader
 from tdescope.app.waits.exact import LAT_BUCKETS, NR_CPU_QUEUE, SizedKey, Span, SyscallAgg, WaitTotals
 
 __all__ = ["PROGRAMS", "EbpfWaitTracer", "object_path"]
@@ -89,7 +91,7 @@ class EbpfWaitTracer(BackgroundSampler):
         """Load and attach (UserError in one line when the kernel or the rights refuse); the loop then reads."""
         if not os.path.exists(f"/proc/{self.pid}"):
             raise UserError(f"no process {self.pid}")
-        obj = BpfObject(object_path())
+        obj = BpfObject(object_path(), "the wait tracer")
         try:
             obj.set_initial(".rodata", struct.pack("<IIQ", self.pid, self.span_max_per_s, self.span_min_ns))
             obj.load()
