@@ -108,7 +108,7 @@ def test_commands_import_no_plugin_module():
 def test_commands_reach_ui_only_for_the_pdf_report():
     graph = grimp.build_graph("tdescope")
     found = [line for line in _direct_imports(graph, "tdescope.commands", "tdescope.ui")
-             if line != "tdescope.commands.report -> tdescope.ui.report_pdf"]
+             if line != "tdescope.commands.report -> tdescope.ui.export.pdf"]
     assert found == []
 
 

@@ -15,7 +15,7 @@ from tdescope.app.events import WorkloadResult  # noqa: E402
 from tdescope.app.probe.backend import DetachesAnywhere  # noqa: E402
 from tdescope.app.probe.ebpf.backend import EbpfHandle  # noqa: E402
 from tdescope.app.probe.gdb_backend import GdbHandle  # noqa: E402
-from tdescope.ui.engine_docks import EngineDocks, create_engine_docks  # noqa: E402
+from tdescope.ui.docks.plugin_docks import EngineDocks, create_engine_docks  # noqa: E402
 
 ENGINES, _ = discover_engines()
 

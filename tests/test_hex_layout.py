@@ -5,7 +5,7 @@ from __future__ import annotations
 import grimp
 import pytest
 
-from tdescope.ui.hex_layout import (
+from tdescope.ui.views.hex_layout import (
     BYTES_PER_ROW,
     HEX_COL,
     ByteStyle,
@@ -121,6 +121,6 @@ def test_describe_byte_and_selected_hex():
 
 def test_the_layout_imports_no_qt():
     graph = grimp.build_graph("tdescope", include_external_packages=True)
-    imported = graph.find_modules_directly_imported_by("tdescope.ui.hex_layout")
+    imported = graph.find_modules_directly_imported_by("tdescope.ui.views.hex_layout")
     assert not {m for m in imported if m.split(".")[0] in ("PySide6", "pyqtgraph", "shiboken6")}
-    assert "PySide6" in {m.split(".")[0] for m in graph.find_modules_directly_imported_by("tdescope.ui.hexview")}
+    assert "PySide6" in {m.split(".")[0] for m in graph.find_modules_directly_imported_by("tdescope.ui.views.hexview")}

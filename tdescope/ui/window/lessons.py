@@ -18,7 +18,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import LessonCard, WorkloadProgress
 from tdescope.app.lessons import LessonRun, lesson_named, load_lessons, run_lesson
 from tdescope.app.session.notes import NoteTarget
-from tdescope.ui.lessons_dock import LessonsDock
+from tdescope.ui.docks.lessons import LessonsDock
 
 __all__ = ["LessonsController"]
 

@@ -25,12 +25,12 @@ from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
 from tdescope.app.remote.host_session import HostSession, open_host_session
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.live import LiveSession
-from tdescope.ui.captures_dock import CapturesDock
-from tdescope.ui.engine_docks import EngineDocks, create_engine_docks
-from tdescope.ui.engine_panel import EngineDock
-from tdescope.ui.event_pump import EventPump
-from tdescope.ui.pageview import PageView
-from tdescope.ui.tasks import TaskRunner, connection_lost, describe
+from tdescope.ui.docks.captures import CapturesDock
+from tdescope.ui.docks.plugin_docks import EngineDocks, create_engine_docks
+from tdescope.ui.docks.engine import EngineDock
+from tdescope.ui.gui_thread.event_pump import EventPump
+from tdescope.ui.views.pageview import PageView
+from tdescope.ui.gui_thread.tasks import TaskRunner, connection_lost, describe
 from tdescope.ui.window.capture_presenter import CapturePresenter
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
 from tdescope.ui.window.layout import default_layout, restore_layout, save_layout
@@ -46,7 +46,7 @@ from tdescope.ui.window.retarget import follow_target, pick_target
 from tdescope.ui.window.recording import RecordingController
 from tdescope.ui.window.replay import ReplayController, engine_for
 from tdescope.ui.window.replay_view import ReplayView
-from tdescope.ui.workload_dock import WorkloadDock
+from tdescope.ui.docks.workload import WorkloadDock
 
 __all__ = ["MainWindow", "open_replay_window"]
 

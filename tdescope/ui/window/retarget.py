@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QMainWindow, QMessageBox, QWidget
 from tdescope.app.engines.api import EngineSession
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.events import Marker
-from tdescope.ui.tasks import TaskRunner, describe
+from tdescope.ui.gui_thread.tasks import TaskRunner, describe
 
 __all__ = ["follow_target", "pick_target"]
 
@@ -41,7 +41,7 @@ def pick_target(parent: QWidget, session: EngineSession | None, tasks: TaskRunne
             parent.statusBar().showMessage(message, 10000)
 
     def choose(choices) -> None:
-        from tdescope.ui.target_dialog import TargetDialog
+        from tdescope.ui.dialogs.target import TargetDialog
 
         dialog = TargetDialog(choices, session.server_pid(), parent)
         if not dialog.exec() or dialog.chosen() is None:

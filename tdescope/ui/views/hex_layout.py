@@ -2,7 +2,7 @@
 
 A row holds 16 bytes: an offset column, the hex bytes (``"xx "`` each, one extra space after the eighth)
 and an ASCII column. :class:`HexLayout` turns a character width and a line height (which the widget
-measures from its font) into pixel positions and back; the widget in :mod:`tdescope.ui.hexview` only
+measures from its font) into pixel positions and back; the widget in :mod:`tdescope.ui.views.hexview` only
 paints and handles events. Pixel coordinates are the viewport's: ``top_row`` is the first row on screen
 (the vertical scroll bar counts rows) and ``hscroll`` the horizontal scroll in pixels.
 """

@@ -25,7 +25,7 @@ from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.waits.counter import WaitTopRow
 from tdescope.app.waits.exact import avg_us, format_sizes
 from tdescope.app.waits.os_sampler import WAIT_CLASSES
-from tdescope.ui.table_model import RowTableModel
+from tdescope.ui.models.table import RowTableModel
 
 __all__ = ["WaitsDock", "WaitTopModel", "ExactWaitModel", "CLASS_COLORS"]
 

@@ -2,7 +2,7 @@
 
 Only the visible rows are painted, so a 64 KB buffer costs the same per frame as
 a 4 KB page: no item per byte, no layout per byte. Where each byte goes (the column
-math, hit-testing, the row text) is :class:`~tdescope.ui.hex_layout.HexLayout`, which
+math, hit-testing, the row text) is :class:`~tdescope.ui.views.hex_layout.HexLayout`, which
 knows no Qt; this widget measures its font, paints and handles events.
 
 Long because what is left is one scroll area's Qt side: painting, scrolling, font fitting and
@@ -27,7 +27,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QAbstractScrollArea, QToolTip, QWidget
 
-from tdescope.ui.hex_layout import (
+from tdescope.ui.views.hex_layout import (
     BYTES_PER_ROW,
     HEX_COL,
     ByteStyle,
