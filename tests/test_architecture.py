@@ -133,3 +133,26 @@ def test_abilities_are_declared_not_probed_by_name():
     assert found == []
     assert _probing('if hasattr(dock, "show_result"):') == ["dock.show_result"]  # the check can fail
     assert _probing('stops = getattr(self._backend, "stops_target", True)') == ["self._backend.stops_target"]
+
+
+#: What may stand directly in ui/: the package and the GUI's entry point; everything else is in a subpackage.
+_UI_TOP = {"__init__.py", "app.py"}
+_UI_PACKAGES = {"dialogs", "docks", "export", "gui_thread", "models", "views", "window"}
+
+
+def _ui_shape(ui: Path) -> tuple[list[str], list[str]]:
+    """Modules directly in ``ui`` beyond the entry point, and subpackages beyond the known ones."""
+    modules = sorted(p.name for p in ui.glob("*.py") if p.name not in _UI_TOP)
+    packages = sorted(p.name for p in ui.iterdir() if (p / "__init__.py").exists() and p.name not in _UI_PACKAGES)
+    return modules, packages
+
+
+def test_ui_modules_stand_in_subpackages_by_kind(tmp_path):
+    """Issue #25 item 6: ui/ had 26 flat modules. A new module goes into docks/, views/, models/, dialogs/,
+    export/, gui_thread/ or window/ (or a new subpackage, added to the list above on purpose)."""
+    assert _ui_shape(PACKAGE / "ui") == ([], [])
+    for name in ("__init__.py", "app.py", "hexview.py"):  # the check can fail: a flat module again
+        (tmp_path / name).write_text("")
+    (tmp_path / "widgets").mkdir()
+    (tmp_path / "widgets" / "__init__.py").write_text("")
+    assert _ui_shape(tmp_path) == (["hexview.py"], ["widgets"])
