@@ -45,7 +45,7 @@ def run(quick: bool) -> dict:
     from PySide6.QtWidgets import QApplication
 
     from bench.bench_session import synthesise
-    from tdescope.ui.gc_policy import collect_on_gui_thread
+    from tdescope.ui.gui_thread.gc_policy import collect_on_gui_thread
     from tdescope.ui.window.main_window import open_replay_window
 
     minutes = 20.0 if quick else 60.0

@@ -111,7 +111,7 @@ open(sys.argv[2] + ".html", "w").write(html)
 html_s = time.perf_counter() - t
 t = time.perf_counter()
 from pathlib import Path
-from tdescope.ui.report_pdf import write_report
+from tdescope.ui.export.pdf import write_report
 write_report(report, Path(sys.argv[2] + ".pdf"))
 pdf_s = time.perf_counter() - t
 print(json.dumps({"open_and_count_s": round(opened, 3), "events": sum(s.counts.values()),

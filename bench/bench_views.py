@@ -85,9 +85,9 @@ def run(quick: bool) -> dict:
     from tdescope.app.events import HotspotLeaves, HotspotWindow, WaitSample, WorkloadProgress
     from tdescope.app.hotspots.glossary import load_glossary
     from tdescope.app.observe.observed import ObservedRun
-    from tdescope.ui.hotspots_dock import HotspotsDock
-    from tdescope.ui.timeline_dock import TimelineDock
-    from tdescope.ui.waits_dock import WaitsDock
+    from tdescope.ui.docks.hotspots import HotspotsDock
+    from tdescope.ui.docks.timeline import TimelineDock
+    from tdescope.ui.docks.waits import WaitsDock
 
     recorded = [e for e in _record(8.0 if quick else 15.0)
                 if isinstance(e, (HotspotWindow, HotspotLeaves, WaitSample, WorkloadProgress))]

@@ -87,3 +87,72 @@ def test_a_window_state_is_typed_whether_built_or_read_back():
     payload = encode(built).payload
     assert isinstance(payload, str) and '"paused"' in payload  # short: stored as text
     assert decode(enc.kind, 1.0, payload.replace('"paused"', '"sleepy"'), {}) is None  # a state nobody knows
+
+
+def _direct_imports(graph, importer_package: str, imported_package: str) -> list[str]:
+    """`a -> b` for each module a of importer_package that imports a module b of imported_package itself."""
+    return sorted(f"{a} -> {b}" for a in graph.find_descendants(importer_package)
+                  for b in graph.find_modules_directly_imported_by(a)
+                  if b == imported_package or b.startswith(imported_package + "."))
+
+
+def test_commands_import_no_plugin_module():
+    """Issue #25 item 6: a plugin's own subcommand is its entry point (`tdescope.commands`), reached through
+    the registry; `commands/oracle.py` importing `plugins.oracle` was the old shape."""
+    graph = grimp.build_graph("tdescope")
+    assert _direct_imports(graph, "tdescope.commands", "tdescope.plugins") == []
+    assert _direct_imports(graph, "tdescope.ui", "tdescope.plugins") == []
+    assert _direct_imports(graph, "tdescope.plugins", "tdescope.app") != []  # the check can fail
+
+
+def test_commands_reach_ui_only_for_the_pdf_report():
+    graph = grimp.build_graph("tdescope")
+    found = [line for line in _direct_imports(graph, "tdescope.commands", "tdescope.ui")
+             if line != "tdescope.commands.report -> tdescope.ui.export.pdf"]
+    assert found == []
+
+
+#: ``hasattr(x, "name")`` / ``getattr(x, "name", ...)``: asking an object what it can do by trying a name.
+_PROBE = re.compile(r"""\b(?:hasattr|getattr)\(\s*([\w.]+)\s*,\s*["'](\w+)["']""")
+#: Receivers where a name is rightly tried: argparse namespaces (each subcommand has its own flags), an
+#: object's own half-built state in close(), modules whose constants depend on the platform, gdb's Python
+#: API (the helper runs in gdb, whose version decides), an exception's args, the ability checker itself.
+_MAY_PROBE = {"args", "self", "os", "mmap", "subscriber", "bp", "exc", "err", "rule"}
+
+
+def _probing(text: str) -> list[str]:
+    return [f"{m.group(1)}.{m.group(2)}" for m in _PROBE.finditer(text) if m.group(1) not in _MAY_PROBE]
+
+
+def test_abilities_are_declared_not_probed_by_name():
+    """Issue #25 item 6: plugin docks (ShowsInventory/ShowsResults), probe handles (DetachesAnywhere,
+    MetersStops), a backend's stops_target and a host's process table are declared in Protocols; call
+    sites ask those, never ``hasattr``/``getattr`` with a name."""
+    found = [f"{path.relative_to(PACKAGE)}: {p}" for path in sorted(PACKAGE.rglob("*.py"))
+             for p in _probing(path.read_text())]
+    assert found == []
+    assert _probing('if hasattr(dock, "show_result"):') == ["dock.show_result"]  # the check can fail
+    assert _probing('stops = getattr(self._backend, "stops_target", True)') == ["self._backend.stops_target"]
+
+
+#: What may stand directly in ui/: the package and the GUI's entry point; everything else is in a subpackage.
+_UI_TOP = {"__init__.py", "app.py"}
+_UI_PACKAGES = {"dialogs", "docks", "export", "gui_thread", "models", "views", "window"}
+
+
+def _ui_shape(ui: Path) -> tuple[list[str], list[str]]:
+    """Modules directly in ``ui`` beyond the entry point, and subpackages beyond the known ones."""
+    modules = sorted(p.name for p in ui.glob("*.py") if p.name not in _UI_TOP)
+    packages = sorted(p.name for p in ui.iterdir() if (p / "__init__.py").exists() and p.name not in _UI_PACKAGES)
+    return modules, packages
+
+
+def test_ui_modules_stand_in_subpackages_by_kind(tmp_path):
+    """Issue #25 item 6: ui/ had 26 flat modules. A new module goes into docks/, views/, models/, dialogs/,
+    export/, gui_thread/ or window/ (or a new subpackage, added to the list above on purpose)."""
+    assert _ui_shape(PACKAGE / "ui") == ([], [])
+    for name in ("__init__.py", "app.py", "hexview.py"):  # the check can fail: a flat module again
+        (tmp_path / name).write_text("")
+    (tmp_path / "widgets").mkdir()
+    (tmp_path / "widgets" / "__init__.py").write_text("")
+    assert _ui_shape(tmp_path) == (["hexview.py"], ["widgets"])

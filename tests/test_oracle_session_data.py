@@ -12,14 +12,7 @@ import pytest
 from tdescope.app.errors import UserError
 from tdescope.plugins.oracle import inventory as inv
 from tdescope.plugins.oracle import target as tg
-from tdescope.plugins.oracle.trace import parse_trace, parse_trace_file
-from tdescope.plugins.oracle.tracefile import (
-    CONTENTS_SQL,
-    TraceCursor,
-    TraceLocation,
-    block_dump_statements,
-    trace_enable_sql,
-)
+from tdescope.plugins.oracle.trace import parse_trace_file
 from tdescope.plugins.oracle.waits import (
     ASH_SQL,
     EVENTS_SQL,
@@ -186,51 +179,3 @@ def test_pga_memory_operation_waits_carry_their_sizes():
         if op.p2:
             assert f"reserve p1={op.p1} B, map p2={op.p2} B" in s.detail
     assert samples[0].ts == 1000.0
-
-
-# -- trace files and dumps -----------------------------------------------------------------------
-
-def test_trace_and_dump_sql():
-    assert trace_enable_sql() == ("begin dbms_monitor.session_trace_enable(waits => true, binds => false); end;", {})
-    sql, binds = trace_enable_sql(131, 20511, 12)
-    assert "session_id => :sid" in sql and "binds => true" in sql and binds == {"sid": 131, "serial": 20511}
-    assert block_dump_statements(5, 907) == ["alter system dump datafile 5 block 907"]
-    assert block_dump_statements(5, 907, clear_dump=True)[0] == 'alter session set "_sga_clear_dump"=true'
-    with pytest.raises(UserError):
-        block_dump_statements(0, 1)
-
-
-def test_trace_cursor_reads_the_view_incrementally_and_feeds_the_parser():
-    lines = (DATA / "trace_19c_tde_proc.trc").read_text().splitlines()
-    # V$DIAG_TRACE_FILE_CONTENTS: one row per line, payload with its newline
-    table = [(i + 1, line + "\n") for i, line in enumerate(lines)]
-    grown = {"n": 10}
-
-    def query(sql, name, after):
-        assert sql == CONTENTS_SQL and name == "ORCLCDB_ora_91234.trc"
-        return [r for r in table[: grown["n"]] if r[0] > after]
-
-    cur = TraceCursor(query, TraceLocation("/u01/app/oracle/diag/rdbms/orclcdb/ORCLCDB/trace/ORCLCDB_ora_91234.trc"),
-                      local=False)
-    first = cur.read()
-    grown["n"] = len(table)
-    rest = cur.read()
-    assert first + rest == lines and cur.via == "view"
-    assert parse_trace(first + rest).to_json() == parse_trace(lines).to_json()
-
-
-def test_trace_cursor_falls_back_to_the_local_file(tmp_path):
-    path = tmp_path / "ORCL_ora_1.trc"
-    path.write_text("line one\nline two\npartial")
-
-    def no_view(sql, **binds):
-        raise RuntimeError("ORA-00942: table or view does not exist")
-
-    cur = TraceCursor(no_view, TraceLocation(str(path)), local=True)
-    assert cur.read() == ["line one", "line two"] and cur.via == "file"
-    with open(path, "a") as fh:
-        fh.write(" done\n")
-    assert cur.read() == ["partial done"]
-    remote = TraceCursor(no_view, TraceLocation(str(path)), local=False)
-    with pytest.raises(UserError, match="ORA-00942.*not this machine"):
-        remote.read()

@@ -278,7 +278,7 @@ def test_gui_target_picker_switches_the_probe_target(qtbot, qsettings, pg_cluste
     from PySide6.QtWidgets import QMessageBox
 
     from tdescope.app.engines import ConnectParams, discover_engines
-    from tdescope.ui import target_dialog
+    from tdescope.ui.dialogs import target as target_dialog
     from tdescope.ui.window.main_window import MainWindow
 
     other = psycopg.connect(pg_cluster.dsn(), autocommit=True)

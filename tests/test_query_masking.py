@@ -68,7 +68,7 @@ def _texts(table) -> list[str]:
 def test_the_target_dialog_masks_query_literals_unless_revealed(qtbot, pg_cluster, cards):
     from tdescope.app.engines import ConnectParams
     from tdescope.plugins.postgres import ENGINE
-    from tdescope.ui.target_dialog import TargetDialog
+    from tdescope.ui.dialogs.target import TargetDialog
 
     session = ENGINE.connect(ConnectParams(dsn=pg_cluster.dsn()))
     try:

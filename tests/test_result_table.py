@@ -62,7 +62,7 @@ def test_cells_are_numbers_with_their_interval_and_verdict():
 
 
 def test_the_dock_and_the_report_render_the_same_cells(qtbot, tmp_path):
-    from tdescope.ui.ab_results import ABResultsView
+    from tdescope.ui.views.ab_results import ABResultsView
 
     result = _ab()
     view = ABResultsView()

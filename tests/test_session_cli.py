@@ -120,6 +120,26 @@ def test_html_report_needs_no_qt(recorded, tmp_path):
         "tdescope: a PDF report needs Qt (PySide6), which is not installed here: name it x.html for HTML")
 
 
+#: Runs the CLI with Qt installed and importable, then names every Qt module that the run imported.
+_QT_IMPORTED = ("import sys\n"
+                "from tdescope.cli import main\n"
+                "code = main(sys.argv[1:])\n"
+                "qt = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'shiboken6'))\n"
+                "print('qt-imported:', ','.join(qt), file=sys.stderr)\n"
+                "sys.exit(code)\n")
+
+
+@pytest.mark.parametrize("name, qt", [("x.html", False), ("x.pdf", True)])
+def test_html_report_imports_no_qt_even_where_qt_is_installed(recorded, tmp_path, name, qt):
+    """Issue #25 item 6: the HTML path never reaches Qt, not merely survives its absence (a `try: import`
+    that succeeds here would pass the blocker test above); the PDF run is the control."""
+    proc = subprocess.run([sys.executable, "-c", _QT_IMPORTED, "report", str(recorded), "-o", str(tmp_path / name)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    imported = proc.stderr.rsplit("qt-imported:", 1)[1].strip()
+    assert bool(imported) is qt, imported
+
+
 def test_pdf_report_renders_pages_that_are_not_blank(recorded, tmp_path):
     out = tmp_path / "r.pdf"
     result = run("report", str(recorded), "-o", str(out))

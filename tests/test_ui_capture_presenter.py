@@ -9,8 +9,8 @@ import threading
 from PySide6.QtCore import QTimer
 
 from tdescope.app.events import PageCapture
-from tdescope.ui.pageview import PageView
-from tdescope.ui.tasks import TaskRunner
+from tdescope.ui.views.pageview import PageView
+from tdescope.ui.gui_thread.tasks import TaskRunner
 from tdescope.ui.window.capture_presenter import CapturePresenter, prepare_capture
 
 

@@ -2,7 +2,7 @@
 
 import time
 
-from tdescope.ui.event_pump import EventPump
+from tdescope.ui.gui_thread.event_pump import EventPump
 
 
 def _work(seconds: float) -> None:

@@ -23,9 +23,9 @@ from PySide6.QtCore import QPoint, Qt  # noqa: E402
 from PySide6.QtGui import QGuiApplication, QImage  # noqa: E402
 
 from tdescope.app.engines.api import DecodedField, DecodedPage  # noqa: E402
-from tdescope.ui.entropystrip import EntropyStrip, entropy_color  # noqa: E402
-from tdescope.ui.hexview import HexView  # noqa: E402
-from tdescope.ui.pageview import SPAN_ROLE, PageView  # noqa: E402
+from tdescope.ui.views.entropy_strip import EntropyStrip, entropy_color  # noqa: E402
+from tdescope.ui.views.hexview import HexView  # noqa: E402
+from tdescope.ui.views.pageview import SPAN_ROLE, PageView  # noqa: E402
 
 
 def chunk_entropy(data: bytes, chunk: int = 256) -> list[float]:

@@ -92,7 +92,7 @@ def test_a_live_window_after_a_replay_shows_no_replay_toolbar(qtbot, qsettings, 
 
 def test_workload_parameters_of_every_type_have_an_editor(qtbot):
     from tdescope.app.engines.api import Workload
-    from tdescope.ui.workload_dock import WorkloadDock
+    from tdescope.ui.docks.workload import WorkloadDock
 
     dock = WorkloadDock()
     qtbot.addWidget(dock)
@@ -107,7 +107,7 @@ def test_workload_parameters_of_every_type_have_an_editor(qtbot):
 
 def test_window_messages_name_no_command_line_flags():
     from tdescope.app.errors import UserError
-    from tdescope.ui.tasks import describe
+    from tdescope.ui.gui_thread.tasks import describe
 
     line = describe(UserError("pid 5 is the postmaster: probing it stops the server (--allow-critical overrides)"))
     assert "--" not in line and "Allow critical processes" in line

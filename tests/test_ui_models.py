@@ -11,9 +11,9 @@ from tdescope.app.events import HotspotWindow, PageCapture, WorkloadProgress
 from tdescope.app.hotspots.disasm import HeatRow, Insn
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.probe.capture_record import describe_capture
-from tdescope.ui.captures_dock import CapturesDock, CapturesModel
-from tdescope.ui.disasm_view import HeatModel
-from tdescope.ui.hotspots_dock import HotspotsDock
+from tdescope.ui.docks.captures import CapturesDock, CapturesModel
+from tdescope.ui.views.disasm import HeatModel
+from tdescope.ui.docks.hotspots import HotspotsDock
 
 DSOS = {"aesni_cbc_encrypt": "/lib/x.so", "sqlite3VdbeExec": "/lib/x.so", "main": "/bin/app"}
 

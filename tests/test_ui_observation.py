@@ -13,9 +13,9 @@ from PySide6.QtCore import QPointF, Qt
 from tdescope.app.events import HotspotLeaves, HotspotWindow, WaitFigure, WaitFigures, WaitSample, WaitSpan, WaitSpans, WorkloadProgress
 from tdescope.app.hotspots.glossary import load_glossary
 from tdescope.app.observe.observed import ObservedRun
-from tdescope.ui.hotspots_dock import HotspotsDock
-from tdescope.ui.timeline_dock import TimelineDock
-from tdescope.ui.waits_dock import WaitsDock
+from tdescope.ui.docks.hotspots import HotspotsDock
+from tdescope.ui.docks.timeline import TimelineDock
+from tdescope.ui.docks.waits import WaitsDock
 
 SO = "/venv/sqlcipher3/_sqlite3.so"
 DSOS = {"aesni_cbc_encrypt": SO, "sha512_block_data_order_avx2": SO, "sqlite3VdbeExec": SO,
@@ -125,7 +125,7 @@ def _pixel_of(flame, name: str):
 
 
 def test_the_filter_box_highlights_matching_frames_in_the_flame_graph(qtbot, run):
-    from tdescope.ui.flamegraph import MATCH_COLOR, _color
+    from tdescope.ui.views.flamegraph import MATCH_COLOR, _color
 
     dock = HotspotsDock(run, load_glossary("sqlite", "openssl"))
     qtbot.addWidget(dock)

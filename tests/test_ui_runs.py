@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QWidget
 from tdescope.app.engines import discover_engines
 from tdescope.app.events import Marker, WorkloadProgress
 from tdescope.app.session.live import LiveSession
-from tdescope.ui.event_pump import EventPump
-from tdescope.ui.tasks import TaskRunner
+from tdescope.ui.gui_thread.event_pump import EventPump
+from tdescope.ui.gui_thread.tasks import TaskRunner
 from tdescope.ui.window.lessons import LessonsController, LessonViews
 from tdescope.ui.window.runs import RunSlot
 

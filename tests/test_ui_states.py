@@ -6,10 +6,10 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 
 from tdescope.app.events import ABResult
-from tdescope.ui.captures_dock import EMPTY_TEXTS
-from tdescope.ui.pageview import PLACEHOLDERS
+from tdescope.ui.docks.captures import EMPTY_TEXTS
+from tdescope.ui.views.pageview import PLACEHOLDERS
 from tdescope.ui.window.main_window import open_replay_window
-from tdescope.ui.workload_dock import WorkloadDock
+from tdescope.ui.docks.workload import WorkloadDock
 
 from test_ui_session import session_file  # noqa: F401 - the recorded session fixture
 
@@ -72,7 +72,7 @@ def _row(seq: int, page_type: str, cells: int):
 
 def test_the_first_capture_shown_is_a_page_of_user_rows(qtbot):
     """Issue #23 item 6: not the IBUF_BITMAP that came first, nor the change buffer's INDEX page."""
-    from tdescope.ui.captures_dock import CapturesDock
+    from tdescope.ui.docks.captures import CapturesDock
 
     dock = CapturesDock()
     qtbot.addWidget(dock)
@@ -91,7 +91,7 @@ def test_the_first_capture_shown_is_a_page_of_user_rows(qtbot):
 def test_the_page_type_comes_before_the_symbol_in_the_captures_table(qtbot):
     """Issue #23 item 2: in a narrow Captures dock the page type shows; the symbol, the same on every row
     of a run, comes last."""
-    from tdescope.ui.captures_dock import CapturesDock
+    from tdescope.ui.docks.captures import CapturesDock
 
     dock = CapturesDock()
     qtbot.addWidget(dock)

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from tdescope.app.errors import UserError
-from tdescope.ui.tasks import TaskRunner
+from tdescope.ui.gui_thread.tasks import TaskRunner
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tdescope.app.events import Marker, WaitSample, WorkloadProgress
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.session.notes import Note, NoteTarget
-from tdescope.ui.timeline_dock import TimelineDock
+from tdescope.ui.docks.timeline import TimelineDock
 
 T0 = 1_700_000_000.0
 

@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from tdescope.app.engines import discover_engines
-from tdescope.ui.event_pump import EventPump
-from tdescope.ui.tasks import TaskRunner
+from tdescope.ui.gui_thread.event_pump import EventPump
+from tdescope.ui.gui_thread.tasks import TaskRunner
 from tdescope.ui.window.main_window import MainWindow
 from tdescope.ui.window.menus import Menu
 from tdescope.ui.window.observation import ObservationController

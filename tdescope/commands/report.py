@@ -58,13 +58,13 @@ def export(file: str | Path, output: str | Path, include_plaintext: bool = False
         report = build_report(reader, decoder, include_plaintext=include_plaintext, max_captures=captures)
     if suffix != ".pdf":
         return write_html(report, out)  # 0600, a new folder 0700; no Qt needed
-    from tdescope.ui.report_pdf import write_report
+    from tdescope.ui.export.pdf import write_report
 
     return write_report(report, out)
 
 
 def _qt_here() -> bool:
-    """Whether PySide6's QtGui can be imported (it lays out the PDF: :mod:`tdescope.ui.report_pdf`)."""
+    """Whether PySide6's QtGui can be imported (it lays out the PDF: :mod:`tdescope.ui.export.pdf`)."""
     try:
         importlib.import_module("PySide6.QtGui")
     except ImportError:

@@ -10,7 +10,7 @@ import sys
 from tdescope.app.engines import ConnectParams, discover_engines
 from tdescope.app.errors import UserError
 from tdescope.app.system.runtime_tools import XVFB
-from tdescope.ui.gc_policy import collect_on_gui_thread
+from tdescope.ui.gui_thread.gc_policy import collect_on_gui_thread
 
 __all__ = ["run_gui"]
 
@@ -31,7 +31,7 @@ def _run_replay(path: str) -> int:
 
     from tdescope.app.session.file import is_encrypted
     from tdescope.app.session.reader import SessionReader
-    from tdescope.ui.passphrase import ask_passphrase
+    from tdescope.ui.dialogs.passphrase import ask_passphrase
     from tdescope.ui.window.main_window import open_replay_window
 
     if not is_encrypted(path):
@@ -101,7 +101,7 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     elif engine is None:
         window.connect_engine(ConnectParams(lab=True))
     else:
-        from tdescope.ui.engine_docks import PasswordPrompt
+        from tdescope.ui.docks.plugin_docks import PasswordPrompt
 
         window.connect_engine(ConnectParams(dsn=dsn, prompt=PasswordPrompt(window)))
     # Ctrl+C in the terminal closes the window cleanly (disarm, detach) instead of killing us.

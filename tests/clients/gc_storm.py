@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QApplication, QLabel
 
 app = QApplication(sys.argv[:1])
 if sys.argv[1] == "policy":
-    from tdescope.ui.gc_policy import collect_on_gui_thread
+    from tdescope.ui.gui_thread.gc_policy import collect_on_gui_thread
 
     collector = collect_on_gui_thread(0.05)
 main = threading.main_thread()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from tdescope.app.engines.api import ConnectParams, Inventory, PageDecoder, ProbeRecipe, TargetChoice, Workload
+from tdescope.app.events import WorkloadResult
 from tdescope.app.slots import SLOTS
 
 __all__ = [
@@ -39,6 +40,8 @@ __all__ = [
     "Role",
     "RunsSql",
     "SamplesColumns",
+    "ShowsInventory",
+    "ShowsResults",
     "SummarizesPages",
     "TellsLostConnections",
     "abilities",
@@ -177,7 +180,26 @@ class HasPanel(Protocol):
     """An engine with Qt docks of its own, imported by name only when a window opens on it."""
 
     panel: str
-    """``"package.module:create_docks"``; ``create_docks(window)`` returns QDockWidgets."""
+    """``"package.module:create_docks"``; ``create_docks(window)`` returns QDockWidgets, each of which may
+    be a :class:`ShowsInventory` and a :class:`ShowsResults`: what the window feeds it."""
+
+
+@runtime_checkable
+class ShowsInventory(Protocol):
+    """A :class:`HasPanel` dock that the window gives the session's inventory when it connects."""
+
+    def show_inventory(self, inventory: Inventory) -> None:
+        """Show ``inventory`` (on the GUI thread)."""
+        ...
+
+
+@runtime_checkable
+class ShowsResults(Protocol):
+    """A :class:`HasPanel` dock that the window gives every workload result; it shows those it knows."""
+
+    def show_result(self, result: WorkloadResult) -> None:
+        """Show ``result`` if it is one of this dock's (on the GUI thread)."""
+        ...
 
 
 @runtime_checkable

@@ -26,6 +26,7 @@ from tdescope.app.hotspots.perf_script import Sample, fold, frame_label
 from tdescope.app.hotspots.perf_stream import PERF_SCRIPT_FIELDS, PerfPipeline
 from tdescope.app.hotspots.time_windows import Cut, WindowCutter
 from tdescope.app.system.procstat import process_state
+from tdescope.app.system.sampler_thread import BackgroundSampler
 
 __all__ = ["check_perf", "perf_event", "HotspotSampler", "PERF_SCRIPT_FIELDS", "CALL_GRAPHS", "DEFAULT_HZ",
            "DWARF_STACK_BYTES"]
@@ -76,7 +77,7 @@ def _alive(pid: int) -> bool:
     return process_state(pid) not in ("", "Z")
 
 
-class HotspotSampler:
+class HotspotSampler(BackgroundSampler):
     """Sample a process with perf in rolling windows, in a background thread.
 
     Parameters
@@ -110,6 +111,8 @@ class HotspotSampler:
     as a context manager to be sure.
     """
 
+    thread_name = "hotspot-sampler"
+
     def __init__(
         self,
         pid: int,
@@ -129,20 +132,17 @@ class HotspotSampler:
             raise ValueError(f"callgraph must be one of {', '.join(CALL_GRAPHS)}, not {callgraph!r}")
         if not 1 <= frequency <= 10_000:
             raise UserError(f"perf sampling rate must be between 1 and 10000 Hz, not {frequency}")
+        super().__init__(on_error)
         self.pid = pid
         self.frequency = frequency
         self.window_s = window_s
         self.callgraph = callgraph
         self.stack_bytes = stack_bytes
         self.on_window = on_window
-        self.on_error = on_error
         self.on_samples = on_samples
         self.event = event
         #: Seconds from each window's end to its hand-out (how far perf script runs behind).
         self.lag_s: list[float] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._reader: threading.Thread | None = None
         self._pipeline: PerfPipeline | None = None
         self._cutter: WindowCutter | None = None
         self._lock = threading.Lock()  # the cutter, between the reader and the window thread
@@ -150,17 +150,9 @@ class HotspotSampler:
         self._read_error: BaseException | None = None
         self._epoch = 0.0  # time.time() - time.monotonic(): windows are cut on the monotonic clock
 
-    # -- lifecycle -----------------------------------------------------------
-    def start(self) -> None:
-        """Start perf and the sampler thread.
-
-        Raises
-        ------
-        UserError
-            When the process does not exist.
-        """
-        if self._thread is not None:
-            raise RuntimeError("sampler already started")
+    # -- lifecycle (start, stop, the context manager: BackgroundSampler) --------------------
+    def _open(self) -> None:
+        """Start perf and the thread that reads perf script; UserError when the process does not exist."""
         if not _alive(self.pid):
             raise UserError(f"no process {self.pid}")
         self.event = self.event or perf_event()
@@ -178,10 +170,9 @@ class HotspotSampler:
         origin = time.monotonic()
         self._epoch = time.time() - origin
         self._cutter = WindowCutter(origin, self.window_s)
-        self._reader = threading.Thread(target=self._read, name="perf-script-reader", daemon=True)
-        self._reader.start()
-        self._thread = threading.Thread(target=self._loop, name="hotspot-sampler", daemon=True)
-        self._thread.start()
+        reader = threading.Thread(target=self._read, name="perf-script-reader", daemon=True)
+        self._helpers.append(reader)
+        reader.start()
 
     def _await_attached(self, threads: int, timeout: float = 3.0) -> None:
         """Return once perf holds an event on each of the target's ``threads`` (or after ``timeout``).
@@ -201,14 +192,10 @@ class HotspotSampler:
             seen = n
             time.sleep(0.01)
 
-    def stop(self, timeout: float = 1.0) -> None:
-        """Stop sampling and end perf (the window being sampled is dropped). Idempotent."""
-        self._stop.set()
+    def _interrupt(self) -> None:
+        """End perf (the window being sampled is dropped): the reader then sees the end of its output."""
         if self._pipeline is not None:
-            self._pipeline.kill()  # the reader then sees the end of perf script's output
-        for thread in (self._thread, self._reader):
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout)
+            self._pipeline.kill()
 
     def pause(self) -> bool:
         """Stop sampling without ending perf: the kernel stops taking samples, perf script keeps what it
@@ -218,18 +205,6 @@ class HotspotSampler:
     def resume(self) -> bool:
         """Sample again after :meth:`pause`."""
         return self._pipeline is not None and self._pipeline.set_sampling(True)
-
-    def __enter__(self) -> HotspotSampler:
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        """True while the sampler thread lives."""
-        return self._thread is not None and self._thread.is_alive()
 
     @property
     def child_pids(self) -> tuple[int, int, int] | None:
@@ -258,10 +233,6 @@ class HotspotSampler:
         finally:
             pipeline.close_output()
             self._ended.set()
-
-    def _error(self, message: str) -> None:
-        if self.on_error is not None:
-            self.on_error(message)
 
     def _loop(self) -> None:
         pipeline = self._pipeline

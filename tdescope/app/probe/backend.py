@@ -14,14 +14,18 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tdescope.app.probe.frames import Frame
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.stats import EbpfStats
 from tdescope.app.slots import SLOTS
 
-__all__ = ["Armed", "Closed", "ProbeBackend", "ProbeHandle", "TargetNews", "Happened"]
+if TYPE_CHECKING:
+    from tdescope.app.system.threadstops import StopFigures
+
+__all__ = ["Armed", "Closed", "DetachesAnywhere", "MetersStops", "ProbeBackend", "ProbeHandle", "TargetNews",
+           "Happened"]
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -96,6 +100,26 @@ class ProbeHandle(Protocol):
     def close(self) -> Closed:
         """Release the target and every resource. Safe to call more than once; frames
         not read yet stay available from :meth:`frames`."""
+
+
+@runtime_checkable
+class DetachesAnywhere(Protocol):
+    """A handle whose probes can come out from any thread, and whose unread frames can be counted instead of
+    read: a window takes them out at its deadline whatever its consumer is doing (eBPF)."""
+
+    def detach(self) -> None:
+        """Take the probes out of the target; safe from any thread, and twice."""
+
+    def discard(self) -> int:
+        """Drop the captures still unread, without reading them; returns how many pages that was."""
+
+
+@runtime_checkable
+class MetersStops(Protocol):
+    """A handle that stops the target's threads and measures how each felt it (gdb)."""
+
+    #: Set when the handle is disarmed (None before, or when nothing could be measured).
+    stops: StopFigures | None
 
 
 class ProbeBackend(Protocol):

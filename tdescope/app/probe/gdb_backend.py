@@ -94,11 +94,11 @@ class GdbBackend:
 
     def __init__(self, gdb_path: str | None = None, watchdog_s: float = 0.25) -> None:
         self.gdb_path = gdb_path
-        self._watchdog_s = watchdog_s
+        self.watchdog_s = watchdog_s
 
     def attach(self, pid: int, spec: ProbeSpec) -> "GdbHandle":
         """Attach gdb to ``pid`` and arm ``spec``; the target stays stopped until ``start()``."""
-        handle = GdbHandle(pid, GdbSession(self.gdb_path), self._watchdog_s)
+        handle = GdbHandle(pid, GdbSession(self.gdb_path), self.watchdog_s)
         try:
             handle._arm(spec)
         except BaseException:

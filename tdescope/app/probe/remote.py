@@ -67,7 +67,7 @@ class RemoteWindow:
         from tdescope.app.remote.client import AgentClient, backend_request
 
         t0 = time.monotonic()
-        backend_name = getattr(self._backend, "name", "gdb")
+        backend_name = self._backend.name if self._backend is not None else "gdb"
         try:
             client = AgentClient(WORKER_ARGV, env=child_env(PYTHON))
         except OSError as exc:

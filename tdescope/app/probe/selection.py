@@ -106,8 +106,9 @@ def ebpf_status() -> EbpfStatus:
 
 def check_ebpf(release: str) -> EbpfStatus:
     """:func:`ebpf_status` for a kernel ``release`` string (``uname -r``)."""
-    from tdescope.app.probe.ebpf.libbpf import BpfObject, libbpf
-    from tdescope.app.probe.ebpf.program import built, object_path
+    from tdescope.app.probe.ebpf.program import PROGRAM, built, object_path
+    from tdescope.app.system.bpf_object import BpfObject
+    from tdescope.app.system.libbpf import libbpf
 
     permitted, have_lib, have_obj = _permitted(), True, built()
     reason = ""
@@ -123,7 +124,7 @@ def check_ebpf(release: str) -> EbpfStatus:
         reason = f"the capture program is not built ({object_path()} missing; run make setup)"
     if not reason:
         try:
-            obj = BpfObject(object_path())
+            obj = BpfObject(object_path(), PROGRAM)
             try:
                 obj.resize("events", 1 << 20)
                 obj.load()

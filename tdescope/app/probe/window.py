@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture, WindowState
-from tdescope.app.probe.backend import Happened, ProbeBackend, ProbeHandle
+from tdescope.app.probe.backend import DetachesAnywhere, Happened, MetersStops, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.joining import CHUNKS_PER_MESSAGE, MessageJoin, joins
 from tdescope.app.probe.keep_rate import KeepRate
@@ -244,7 +244,7 @@ class CaptureWindow:
         finally:
             guard = self._finish()
         handle = self.handle
-        felt = getattr(handle, "stops", None)
+        felt = handle.stops if isinstance(handle, MetersStops) else None
         return CaptureSummary(
             captures=self._kept(), reason=self._reason, armed_symbol=handle.armed.symbol if handle else None,
             locations=handle.armed.locations if handle else (), stopped_s=self._pairs.stopped_total_s,
@@ -273,13 +273,14 @@ class CaptureWindow:
         if not os.path.exists(f"/proc/{self.pid}"):
             raise UserError(f"pid {self.pid} is gone (no such process)")
         # before anything can stop it
-        stops = getattr(self._backend, "stops_target", True)
+        stops = self._backend.stops_target
         if self._critical is None:
             refuse_critical_target(self.pid, self._allow_critical, stops)
         else:
             refuse_critical(self.pid, self._critical, self._allow_critical, stops)
         if stops and not self.limits.accept_stop:
-            refuse_many_threads(self.pid, getattr(self._backend, "gdb_path", None), self.limits.max_burst_s)
+            gdb = self._backend.gdb_path if isinstance(self._backend, GdbBackend) else None
+            refuse_many_threads(self.pid, gdb, self.limits.max_burst_s)
         # find the address before attaching: the backend then loads no library symbols while
         # the target is stopped, and a process without the function is never stopped
         address = refuse_unused_target(self.pid, self.recipe, self.engine)
@@ -291,9 +292,8 @@ class CaptureWindow:
         self.handle.start()
         self._reason = ""
         self._armed_at = time.monotonic()
-        detach = getattr(self.handle, "detach", None)  # eBPF: probes out at the deadline, whatever the consumer
-        if detach is not None:
-            self._timer = threading.Timer(self.limits.max_seconds, detach)
+        if isinstance(self.handle, DetachesAnywhere):  # probes out at the deadline, whatever the consumer
+            self._timer = threading.Timer(self.limits.max_seconds, self.handle.detach)
             self._timer.daemon = True
             self._timer.start()
         self._enter(Phase.ARMED, self._armed_line())
@@ -370,7 +370,7 @@ class CaptureWindow:
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
             # frames written between the last read and the disarm; what is left is counted, not copied
             until = min(time.monotonic() + CLOSE_S, (self._armed_at or float("inf")) + self.limits.max_seconds)
-            discard = getattr(self.handle, "discard", None)
+            discard = self.handle.discard if isinstance(self.handle, DetachesAnywhere) else None
             while True:
                 late = time.monotonic() > until
                 if late and discard is not None:  # the rest is counted, not read; the notices still come

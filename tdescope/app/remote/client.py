@@ -24,6 +24,8 @@ from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.engines.registry import critical_rules, discover_engines
 from tdescope.app.errors import ConnectionLost, UserError
 from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, WaitSample
+from tdescope.app.probe.backend import ProbeBackend
+from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.window import CaptureLimits
 from tdescope.app.remote import wire
 from tdescope.app.remote.agent_window import AgentWindow
@@ -47,10 +49,11 @@ def local_argv(agent: str | Path) -> list[str]:
     return ["/usr/bin/python3", "-I", str(agent)]
 
 
-def backend_request(backend) -> tuple[str, dict]:
+def backend_request(backend: ProbeBackend | None) -> tuple[str, dict]:
     """What an ``ARM`` request says of a probe backend object: its name and numeric options (never a path)."""
-    if backend is None or getattr(backend, "name", "") == "gdb":
-        return "gdb", {"watchdog_s": float(getattr(backend, "_watchdog_s", 0.25))}
+    backend = backend or GdbBackend()
+    if isinstance(backend, GdbBackend):
+        return "gdb", {"watchdog_s": float(backend.watchdog_s)}
     if backend.name == "ebpf":
         return "ebpf", {"ring_mb": backend.ring_size / (1 << 20), "sample_every": backend.sample_every,
                         "max_bytes_per_s": backend.max_bytes_per_s}

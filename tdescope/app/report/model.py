@@ -4,7 +4,7 @@
 workload results with ratios, plots as SVG, selected captures, notes, the
 environment); :func:`render_html` turns it into one self-contained HTML file
 (plots are ``data:`` images). The PDF is made from the same model by the Qt
-layer (``tdescope.ui.report_pdf``).
+layer (``tdescope.ui.export.pdf``).
 
 Which captures are shown, and how (redaction included: every buffer that may hold plaintext,
 by :meth:`PageCapture.holds_plaintext`, is shown as ``··`` and its decoded values hidden unless

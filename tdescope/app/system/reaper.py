@@ -22,7 +22,7 @@ import time
 
 from tdescope.app.system.child_env import PYTHON, child_env
 
-__all__ = ["Reaper", "reap_with_me"]
+__all__ = ["Reaper", "end_child", "reap_with_me"]
 
 
 def _start_time(pid: int) -> str | None:
@@ -62,6 +62,24 @@ def reap_with_me(pid: int, sig: int = signal.SIGKILL, grace_s: float = 0.0, fold
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                             env=child_env(PYTHON))
     return Reaper(proc)
+
+
+def end_child(proc: subprocess.Popen | None, sig: int, timeout: float, folder: str | os.PathLike | None = None,
+              guard: Reaper | None = None) -> None:
+    """End a child the way its program wants (``sig``; SIGKILL after ``timeout`` s), remove ``folder`` and
+    release its ``guard``: the normal stop that :func:`reap_with_me` stands in for. Nothing to do for None
+    or an ended child; the caller drops its references first, so a second close is a no-op."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+    if guard is not None:
+        guard.release()  # the child is gone: the watcher finds nothing to do and exits
 
 
 def _main(argv: list[str]) -> int:

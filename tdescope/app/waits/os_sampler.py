@@ -32,12 +32,12 @@ How a reading becomes a class (see :func:`classify`):
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 
-from tdescope.app.waits.syscalls import syscall_name
 from tdescope.app.events import WaitSample
+from tdescope.app.system.sampler_thread import BackgroundSampler
+from tdescope.app.waits.syscalls import syscall_name
 
 __all__ = [
     "WAIT_CLASSES",
@@ -159,7 +159,7 @@ class _Thread:
         self.fds.clear()
 
 
-class OsWaitSampler:
+class OsWaitSampler(BackgroundSampler):
     """Sample every thread of ``pid`` at ``hz`` from /proc, in a background thread.
 
     Parameters
@@ -174,6 +174,8 @@ class OsWaitSampler:
         sampler then stops quietly), once when ``syscall`` is unreadable.
     """
 
+    thread_name = "os-wait-sampler"
+
     def __init__(
         self,
         pid: int,
@@ -181,40 +183,13 @@ class OsWaitSampler:
         on_sample: Callable[[WaitSample], None] | None = None,
         on_error: Callable[[str], None] | None = None,
     ) -> None:
+        super().__init__(on_error)
         self.pid = pid
         self.hz = hz
         self.on_sample = on_sample
-        self.on_error = on_error
         self.ticks = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._threads: dict[int, _Thread] = {}
         self._warned_denied = False
-
-    def start(self) -> None:
-        """Start the sampler thread."""
-        if self._thread is not None:
-            raise RuntimeError("sampler already started")
-        self._thread = threading.Thread(target=self._loop, name="os-wait-sampler", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 1.0) -> None:
-        """Stop sampling. Idempotent."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-    def __enter__(self) -> OsWaitSampler:
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        """True while the sampler thread lives."""
-        return self._thread is not None and self._thread.is_alive()
 
     def sample_once(self) -> list[WaitSample] | None:
         """Read every thread once; None when the process is gone."""
@@ -271,10 +246,6 @@ class OsWaitSampler:
         wait_class, event = classify(state, syscall, wchan, fd_kind)
         return WaitSample(ts=ts, pid=self.pid, tid=tid, source="os",
                           wait_class=wait_class, event=event, detail=detail)
-
-    def _error(self, message: str) -> None:
-        if self.on_error is not None:
-            self.on_error(message)
 
     def _loop(self) -> None:
         period = 1.0 / self.hz

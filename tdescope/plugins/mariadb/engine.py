@@ -53,7 +53,7 @@ class MariaDbEngine:
         (:mod:`~tdescope.plugins.mariadb.tunnel`); the server found in the host's ``processes``."""
         from tdescope.plugins.mariadb.tunnel import through
 
-        return through(params, forward, processes, getattr(processes, "where", ""))
+        return through(params, forward, processes, processes.where)
 
     def probe_recipes(self) -> list[ProbeRecipe]:
         """Page decrypt (the default), page encrypt, and the libcrypto-level fallback."""

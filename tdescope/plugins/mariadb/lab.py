@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tdescope.app.errors import UserError
 from tdescope.app.system.child_env import child_env
-from tdescope.app.system.reaper import Reaper, reap_with_me
+from tdescope.app.system.reaper import Reaper, end_child, reap_with_me
 
 __all__ = ["LAB_DATABASE", "PAGE_SIZES", "MariaLab", "find_server"]
 
@@ -167,17 +167,8 @@ class MariaLab:
     def close(self, timeout: float = 30.0) -> None:
         """Shut the server down (SIGTERM: InnoDB's clean shutdown), then remove its files. Safe twice."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-        shutil.rmtree(self.dir, ignore_errors=True)
         guard, self._guard = self._guard, None
-        if guard is not None:
-            guard.release()  # the server is gone: the reaper finds nothing to do and exits
+        end_child(proc, signal.SIGTERM, timeout, self.dir, guard)
 
 
 def _last_line(text: str) -> str:

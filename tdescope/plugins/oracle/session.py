@@ -2,9 +2,8 @@
 
 Two connections, both opened with the password once at connect time: the
 *workload* connection runs the experiments and its server process (SPID) is
-the probe target; the *monitor* connection samples V$ views, reads trace files
-and takes block dumps while the workload connection is busy (a python-oracledb
-connection runs one call at a time).
+the probe target; the *monitor* connection samples V$ views while the workload
+connection is busy (a python-oracledb connection runs one call at a time).
 
 Not verified against a live instance (Oracle cannot run where tdescope is
 built): every SQL text here follows Oracle's documentation of the views and
@@ -20,15 +19,6 @@ from tdescope.app.errors import UserError
 from tdescope.plugins.oracle import target as tg
 from tdescope.plugins.oracle.inventory import collect_inventory
 from tdescope.plugins.oracle.recipes import BLOCK_SIZE_SQL, fit_block_recipe
-from tdescope.plugins.oracle.tracefile import (
-    OWN_TRACE_FILE_SQL,
-    SESSION_TRACE_FILE_SQL,
-    TraceCursor,
-    TraceLocation,
-    block_dump_statements,
-    trace_disable_sql,
-    trace_enable_sql,
-)
 from tdescope.plugins.oracle.waits import OracleWaitSource
 
 __all__ = ["OracleSession", "Querier"]
@@ -81,8 +71,6 @@ class OracleSession:
             self.choose_session(target_sid, allow_background)
         rows = self.monitor(tg.HOST_SQL)
         self.db_host = str(rows[0][0]) if rows else "?"
-        self._trace: TraceCursor | None = None
-        self._dump: TraceCursor | None = None
         self._block_size: int | None = None  # db_block_size, read when a recipe is first fitted
 
     # -- target ----------------------------------------------------------------------------
@@ -145,51 +133,6 @@ class OracleSession:
     def wait_source(self) -> OracleWaitSource:
         """ASH-like sampling and snapper deltas of the target session, on the monitor connection."""
         return OracleWaitSource(self.monitor, self.target.sid, self.target.spid)
-
-    # -- SQL trace ----------------------------------------------------------------------------
-    def start_sql_trace(self, level: int = 8) -> TraceLocation:
-        """10046 on the target session; later :meth:`read_sql_trace` returns only new lines."""
-        sql, binds = trace_enable_sql(self.target.sid, self.target.serial, level)
-        self.monitor(sql, **binds)
-        rows = self.monitor(SESSION_TRACE_FILE_SQL, sid=self.target.sid)
-        if not rows or not rows[0][0]:
-            raise UserError("Oracle: V$PROCESS.TRACEFILE is empty for the target session")
-        loc = TraceLocation(str(rows[0][0]))
-        self._trace = TraceCursor(self.monitor, loc, self.local_check().local)
-        self._trace.mark()
-        return loc
-
-    def read_sql_trace(self) -> list[str]:
-        """Trace lines written since :meth:`start_sql_trace` (or the previous read)."""
-        if self._trace is None:
-            raise UserError("SQL trace is not running")
-        return self._trace.read()
-
-    def stop_sql_trace(self) -> list[str]:
-        """Disable 10046 on the target and return the last lines."""
-        sql, binds = trace_disable_sql(self.target.sid, self.target.serial)
-        self.monitor(sql, **binds)
-        return self.read_sql_trace()
-
-    # -- block dumps ----------------------------------------------------------------------------
-    def dump_block(self, file_no: int, block_no: int, clear_dump: bool = False) -> str:
-        """``alter system dump datafile F block B`` on the monitor session; the dump text.
-
-        ``clear_dump`` writes decrypted block contents to a server trace file:
-        see :data:`~tdescope.plugins.oracle.tracefile.SGA_CLEAR_DUMP_WARNING`.
-        """
-        if self._dump is None:
-            rows = self.monitor(OWN_TRACE_FILE_SQL)
-            if not rows or not rows[0][0]:
-                raise UserError("Oracle: V$DIAG_INFO has no 'Default Trace File' for this session")
-            self._dump = TraceCursor(self.monitor, TraceLocation(str(rows[0][0])), self.local_check().local)
-        self._dump.mark()
-        for sql in block_dump_statements(file_no, block_no, clear_dump):
-            try:
-                self.monitor(sql)
-            except Exception as exc:  # noqa: BLE001 - privilege errors are the user's to fix
-                raise UserError(f"Oracle: {sql!r} failed: {str(exc).splitlines()[0]}") from None
-        return "\n".join(self._dump.read())
 
     #: oracledb's codes for a connection that is gone (end-of-file on the channel, not connected, closed).
     LOST_CODES = frozenset({"ORA-03113", "ORA-03114", "ORA-03135", "DPI-1080", "DPI-1010", "DPY-4011", "DPY-1001"})

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tdescope.app.events import Event, WaitSample
+from tdescope.plugins.oracle._trace_records import TraceSummary
 
 __all__ = [
     "ASH_SQL",
@@ -128,15 +129,15 @@ def ash_sample(row: Sequence, pid: int, ts: float) -> WaitSample:
     return WaitSample(ts, pid, pid, "oracle", "CPU", "ON CPU", detail)
 
 
-def pga_wait_samples(summary, pid: int, epoch_at_tim0: float | None = None) -> list[WaitSample]:
+def pga_wait_samples(summary: TraceSummary, pid: int, epoch_at_tim0: float | None = None) -> list[WaitSample]:
     """'PGA memory operation' waits of a parsed trace as WaitSamples carrying p1/p2.
 
     ``epoch_at_tim0`` maps trace ``tim`` (µs on an arbitrary clock) to epoch
     seconds: the first wait lands there. Without it, the waits are spread over
     their line order from time 0 (for showing, not for aligning).
     """
-    ops = list(getattr(summary, "pga_operations", ()))
-    unit = getattr(summary, "time_unit_us", 1) or 1
+    ops = summary.pga_operations
+    unit = summary.time_unit_us or 1
     tims = [op.tim for op in ops if op.tim is not None]
     base = min(tims) if tims else None
     out = []

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tdescope.app.errors import UserError
 from tdescope.app.system.child_env import child_env
-from tdescope.app.system.reaper import Reaper, reap_with_me
+from tdescope.app.system.reaper import Reaper, end_child, reap_with_me
 from tdescope.plugins.pgtde.build import PgTdeServer, prepared_server
 
 __all__ = ["ENCRYPTED_TABLE", "LAB_DATABASE", "MARKER", "PLAIN_MARKER", "PLAIN_TABLE", "PgTdeLab"]
@@ -200,17 +200,8 @@ class PgTdeLab:
     def close(self, timeout: float = 20.0) -> None:
         """Fast shutdown (SIGINT), then remove the dir. Safe twice."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-        shutil.rmtree(self.dir, ignore_errors=True)
         guard, self._guard = self._guard, None
-        if guard is not None:
-            guard.release()
+        end_child(proc, signal.SIGINT, timeout, self.dir, guard)
 
 
 def _to_stderr(message: str) -> None:

@@ -55,7 +55,7 @@ class PostgresEngine:
         (:mod:`~tdescope.plugins.postgres.tunnel`); its backends checked in the host's ``processes``."""
         from tdescope.plugins.postgres.tunnel import through
 
-        return through(params, forward, processes, getattr(processes, "where", ""))
+        return through(params, forward, processes, processes.where)
 
     def probe_recipes(self) -> list[ProbeRecipe]:
         """PGP decrypt (the default), raw EVP decrypt, and the page read from disk."""

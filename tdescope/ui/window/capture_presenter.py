@@ -3,7 +3,7 @@
 Decoding a page is the engine's work: MariaDB's decoder may run SQL (the table's columns) under
 the session lock, which a workload holds while it runs, and every decoder walks the buffer in
 Python. :class:`CapturePresenter` prepares what the page view draws (both sides decoded, entropy
-per chunk, the diff, the title, the structure tree's rows) on a :class:`~tdescope.ui.tasks.TaskRunner`
+per chunk, the diff, the title, the structure tree's rows) on a :class:`~tdescope.ui.gui_thread.tasks.TaskRunner`
 thread and shows it
 when it is ready. Clicks that come faster than decoding are not queued: the latest wins, and a
 prepared capture that is no longer the one asked for is dropped.
@@ -21,10 +21,10 @@ from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.events import PageCapture
 from tdescope.app.probe.capture_record import side_label
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask
-from tdescope.ui.hexview import diff_color
-from tdescope.ui.pageview import PageView
-from tdescope.ui.structure_tree import StructureRows, structure_rows
-from tdescope.ui.tasks import TaskRunner, describe
+from tdescope.ui.views.hexview import diff_color
+from tdescope.ui.views.pageview import PageView
+from tdescope.ui.views.structure_tree import StructureRows, structure_rows
+from tdescope.ui.gui_thread.tasks import TaskRunner, describe
 
 __all__ = ["CapturePresenter", "ShownCapture", "prepare_capture"]
 

@@ -20,9 +20,9 @@ from tdescope.app.report.model import build_report
 from tdescope.app.session.copy import copy_session
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.system.private_files import shared_folder_note
-from tdescope.ui.passphrase import ask_passphrase
-from tdescope.ui.report_dialog import ReportDialog, write_report
-from tdescope.ui.tasks import TaskRunner, TaskState, describe
+from tdescope.ui.dialogs.passphrase import ask_passphrase
+from tdescope.ui.export.dialog import ReportDialog, write_report
+from tdescope.ui.gui_thread.tasks import TaskRunner, TaskState, describe
 from tdescope.ui.window.recording import RecordingController, autosave_dir
 from tdescope.ui.window.replay import ReplayController
 

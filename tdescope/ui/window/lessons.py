@@ -23,8 +23,8 @@ from tdescope.app.events import LessonCard, WorkloadProgress
 from tdescope.app.lessons import LessonRun, lesson_named, load_lessons, run_lesson
 from tdescope.app.session.live import LiveSession
 from tdescope.app.session.notes import NoteTarget
-from tdescope.ui.event_pump import EventPump
-from tdescope.ui.lessons_dock import LessonsDock
+from tdescope.ui.gui_thread.event_pump import EventPump
+from tdescope.ui.docks.lessons import LessonsDock
 from tdescope.ui.window.runs import RunSlot
 
 __all__ = ["LessonViews", "LessonsController"]

@@ -27,12 +27,12 @@ from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
 from tdescope.app.remote.host_session import HostSession, open_host_session
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.live import LiveSession
-from tdescope.ui.captures_dock import CapturesDock
-from tdescope.ui.engine_docks import create_engine_docks
-from tdescope.ui.engine_panel import EngineDock
-from tdescope.ui.event_pump import EventPump
-from tdescope.ui.pageview import PageView
-from tdescope.ui.tasks import TaskRunner, describe
+from tdescope.ui.docks.captures import CapturesDock
+from tdescope.ui.docks.plugin_docks import EngineDocks, create_engine_docks
+from tdescope.ui.docks.engine import EngineDock
+from tdescope.ui.gui_thread.event_pump import EventPump
+from tdescope.ui.views.pageview import PageView
+from tdescope.ui.gui_thread.tasks import TaskRunner, describe
 from tdescope.ui.window.capture_presenter import CapturePresenter
 from tdescope.ui.window.closing import close_down, leave_behind
 from tdescope.ui.window.file_actions import FileActions, RecentFiles
@@ -50,7 +50,7 @@ from tdescope.ui.window.recording import RecordingController
 from tdescope.ui.window.runs import RunSlot
 from tdescope.ui.window.replay import ReplayController, engine_for
 from tdescope.ui.window.replay_view import ReplayView
-from tdescope.ui.workload_dock import WorkloadDock
+from tdescope.ui.docks.workload import WorkloadDock
 
 __all__ = ["MainWindow", "open_replay_window"]
 
@@ -109,7 +109,7 @@ class MainWindow(QMainWindow):
         try:
             self.engine_docks = create_engine_docks(engine, self)
         except UserError as exc:
-            self.engine_docks = []
+            self.engine_docks = EngineDocks()
             self.statusBar().showMessage(str(exc), 15000)
         self._place_docks()
         self.presentation = Presentation(self, self.captures_dock, self.workload_dock, self.page_view)
@@ -132,9 +132,8 @@ class MainWindow(QMainWindow):
         self.pump.subscribe(ABResult, lambda batch: [self.workload_dock.show_ab_result(r) for r in batch])
         self.pump.subscribe(Problem, self._on_problems)
         self.pump.subscribe(LostConnection, self._on_problems)
-        for dock in self.engine_docks:
-            if hasattr(dock, "show_result"):
-                self.pump.subscribe(WorkloadResult, lambda batch, d=dock: d.show_result(batch[-1]))
+        for view in self.engine_docks.result_views:
+            self.pump.subscribe(WorkloadResult, lambda batch, v=view: v.show_result(batch[-1]))
         self.setAcceptDrops(True)
         self.installEventFilter(self.files)
         self._default_layout()
@@ -150,7 +149,7 @@ class MainWindow(QMainWindow):
 
     def _side_docks(self) -> list:
         obs = self.observation
-        return [obs.hotspots_dock, obs.waits_dock, self.notes.dock, self.lessons.dock, *self.engine_docks]
+        return [obs.hotspots_dock, obs.waits_dock, self.notes.dock, self.lessons.dock, *self.engine_docks.docks]
 
     def _fill_menus(self) -> None:
         file_menu = self.menus[Menu.FILE]
@@ -175,7 +174,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(QAction("&Full screen", self, shortcut="F11",
                                     triggered=self.presentation.toggle_full_screen))
         view_menu.addAction(QAction("&Reset layout", self, triggered=self._reset_layout))
-        for dock in self.engine_docks:
+        for dock in self.engine_docks.docks:
             view_menu.addAction(dock.toggleViewAction())
         self.observation.fill_menu(self.menus[Menu.OBSERVE])
         self.menus[Menu.HELP].addAction(QAction("&About tdescope", self, triggered=lambda: show_about(self)))
@@ -211,9 +210,8 @@ class MainWindow(QMainWindow):
         self.recording.set_inventory(ev.inventory, self.decoder)  # both kept in the recording's metadata
         pid, self.label = self.session.server_pid(), self.remote.show(self.session, self.engine.label)
         self.engine_dock.show_inventory(self.label, ev.inventory, pid)
-        for dock in self.engine_docks:
-            if hasattr(dock, "show_inventory"):
-                dock.show_inventory(ev.inventory)
+        for view in self.engine_docks.inventory_views:
+            view.show_inventory(ev.inventory)
         self.workload_dock.set_workloads(self.session.workloads(), self.engine.probe_recipes())
         self.engine_dock.change_target.setVisible(has_ability(self.session, Ability.CHOOSE_TARGET))
         self.engine_dock.offer_sampling(self.session, self.tasks, self.recording.set_inventory)

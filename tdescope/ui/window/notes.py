@@ -9,10 +9,10 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu, QWidget
 
 from tdescope.app.session.notes import NoteStore, NoteTarget
-from tdescope.ui.captures_dock import CapturesDock
-from tdescope.ui.notes_dock import NotesDock
-from tdescope.ui.pageview import PageView
-from tdescope.ui.timeline_dock import TimelineDock
+from tdescope.ui.docks.captures import CapturesDock
+from tdescope.ui.docks.notes import NotesDock
+from tdescope.ui.views.pageview import PageView
+from tdescope.ui.docks.timeline import TimelineDock
 
 __all__ = ["NotesController"]
 

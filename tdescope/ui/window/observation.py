@@ -27,11 +27,11 @@ from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.observe.sampling import ENGINE_WAIT_HZ, Observation, engine_poll_text
 from tdescope.app.remote.host_observation import HostObservation
 from tdescope.app.remote.host_session import HostSession
-from tdescope.ui.event_pump import EventPump
-from tdescope.ui.hotspots_dock import HotspotsDock, glossary_of
-from tdescope.ui.tasks import TaskRunner
-from tdescope.ui.timeline_dock import TimelineDock
-from tdescope.ui.waits_dock import WaitsDock
+from tdescope.ui.gui_thread.event_pump import EventPump
+from tdescope.ui.docks.hotspots import HotspotsDock, glossary_of
+from tdescope.ui.gui_thread.tasks import TaskRunner
+from tdescope.ui.docks.timeline import TimelineDock
+from tdescope.ui.docks.waits import WaitsDock
 from tdescope.ui.window.messages import Captured
 
 __all__ = ["ObservationController"]

@@ -26,9 +26,9 @@ from tdescope.app.session.live import LiveSession
 from tdescope.app.remote.host_session import host_label
 from tdescope.app.session.meta import SessionMeta, decoder_catalog, keeps_plaintext
 from tdescope.app.session.notes import NoteStore
-from tdescope.ui.event_pump import EventPump
-from tdescope.ui.notes_dock import NotesDock
-from tdescope.ui.passphrase import ask_new_passphrase
+from tdescope.ui.gui_thread.event_pump import EventPump
+from tdescope.ui.docks.notes import NotesDock
+from tdescope.ui.dialogs.passphrase import ask_new_passphrase
 
 __all__ = ["RecordingController", "autosave_dir"]
 

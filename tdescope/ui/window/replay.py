@@ -1,6 +1,6 @@
 """Replay of a recorded session in a window: no database, no process.
 
-A :class:`~tdescope.ui.replay_bar.ReplayPlayer` feeds the recorded events to the
+A :class:`~tdescope.ui.views.replay_bar.ReplayPlayer` feeds the recorded events to the
 window's event path, so the same docks show them, under a REPLAY banner. The
 window reacts to :attr:`ReplayController.entered` and :attr:`~ReplayController.left`
 (title, workload and engine docks).
@@ -19,8 +19,8 @@ from tdescope.app.errors import UserError
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import SessionMeta
 from tdescope.app.session.notes import NoteStore
-from tdescope.ui.notes_dock import NotesDock
-from tdescope.ui.replay_bar import ReplayBar, ReplayPlayer
+from tdescope.ui.docks.notes import NotesDock
+from tdescope.ui.views.replay_bar import ReplayBar, ReplayPlayer
 
 __all__ = ["ReplayController", "engine_for"]
 
@@ -111,7 +111,7 @@ class ReplayController(QObject):
     def enter_replay(self, path: str | Path, passphrase: str | None = None) -> None:
         """Show ``path`` in this window, driven by the replay bar; raises UserError for a bad file.
 
-        ``passphrase`` opens an encrypted file (see :func:`~tdescope.ui.passphrase.ask_passphrase`).
+        ``passphrase`` opens an encrypted file (see :func:`~tdescope.ui.dialogs.passphrase.ask_passphrase`).
         """
         reader = SessionReader(path, passphrase=passphrase)
         self.close_file()

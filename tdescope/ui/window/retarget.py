@@ -8,12 +8,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QMessageBox, QWidget
+from PySide6.QtWidgets import QMainWindow, QMessageBox, QWidget
 
 from tdescope.app.engines.api import EngineSession
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.events import Marker
-from tdescope.ui.tasks import TaskRunner, describe
+from tdescope.ui.gui_thread.tasks import TaskRunner, describe
 
 __all__ = ["follow_target", "pick_target"]
 
@@ -37,10 +37,11 @@ def pick_target(parent: QWidget, session: EngineSession | None, tasks: TaskRunne
         return
 
     def show(message: str) -> None:
-        parent.statusBar().showMessage(message, 10000) if hasattr(parent, "statusBar") else None
+        if isinstance(parent, QMainWindow):
+            parent.statusBar().showMessage(message, 10000)
 
     def choose(choices) -> None:
-        from tdescope.ui.target_dialog import TargetDialog
+        from tdescope.ui.dialogs.target import TargetDialog
 
         dialog = TargetDialog(choices, session.server_pid(), parent)
         if not dialog.exec() or dialog.chosen() is None:

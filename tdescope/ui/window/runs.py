@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tdescope.app.session.live import LiveSession
-from tdescope.ui.event_pump import EventPump
-from tdescope.ui.tasks import TaskRunner
+from tdescope.ui.gui_thread.event_pump import EventPump
+from tdescope.ui.gui_thread.tasks import TaskRunner
 
 __all__ = ["RunFinished", "RunSlot"]
 

@@ -24,11 +24,12 @@ import time
 
 from tdescope.app.errors import UserError
 from tdescope.app.probe.backend import Armed, Closed, Happened, TargetNews
-from tdescope.app.probe.ebpf.libbpf import BpfLink, BpfObject
 from tdescope.app.probe.ebpf.program import (
-    N_STATS, TRAP_COST_US, FrameAssembler, Stat, check_layout, config_of, object_path,
+    PROGRAM, N_STATS, TRAP_COST_US, FrameAssembler, Stat, check_layout, config_of, object_path,
 )
 from tdescope.app.probe.ebpf.ring import RingReader
+from tdescope.app.system.bpf_object import BpfObject
+from tdescope.app.system.libbpf import BpfLink
 from tdescope.app.probe.frames import Frame, FrameKind, Notice, pack_notice, unpack
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.stats import EbpfStats
@@ -109,7 +110,7 @@ class EbpfHandle:
 
     # -- arming ----------------------------------------------------------------
     def _load(self, config) -> None:
-        obj = self._obj = BpfObject(object_path())
+        obj = self._obj = BpfObject(object_path(), PROGRAM)
         obj.resize("events", self._ring_size)
         obj.load()
         check_layout(obj.value_size("config"), obj.has_map("shared"))

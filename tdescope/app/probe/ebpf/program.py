@@ -21,11 +21,13 @@ from tdescope.app.errors import UserError
 from tdescope.app.probe.frames import Frame, FrameKind
 from tdescope.app.probe.spec import ProbeSpec
 
-__all__ = ["MAX_BUFFER", "REGISTERS", "Config", "FrameAssembler", "Stat", "config_of", "object_path",
+__all__ = ["MAX_BUFFER", "PROGRAM", "REGISTERS", "Config", "FrameAssembler", "Stat", "config_of", "object_path",
            "unsupported"]
 
 #: The largest buffer copied (the C program's MAX_BUFFER): one ring record per buffer.
 MAX_BUFFER = 65536
+#: What the program is called in messages.
+PROGRAM = "the capture program"
 #: Register names in the C program's ``enum reg`` order.
 REGISTERS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9", "rax", "rbx", "rbp", "rsp", "r10", "r11",
              "r12", "r13", "r14", "r15")

@@ -14,13 +14,15 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
-import threading
 import time
 from collections.abc import Callable
 from importlib import resources
 
 from tdescope.app.errors import UserError
-from tdescope.app.waits.ebpf._libbpf import BpfObject, RingReader, possible_cpus
+from tdescope.app.system.sampler_thread import BackgroundSampler
+from tdescope.app.system.bpf_object import BpfObject
+from tdescope.app.system.libbpf import possible_cpus
+from tdescope.app.waits.ebpf._span_ring import RingReader
 from tdescope.app.waits.exact import LAT_BUCKETS, NR_CPU_QUEUE, SizedKey, Span, SyscallAgg, WaitTotals
 
 __all__ = ["PROGRAMS", "EbpfWaitTracer", "object_path"]
@@ -47,7 +49,7 @@ def object_path() -> str:
     return str(resources.files("tdescope.app.waits.ebpf") / "waits.bpf.o")
 
 
-class EbpfWaitTracer:
+class EbpfWaitTracer(BackgroundSampler):
     """Exact waits of every thread of ``pid``, read each ``interval_s``.
 
     Parameters
@@ -64,11 +66,15 @@ class EbpfWaitTracer:
         ``span_min_ns``, at most ``span_max_per_s`` a second: the timeline's exact wait spans).
     """
 
+    thread_name = "ebpf-wait-tracer"
+    join_timeout = 5.0
+
     def __init__(self, pid: int, interval_s: float = 1.0,
                  on_totals: Callable[[WaitTotals], None] | None = None,
                  on_error: Callable[[str], None] | None = None,
                  on_spans: Callable[[list[Span]], None] | None = None,
                  span_min_ns: int = 50_000, span_max_per_s: int = 200) -> None:
+        super().__init__(on_error)
         self.pid = pid
         self.on_spans = on_spans
         self.span_min_ns = span_min_ns
@@ -77,18 +83,15 @@ class EbpfWaitTracer:
         self._spans: list[Span] = []
         self.interval_s = interval_s
         self.on_totals = on_totals
-        self.on_error = on_error
         self._obj: BpfObject | None = None
         self._links: list = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._ncpu = 1
 
-    def start(self) -> EbpfWaitTracer:
-        """Load and attach (UserError in one line when the kernel or the rights refuse), then read."""
+    def _open(self) -> None:
+        """Load and attach (UserError in one line when the kernel or the rights refuse); the loop then reads."""
         if not os.path.exists(f"/proc/{self.pid}"):
             raise UserError(f"no process {self.pid}")
-        obj = BpfObject(object_path())
+        obj = BpfObject(object_path(), "the wait tracer")
         try:
             obj.set_initial(".rodata", struct.pack("<IIQ", self.pid, self.span_max_per_s, self.span_min_ns))
             obj.load()
@@ -104,9 +107,6 @@ class EbpfWaitTracer:
             raise
         self._obj = obj
         self._clock = time.time() - time.monotonic()  # bpf_ktime_get_ns is CLOCK_MONOTONIC
-        self._thread = threading.Thread(target=self._loop, name="ebpf-wait-tracer", daemon=True)
-        self._thread.start()
-        return self
 
     def read(self) -> WaitTotals:
         """The histograms now, summed over CPUs (cumulative since :meth:`start`)."""
@@ -133,11 +133,8 @@ class EbpfWaitTracer:
         calls = sum(a.count for k, a in aggs.items() if k.nr < NR_CPU_QUEUE)
         return WaitTotals(aggs, calls, stats[1], stats[2], time.time())
 
-    def stop(self) -> None:
-        """Hand over a last read (the calls since the previous one), detach and unload. Idempotent."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(5)
+    def _close(self) -> None:
+        """Hand over a last read (the calls since the previous one), detach and unload."""
         if self._obj is not None:
             try:
                 self._hand_over()
@@ -152,12 +149,6 @@ class EbpfWaitTracer:
         if self._obj is not None:
             self._obj.close()
             self._obj = None
-
-    def __enter__(self) -> EbpfWaitTracer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def _loop(self) -> None:
         try:
@@ -182,6 +173,3 @@ class EbpfWaitTracer:
         start, dur, size, tid, nr, flags, _ = _SPAN.unpack_from(data)
         self._spans.append(Span(start / 1e9 + self._clock, dur / 1e9, tid, SizedKey(nr, flags, size)))
 
-    def _error(self, message: str) -> None:
-        if self.on_error is not None:
-            self.on_error(message)

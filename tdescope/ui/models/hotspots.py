@@ -15,7 +15,7 @@ from PySide6.QtGui import QBrush, QColor
 
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.hotspots.profile import DiffRow, SymbolStat
-from tdescope.ui.table_model import RowTableModel
+from tdescope.ui.models.table import RowTableModel
 
 __all__ = ["HotspotModel", "DiffModel", "SymbolFilter"]
 

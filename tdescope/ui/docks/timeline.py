@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QPush
 from tdescope.app.hotspots.profile import Profile, crypto_pct
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.report.plots import SIDE_COLORS
-from tdescope.ui.waits_dock import class_brush
+from tdescope.ui.docks.waits import class_brush
 
 __all__ = ["TimelineDock"]
 

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 from tdescope.app.ab.result_table import interval_text, ratio_cell
 from tdescope.app.engines.api import ProbeRecipe, Workload
 from tdescope.app.events import ABResult, WorkloadProgress, WorkloadResult
-from tdescope.ui.ab_results import ABResultsView
+from tdescope.ui.views.ab_results import ABResultsView
 
 __all__ = ["WorkloadDock"]
 

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QAbstractItemView, QDockWidget, QHeaderView, QLabe
 
 from tdescope.app.probe.capture_record import CaptureRecord
 from tdescope.app.events import PageCapture
-from tdescope.ui.table_model import RowTableModel
+from tdescope.ui.models.table import RowTableModel
 
 __all__ = ["CapturesDock", "CapturesModel", "EMPTY_TEXTS"]
 

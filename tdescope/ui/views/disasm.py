@@ -16,8 +16,8 @@ from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
 from tdescope.app.hotspots.disasm import HeatRow, Insn, annotate, code_file, disassemble, disassemble_code
-from tdescope.ui.table_model import RowTableModel
-from tdescope.ui.tasks import TaskRunner, TaskState, describe
+from tdescope.ui.models.table import RowTableModel
+from tdescope.ui.gui_thread.tasks import TaskRunner, TaskState, describe
 
 __all__ = ["DisassemblyView", "HeatModel"]
 

@@ -1,13 +1,13 @@
 """A custom-painted hex view for one captured buffer.
 
 Only the visible rows are painted, so a 64 KB buffer costs the same per frame as
-a 4 KB page: no item per byte, no layout per byte. Rows hold 16 bytes: an offset
-column, the hex bytes (a gap after the eighth) and an ASCII column.
+a 4 KB page: no item per byte, no layout per byte. Where each byte goes (the column
+math, hit-testing, the row text) is :class:`~tdescope.ui.views.hex_layout.HexLayout`, which
+knows no Qt; this widget measures its font, paints and handles events.
 
-Long because it is one custom-painted widget: painting, hit-testing (byte under
-the mouse), scrolling and keyboard/mouse selection all read the same character
-geometry and private state; split into mixins, each part would reach into the
-others' attributes.
+Long because what is left is one scroll area's Qt side: painting, scrolling, font fitting and
+keyboard/mouse selection share the cursor, anchor and scroll state; split further, each part would
+reach into the others' attributes.
 """
 
 from __future__ import annotations
@@ -27,18 +27,20 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QAbstractScrollArea, QToolTip, QWidget
 
+from tdescope.ui.views.hex_layout import (
+    BYTES_PER_ROW,
+    HEX_COL,
+    ByteStyle,
+    HexLayout,
+    ascii_text,
+    byte_styles,
+    describe_byte,
+    hex_text,
+    selected_hex,
+    style_runs,
+)
+
 __all__ = ["BYTES_PER_ROW", "HexView", "diff_color"]
-
-BYTES_PER_ROW = 16
-_HEX = [f"{b:02x}" for b in range(256)]
-_ASCII = [chr(b) if 0x20 <= b < 0x7F else "." for b in range(256)]
-# Character column of byte i inside the hex area: "xx " per byte plus one gap char after 8.
-_HEX_COL = [3 * i + (1 if i >= 8 else 0) for i in range(BYTES_PER_ROW)]
-_HEX_CHARS = 3 * BYTES_PER_ROW  # 16 * "xx " minus trailing space plus the gap
-_ASCII_GAP = 2
-
-# Per-byte text styles, in increasing precedence.
-_NORMAL, _DIM, _DIFF, _DIFF_DIM, _SELECTED = range(5)
 
 
 def diff_color(palette: QPalette) -> QColor:
@@ -87,6 +89,7 @@ class HexView(QAbstractScrollArea):
         self._dragging = False
         self._placeholder = "No data"
         self._linked: list[HexView] = []
+        self._layout = HexLayout()
         font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         font.setStyleHint(QFont.StyleHint.Monospace)
         self._base_size = self._full_size = font.pointSizeF()
@@ -161,13 +164,12 @@ class HexView(QAbstractScrollArea):
 
     def selected_hex(self) -> str:
         """The selected bytes as space-separated hex (what Ctrl+C copies)."""
-        s, e = self.selection()
-        return " ".join(_HEX[b] for b in self._data[s:e])
+        return selected_hex(self._data, *self.selection())
 
     # ---- scrolling --------------------------------------------------------------------------
     def content_width(self) -> int:
         """Width the whole widget needs to show rows without horizontal scrolling."""
-        return self._content_w + 2 * self.frameWidth() + self.verticalScrollBar().sizeHint().width()
+        return self._layout.content_w + 2 * self.frameWidth() + self.verticalScrollBar().sizeHint().width()
 
     def full_width(self) -> int:
         """Width the whole widget needs to show rows without horizontal scrolling at the full font
@@ -175,16 +177,16 @@ class HexView(QAbstractScrollArea):
         font = QFont(self.font())
         font.setPointSizeF(self._full_size)
         full_cw = QFontMetricsF(font).horizontalAdvance("0" * 64) / 64
-        return int(self._content_w / self._cw * full_cw) + 3 + 2 * self.frameWidth() + \
+        return int(self._layout.content_w / self._layout.char_w * full_cw) + 3 + 2 * self.frameWidth() + \
             self.verticalScrollBar().sizeHint().width()
 
     def row_count(self) -> int:
         """Rows needed for the data (the last one may be partial)."""
-        return (len(self._data) + BYTES_PER_ROW - 1) // BYTES_PER_ROW
+        return self._layout.row_count()
 
     def visible_rows(self) -> int:
         """Whole rows that fit in the viewport."""
-        return max(1, (self.viewport().height() - self._header_h) // self._lh)
+        return self._layout.visible_rows(self.viewport().height())
 
     def visible_range(self) -> tuple[int, int]:
         """Byte span ``[start, end)`` of the whole rows on screen."""
@@ -218,13 +220,11 @@ class HexView(QAbstractScrollArea):
     # ---- geometry ---------------------------------------------------------------------------
     def byte_rect(self, offset: int) -> QRect:
         """Viewport rectangle of the hex cell of ``offset`` (may lie off screen)."""
-        row, col = divmod(offset, BYTES_PER_ROW)
-        return QRectF(self._hex_x(col), self._row_y(row), 2 * self._cw, self._lh).toAlignedRect()
+        return QRectF(*self._layout.hex_cell(offset, *self._scroll())).toAlignedRect()
 
     def ascii_rect(self, offset: int) -> QRect:
         """Viewport rectangle of the ASCII cell of ``offset``."""
-        row, col = divmod(offset, BYTES_PER_ROW)
-        return QRectF(self._ascii_x(col), self._row_y(row), self._cw, self._lh).toAlignedRect()
+        return QRectF(*self._layout.ascii_cell(offset, *self._scroll())).toAlignedRect()
 
     def offset_at(self, pos: QPoint, clamp: bool = False) -> int:
         """Offset of the byte under ``pos`` (viewport coordinates), or -1.
@@ -232,68 +232,31 @@ class HexView(QAbstractScrollArea):
         With ``clamp`` a point beside the columns maps to the nearest byte, so a
         drag that leaves the text still extends the selection.
         """
-        if not self._data:
-            return -1
-        y = pos.y() - self._header_h
-        if y < 0 and not clamp:
-            return -1
-        row = self.verticalScrollBar().value() + (y // self._lh if y >= 0 else -1)
-        x = pos.x() + self.horizontalScrollBar().value()
-        c = int((x - self._hex_x0) // self._cw)
-        a = int((x - self._ascii_x0) // self._cw)
-        if 0 <= a < BYTES_PER_ROW or (clamp and a >= 0):
-            col = min(a, BYTES_PER_ROW - 1)
-        elif 0 <= c < _HEX_CHARS or clamp:
-            c = min(max(c, 0), _HEX_CHARS - 1)
-            col = c // 3 if c < 24 else 7 if c == 24 else 8 + (c - 25) // 3
-        else:
-            return -1
-        off = row * BYTES_PER_ROW + col
-        if clamp:
-            return min(max(off, 0), len(self._data) - 1)
-        return off if 0 <= row and off < len(self._data) else -1
+        return self._layout.offset_at(pos.x(), pos.y(), *self._scroll(), clamp=clamp)
+
+    def _scroll(self) -> tuple[int, int]:
+        """``(top_row, hscroll)``: the first row on screen and the horizontal scroll in pixels."""
+        return self.verticalScrollBar().value(), self.horizontalScrollBar().value()
 
     def _metrics(self) -> None:
         fm = QFontMetricsF(self.font())
-        # Advances are fractional (7.22 px for DejaVu Sans Mono 9): rounding them would
-        # drift runs of text drawn as one string away from cells placed by column.
-        self._cw = max(1.0, fm.horizontalAdvance("0" * 64) / 64)
-        self._lh = int(fm.height()) + 2
-        self._ascent = round(fm.ascent()) + 1
-        self._header_h = self._lh + 3
-        self._digits = max(4, len(f"{max(0, len(self._data) - 1):x}"))
-        self._hex_x0 = (self._digits + 2) * self._cw
-        self._ascii_x0 = self._hex_x0 + (_HEX_CHARS + _ASCII_GAP) * self._cw
-        self._content_w = int(self._ascii_x0 + (BYTES_PER_ROW + 1) * self._cw) + 1
-
-    def _hex_x(self, col: int) -> int:
-        return self._hex_x0 + _HEX_COL[col] * self._cw - self.horizontalScrollBar().value()
-
-    def _ascii_x(self, col: int) -> int:
-        return self._ascii_x0 + col * self._cw - self.horizontalScrollBar().value()
-
-    def _row_y(self, row: int) -> int:
-        return self._header_h + (row - self.verticalScrollBar().value()) * self._lh
+        self._layout = HexLayout(char_w=max(1.0, fm.horizontalAdvance("0" * 64) / 64), line_h=int(fm.height()) + 2,
+                                 ascent=round(fm.ascent()) + 1, length=len(self._data))
 
     def _update_scrollbars(self) -> None:
         vis = self.visible_rows()
         vsb, hsb = self.verticalScrollBar(), self.horizontalScrollBar()
         vsb.setRange(0, max(0, self.row_count() - vis))
         vsb.setPageStep(vis)
-        hsb.setRange(0, max(0, self._content_w - self.viewport().width()))
+        hsb.setRange(0, max(0, self._layout.content_w - self.viewport().width()))
         hsb.setPageStep(self.viewport().width())
-        hsb.setSingleStep(round(self._cw))
+        hsb.setSingleStep(round(self._layout.char_w))
 
     def _ensure_visible(self, first_off: int, last_off: int) -> None:
-        r0, r1 = first_off // BYTES_PER_ROW, last_off // BYTES_PER_ROW
-        top, vis = self.verticalScrollBar().value(), self.visible_rows()
-        if r0 >= top and r1 < top + vis:
-            return
-        # Keep one row of context above; a span taller than the view shows its start.
-        if r0 < top or r1 - r0 + 1 >= vis:
-            self.verticalScrollBar().setValue(max(0, r0 - 1))
-        else:
-            self.verticalScrollBar().setValue(r1 - vis + 2)
+        top = self.verticalScrollBar().value()
+        row = self._layout.scroll_to_show(first_off, last_off, top, self.visible_rows())
+        if row != top:
+            self.verticalScrollBar().setValue(row)
 
     def _on_scrolled(self) -> None:
         self.viewport().update()
@@ -321,68 +284,43 @@ class HexView(QAbstractScrollArea):
             sel_bg.setAlpha(150)
         hl_bg = QColor(pal.color(QPalette.ColorRole.Highlight))
         hl_bg.setAlpha(60)
-        pens = {_NORMAL: text, _DIM: dim, _DIFF: diff_fg, _DIFF_DIM: diff_dim, _SELECTED: sel_fg}
+        pens = {ByteStyle.NORMAL: text, ByteStyle.DIM: dim, ByteStyle.DIFF: diff_fg, ByteStyle.DIFF_DIM: diff_dim,
+                ByteStyle.SELECTED: sel_fg}
+        lay, (top, hscroll) = self._layout, self._scroll()
         self._paint_header(p, pal, dim)
         sel = self.selection()
-        first = self.verticalScrollBar().value()
-        last = min(self.row_count(), first + self.visible_rows() + 1)
-        p.setClipRect(0, self._header_h, self.viewport().width(), self.viewport().height())
+        first, last = top, min(self.row_count(), top + self.visible_rows() + 1)
+        p.setClipRect(0, lay.header_h, self.viewport().width(), self.viewport().height())
         for row in range(first, last):
             base = row * BYTES_PER_ROW
             chunk = self._data[base : base + BYTES_PER_ROW]
-            n = len(chunk)
-            y = self._row_y(row)
-            diff = self._mask[base : base + n].tolist() if self._mask is not None else []
-            if self._highlight:
-                self._fill_span(p, row, n, *self._highlight, hl_bg)
-            self._fill_span(p, row, n, *sel, sel_bg)
+            baseline = lay.row_y(row, top) + lay.ascent
+            diff = self._mask[base : base + len(chunk)].tolist() if self._mask is not None else []
+            for span, color in ((self._highlight, hl_bg), (sel, sel_bg)):
+                for box in lay.span_boxes(row, *span, top, hscroll) if span else ():
+                    p.fillRect(QRectF(*box), color)
             p.setPen(dim)
-            p.drawText(QPointF(self._hex_x0 - (self._digits + 1) * self._cw - self.horizontalScrollBar().value(),
-                               y + self._ascent), f"{base:0{self._digits}x}")
-            # Zero bytes are dimmed so the structure of a plaintext page reads at a glance.
-            styles = [
-                _SELECTED if sel[0] <= base + i < sel[1]
-                else (_DIFF_DIM if b == 0 else _DIFF) if i < len(diff) and diff[i]
-                else _DIM if b == 0 else _NORMAL
-                for i, b in enumerate(chunk)
-            ]
-            hex_row = "".join(_HEX[b] + (" " if i != 7 else "  ") for i, b in enumerate(chunk))
-            asc_row = "".join(_ASCII[b] for b in chunk)
-            # One drawText per run of equal style: usually two calls per row, not 32.
-            i = 0
-            while i < n:
-                j = i
-                while j + 1 < n and styles[j + 1] == styles[i]:
-                    j += 1
-                p.setPen(pens[styles[i]])
-                p.drawText(QPointF(self._hex_x(i), y + self._ascent), hex_row[_HEX_COL[i] : _HEX_COL[j] + 2])
-                p.drawText(QPointF(self._ascii_x(i), y + self._ascent), asc_row[i : j + 1])
-                i = j + 1
+            p.drawText(QPointF(lay.offset_x(hscroll), baseline), f"{base:0{lay.digits}x}")
+            hex_row, asc_row = hex_text(chunk), ascii_text(chunk)
+            for i, j, style in style_runs(byte_styles(chunk, base, sel, diff)):
+                p.setPen(pens[style])
+                p.drawText(QPointF(lay.hex_x(i, hscroll), baseline), hex_row[HEX_COL[i] : HEX_COL[j] + 2])
+                p.drawText(QPointF(lay.ascii_x(i, hscroll), baseline), asc_row[i : j + 1])
         if self.hasFocus() and first <= self._cursor // BYTES_PER_ROW < last:
             p.setPen(text)
             p.drawRect(self.byte_rect(self._cursor).adjusted(-1, 0, 0, -1))
             p.drawRect(self.ascii_rect(self._cursor).adjusted(0, 0, 0, -1))
 
     def _paint_header(self, p: QPainter, pal: QPalette, dim: QColor) -> None:
-        p.fillRect(0, 0, self.viewport().width(), self._header_h, pal.color(QPalette.ColorRole.AlternateBase))
+        lay, hscroll = self._layout, self.horizontalScrollBar().value()
+        p.fillRect(0, 0, self.viewport().width(), lay.header_h, pal.color(QPalette.ColorRole.AlternateBase))
         p.setPen(dim)
-        y = self._ascent + 1
+        y = lay.ascent + 1
         for col in range(BYTES_PER_ROW):
-            p.drawText(QPointF(self._hex_x(col), y), f"{col:02x}")
-        p.drawText(QPointF(self._ascii_x(0), y), "".join(f"{c:x}" for c in range(BYTES_PER_ROW)))
+            p.drawText(QPointF(lay.hex_x(col, hscroll), y), f"{col:02x}")
+        p.drawText(QPointF(lay.ascii_x(0, hscroll), y), "".join(f"{c:x}" for c in range(BYTES_PER_ROW)))
         p.setPen(pal.color(QPalette.ColorRole.Mid))
-        p.drawLine(0, self._header_h - 1, self.viewport().width(), self._header_h - 1)
-
-    def _fill_span(self, p: QPainter, row: int, n: int, start: int, end: int, color: QColor) -> None:
-        """Fill the part of ``[start, end)`` that lies in ``row``, in both hex and ASCII areas."""
-        base = row * BYTES_PER_ROW
-        c0, c1 = max(start, base) - base, min(end, base + n) - base - 1
-        if c1 < c0:
-            return
-        y = self._row_y(row)
-        x0, x1 = self._hex_x(c0) - self._cw / 2, self._hex_x(c1) + 2.5 * self._cw
-        p.fillRect(QRectF(x0, y, x1 - x0, self._lh), color)
-        p.fillRect(QRectF(self._ascii_x(c0), y, (c1 - c0 + 1) * self._cw, self._lh), color)
+        p.drawLine(0, lay.header_h - 1, self.viewport().width(), lay.header_h - 1)
 
     # ---- events -----------------------------------------------------------------------------
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -404,7 +342,7 @@ class HexView(QAbstractScrollArea):
         """The largest font, from the full size down to 75 % of it, that shows 16 columns and the
         ASCII column in ``width`` without scrolling (column widths from the font's own metrics)."""
         spare = 2 * self.frameWidth() + self.verticalScrollBar().sizeHint().width() + 2
-        chars = self._content_w / self._cw  # the row's width in characters, whatever the font
+        chars = self._layout.content_w / self._layout.char_w  # the row's width in characters, whatever the font
         font = QFont(self.font())
         size = self._full_size
         while size > self._full_size * 0.75:
@@ -434,11 +372,8 @@ class HexView(QAbstractScrollArea):
 
     def describe_offset(self, off: int) -> str:
         """Tooltip text for ``off``: offset (dec/hex), value and diff state."""
-        b = self._data[off]
-        lines = [f"offset {off} (0x{off:x})", f"value 0x{b:02x} = {b}" + (f" '{chr(b)}'" if _ASCII[b] != "." else "")]
-        if self._mask is not None and off < len(self._mask) and self._mask[off]:
-            lines.append("differs from the other side")
-        return "\n".join(lines)
+        differs = self._mask is not None and off < len(self._mask) and bool(self._mask[off])
+        return describe_byte(self._data, off, differs)
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt override
         if event.button() != Qt.MouseButton.LeftButton:

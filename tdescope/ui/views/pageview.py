@@ -30,9 +30,9 @@ from PySide6.QtWidgets import (
 
 from tdescope.app.engines.api import DecodedField, DecodedPage
 from tdescope.app.probe.entropy import shannon_entropy, verdict
-from tdescope.ui.entropystrip import EntropyStrip
-from tdescope.ui.hexview import HexView, diff_color
-from tdescope.ui.structure_tree import HEADERS, SPAN_ROLE, StructureRows, fill_structure_model
+from tdescope.ui.views.entropy_strip import EntropyStrip
+from tdescope.ui.views.hexview import HexView, diff_color
+from tdescope.ui.views.structure_tree import HEADERS, SPAN_ROLE, StructureRows, fill_structure_model
 
 __all__ = ["PLACEHOLDERS", "PageView", "SPAN_ROLE", "fill_structure_model"]
 

@@ -3,31 +3,49 @@
 A plugin may name Qt docks of its own in its engine's ``panel`` attribute
 (``"package.module:create_docks"``, the ``Ability.PANEL`` ability), imported here by name only when
 a window opens on that engine, so ui/ never imports plugins directly (the
-layer contract). ``create_docks(parent)`` returns QDockWidgets; the window gives
-a dock that has ``show_inventory(inventory)`` or ``show_result(result)`` them as they come.
+layer contract). ``create_docks(parent)`` returns QDockWidgets; :class:`EngineDocks` sorts them once,
+by the dock abilities they declare (``ShowsInventory``, ``ShowsResults``), into what the window feeds.
 """
 
 from __future__ import annotations
 
 import importlib
 import threading
+from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QDockWidget, QInputDialog, QLineEdit, QWidget
 
-from tdescope.app.engines.capabilities import Ability, has_ability
+from tdescope.app.engines.capabilities import Ability, ShowsInventory, ShowsResults, has_ability
 from tdescope.app.errors import UserError
 
-__all__ = ["PasswordPrompt", "create_engine_docks"]
+__all__ = ["EngineDocks", "PasswordPrompt", "create_engine_docks"]
 
 
-def create_engine_docks(engine, parent: QWidget) -> list[QDockWidget]:
+@dataclass(frozen=True)
+class EngineDocks:
+    """A plugin's docks, and which of them the window feeds with what."""
+
+    docks: tuple[QDockWidget, ...] = ()
+    #: The docks that show the session's inventory when it connects.
+    inventory_views: tuple[ShowsInventory, ...] = ()
+    #: The docks that show workload results.
+    result_views: tuple[ShowsResults, ...] = ()
+
+    @classmethod
+    def of(cls, docks: list[QDockWidget]) -> EngineDocks:
+        """``docks`` sorted by the dock abilities they declare."""
+        return cls(tuple(docks), tuple(d for d in docks if isinstance(d, ShowsInventory)),
+                   tuple(d for d in docks if isinstance(d, ShowsResults)))
+
+
+def create_engine_docks(engine, parent: QWidget) -> EngineDocks:
     """The engine's own docks (if it names any), each with an object name; the window places and feeds them.
 
     A broken plugin panel raises UserError (one line for the status bar), never anything else.
     """
     if not has_ability(engine, Ability.PANEL):
-        return []
+        return EngineDocks()
     module_name, _, func = engine.panel.partition(":")
     try:
         docks = list(getattr(importlib.import_module(module_name), func)(parent))
@@ -36,7 +54,7 @@ def create_engine_docks(engine, parent: QWidget) -> list[QDockWidget]:
     for dock in docks:
         if not dock.objectName():
             dock.setObjectName(f"{engine.name}-{dock.windowTitle()}")
-    return docks
+    return EngineDocks.of(docks)
 
 
 class PasswordPrompt(QObject):

@@ -12,7 +12,8 @@ __all__ = ["RowTableModel"]
 class RowTableModel(QAbstractTableModel):
     """A flat table: ``rows`` (any objects) under ``columns`` (header texts).
 
-    Subclasses set ``columns`` and implement ``data``.
+    Subclasses set ``columns`` and implement ``data``; :meth:`set_rows` refreshes in place when the
+    row count holds (a live table keeps its selection and scroll), else resets.
     """
 
     columns: Sequence[str] = ()
@@ -31,3 +32,13 @@ class RowTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
             return self.columns[section]
         return None
+
+    def set_rows(self, rows: list) -> None:
+        """Show ``rows``; same length: one dataChanged, else a reset."""
+        if len(rows) == len(self.rows) and rows:
+            self.rows = rows
+            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(self.columns) - 1))
+            return
+        self.beginResetModel()
+        self.rows = rows
+        self.endResetModel()

@@ -58,7 +58,7 @@ class ReportDialog(QDialog):
 
 def write_report(report: Report, output: str | Path) -> Path:
     """Write ``report`` as HTML or PDF, by the suffix of ``output``."""
-    from tdescope.ui.report_pdf import write_report as write_file
+    from tdescope.ui.export.pdf import write_report as write_file
 
     out = Path(output)
     if out.suffix.lower() not in (".html", ".htm", ".pdf"):

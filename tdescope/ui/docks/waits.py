@@ -26,7 +26,7 @@ from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.waits.counter import WaitTopRow
 from tdescope.app.waits.exact import avg_us, format_sizes
 from tdescope.app.waits.os_sampler import WAIT_CLASSES
-from tdescope.ui.table_model import RowTableModel
+from tdescope.ui.models.table import RowTableModel
 
 __all__ = ["WaitsDock", "WaitTopModel", "ExactWaitModel", "CLASS_COLORS"]
 
@@ -82,15 +82,6 @@ class WaitTopModel(RowTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def set_rows(self, rows: list[WaitTopRow]) -> None:
-        """Show ``rows``; same length: one dataChanged, else a reset."""
-        if len(rows) == len(self.rows) and rows:
-            self.rows = rows
-            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(self.columns) - 1))
-            return
-        self.beginResetModel()
-        self.rows = rows
-        self.endResetModel()
 
 
 class ExactWaitModel(RowTableModel):
@@ -117,15 +108,6 @@ class ExactWaitModel(RowTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def set_rows(self, rows: list[WaitFigure]) -> None:
-        """Show ``rows``; same length: one dataChanged, else a reset."""
-        if len(rows) == len(self.rows) and rows:
-            self.rows = rows
-            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(self.columns) - 1))
-            return
-        self.beginResetModel()
-        self.rows = rows
-        self.endResetModel()
 
 
 class _StackedChart(pg.PlotWidget):

@@ -29,9 +29,9 @@ from PySide6.QtWidgets import (
 from tdescope.app.hotspots.glossary import describe
 from tdescope.app.hotspots.profile import crypto_pct, diff_profiles
 from tdescope.app.observe.observed import ObservedRun
-from tdescope.ui.disasm_view import DisassemblyView
-from tdescope.ui.flamegraph import FlameGraph
-from tdescope.ui.hotspot_table import DiffModel, HotspotModel, SymbolFilter
+from tdescope.ui.views.disasm import DisassemblyView
+from tdescope.ui.views.flamegraph import FlameGraph
+from tdescope.ui.models.hotspots import DiffModel, HotspotModel, SymbolFilter
 
 __all__ = ["HotspotsDock", "glossary_of"]
 

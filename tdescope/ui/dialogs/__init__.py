@@ -1,0 +1,1 @@
+"""Modal dialogs: a session file's passphrase, another probe target."""

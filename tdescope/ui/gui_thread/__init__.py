@@ -1,0 +1,1 @@
+"""What keeps the GUI thread free: background tasks, the event pump, the garbage collector's policy."""

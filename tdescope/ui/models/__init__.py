@@ -1,0 +1,1 @@
+"""Qt item models shared by the views and docks."""
