@@ -117,7 +117,7 @@ _PROBE = re.compile(r"""\b(?:hasattr|getattr)\(\s*([\w.]+)\s*,\s*["'](\w+)["']""
 #: Receivers where a name is rightly tried: argparse namespaces (each subcommand has its own flags), an
 #: object's own half-built state in close(), modules whose constants depend on the platform, gdb's Python
 #: API (the helper runs in gdb, whose version decides), an exception's args, the ability checker itself.
-_MAY_PROBE = {"args", "self", "os", "mmap", "subscriber", "bp", "exc", "err", "rule"}
+_MAY_PROBE = {"args", "self", "os", "mmap", "fcntl", "subscriber", "bp", "exc", "err", "rule"}
 
 
 def _probing(text: str) -> list[str]:

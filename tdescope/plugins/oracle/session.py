@@ -142,8 +142,8 @@ class OracleSession:
         Not run here (no Oracle server): the codes are from oracledb's documentation."""
         import oracledb
 
-        error = exc.args[0] if isinstance(exc, oracledb.Error) and exc.args else None
-        return getattr(error, "full_code", None) in self.LOST_CODES
+        err = exc.args[0] if isinstance(exc, oracledb.Error) and exc.args else None  # oracledb's _Error
+        return getattr(err, "full_code", None) in self.LOST_CODES
 
     def close(self) -> None:
         """Close both connections."""
