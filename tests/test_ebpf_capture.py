@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from conftest import CLIENTS, assert_one_line_error, compile_client, probe_backend, run_tdescope, tracer_pid
+from conftest import (CLIENTS, assert_one_line_error, compile_client, probe_backend, run_tdescope, tracer_pid,
+                      wait_for)
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.gdb.guard import text_mismatches
@@ -42,16 +43,6 @@ def our_uprobe_links() -> list[dict]:
                                       check=True).stdout or "[]")
     ours = {p["id"] for p in progs if p.get("name") in ("on_entry", "on_return")}
     return [ln for ln in links if ln.get("prog_id") in ours]
-
-
-def wait_for(predicate, within: float, what: str):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"not within {within} s: {what}")
 
 
 def run_window(pid, recipe, backend, **limits):
@@ -238,7 +229,7 @@ def test_killing_an_ebpf_capture_at_random_moments_leaves_the_target_whole(sqlci
         cli.kill()
         cli.wait()
         cli.stdout.close()
-        wait_for(lambda: not our_uprobe_links(), 2.0, "the kernel removes the probes of a killed tdescope")
+        wait_for(lambda: not our_uprobe_links(), timeout=10, what="the kernel removing a killed tdescope's probes")
         assert app.proc.poll() is None, f"target died: {app.proc.returncode}"
     assert text_mismatches(app.pid) == []
     app.stop()
