@@ -189,13 +189,13 @@ def test_a_query_cancel_sigint_reaches_an_armed_target(sqlcipher_app):
     """gdb keeps SIGINT for itself; the window passes one sent by someone else on at once."""
     app = sqlcipher_app()
     app.go()
-    states = []
+    states, got = [], []
     window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60), "sqlcipher",
-                           lambda c: None, states.append)
+                           got.append, states.append)
     t = threading.Thread(target=lambda: setattr(window, "summary", window.run()))
     t.start()
     assert window.armed.wait(20)
-    time.sleep(0.3)  # let it capture a while: the SIGINT lands on a target being probed
+    wait_for(lambda: len(got) >= 5, timeout=30, what="captures: the SIGINT is to land on a target being probed")
     os.kill(app.pid, signal.SIGINT)  # what pg_cancel_backend() does to a PostgreSQL backend
     try:
         wait_for(lambda: any("passed a SIGINT" in s.message for s in states), timeout=20, what="the SIGINT passed on")
