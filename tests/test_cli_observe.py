@@ -119,7 +119,6 @@ def _send_each(pids: list[int], sig: int) -> None:
             pass  # ended meanwhile
 
 
-@pytest.mark.xfail(strict=True, reason="top waits 3 s for perf script's last window, then blames perf")
 @pytest.mark.perf
 def test_top_waits_for_a_perf_script_that_lags(tmp_path):
     """On a loaded 2-core machine perf script printed its windows seconds late, and ``top`` said "perf
