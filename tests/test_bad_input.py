@@ -115,7 +115,6 @@ def test_target_exits_while_armed(sqlcipher_app):
     assert took < 5  # not held stopped until the watchdog, nor until the window's end
 
 
-@pytest.mark.xfail(strict=True, raises=FileNotFoundError, reason="the window lets the OSError of /proc/PID/maps out")
 @pytest.mark.ebpf
 def test_a_target_that_exits_while_the_probe_arms_is_one_line(monkeypatch):
     """The lab worker killed as the capture started (a load flake of test_worker_crash_is_reported) said
