@@ -80,7 +80,7 @@ def test_top_on_a_pid_ranks_the_hot_function_first(tmp_path):
     exe = tmp_path / "hot"
     subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(exe), str(CLIENTS / "hot.c")],
                    check=True)
-    proc = subprocess.Popen([str(exe), "30"])
+    proc = subprocess.Popen([str(exe), "600"])
     try:
         result = run("top", "--pid", str(proc.pid), "--seconds", "1.5", "--perf-hz", "997")
     finally:
@@ -214,7 +214,7 @@ def test_record_samples_at_the_perf_hz_asked_for(tmp_path):
     from tdescope.app.session.reader import SessionReader
 
     exe = compile_client("hot.c", tmp_path / "hot")  # no frame pointers asked for: DWARF unwinds it
-    proc = subprocess.Popen([str(exe), "30"])
+    proc = subprocess.Popen([str(exe), "600"])
     out = tmp_path / "r.tds"
     try:
         result = run("record", "--pid", str(proc.pid), "--captures", "0", "--no-waits", "--perf-hz", "251",

@@ -90,7 +90,7 @@ def test_allow_critical_lets_the_check_pass(pg_cluster):
 
 def _oracle_pmon() -> subprocess.Popen:
     """A real process that ``ps`` shows as Oracle's pmon, as Oracle's background processes are shown."""
-    proc = subprocess.Popen(["bash", "-c", "exec -a ora_pmon_TDS sleep 30"])
+    proc = subprocess.Popen(["bash", "-c", "exec -a ora_pmon_TDS sleep 600"])
     wait_for(lambda: critical_role(proc.pid, RULES), timeout=10, what="the exec as ora_pmon_TDS")
     return proc
 

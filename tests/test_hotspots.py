@@ -342,7 +342,7 @@ def test_sampler_errors_are_one_line():
 
     with pytest.raises(UserError, match="no process"):
         HotspotSampler(2**22 + 7).start()
-    target = subprocess.Popen(["sleep", "10"])
+    target = subprocess.Popen(["sleep", "600"])
     errors = []
     try:
         with HotspotSampler(target.pid, window_s=0.25, event="bogus-event",

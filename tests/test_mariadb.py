@@ -226,7 +226,7 @@ def test_cli_capture_on_the_lab(tmp_path):
 
 
 def test_server_without_the_exported_symbol_is_one_line(tmp_path):
-    proc = subprocess.Popen(["sleep", "30"])
+    proc = subprocess.Popen(["sleep", "600"])
     try:
         result = run_tdescope("capture", "--engine", "mariadb", "--pid", str(proc.pid), "--count", "1")
         assert_one_line_error(result, "does not use mariadb: symbol encryption_scheme_decrypt not found")
