@@ -62,7 +62,7 @@ lint: setup
 bench: setup
 	$(PY) -m bench
 
-# The quick set (bench/__main__.py: QUICK_SUITES) with fewer repetitions: a few minutes.
+# The quick set (bench/__main__.py: QUICK_SUITES) with fewer repetitions.
 bench-quick: setup
 	$(PY) -m bench --quick
 

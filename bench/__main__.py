@@ -11,7 +11,7 @@ import time
 from bench import _report
 
 #: Benchmark modules, each with ``run(quick: bool) -> dict`` of figures. ``--quick`` runs these, with
-#: fewer repetitions (within 3 minutes on the 2-core machine).
+#: fewer repetitions (docs/design-notes.md, branch suite, gives what that took).
 QUICK_SUITES = ["bench.bench_capture", "bench.bench_armed", "bench.bench_observe", "bench.bench_gui",
                 "bench.bench_startup", "bench.bench_session", "bench.bench_gdb_kill", "bench.bench_ebpf",
                 "bench.bench_waits"]
@@ -35,7 +35,7 @@ def chosen(quick: bool, only: list[str] | None, slow: bool = False) -> list[str]
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true",
-                        help="the quick suites with fewer repetitions (<= 3 minutes); the slow ones need --only")
+                        help="the quick suites with fewer repetitions; the slow ones: --slow, or --only NAME")
     parser.add_argument("--slow", action="store_true", help="the slow suites only (minutes each)")
     parser.add_argument("--only", nargs="*", help="module names to run (e.g. bench_capture)")
     args = parser.parse_args()
