@@ -11,7 +11,8 @@ WAITS_OBJ := tdescope/app/waits/ebpf/waits.bpf.o
 
 AGENT := dist/tdescope-agent.pyz
 
-.PHONY: agent dist dist-check desktop-check setup system-tools run test lint bench bench-quick mutate mutate-full clean
+.PHONY: agent dist dist-check desktop-check setup system-tools run test lint bench bench-quick bench-slow bench-mariadb \
+        bench-callgraph bench-pgtde bench-ssh mutate mutate-full clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,11 +58,30 @@ test: setup
 lint: setup
 	$(VENV)/bin/lint-imports
 
+# Every benchmark (the quick set and the slow one) into bench/results/latest.md; tens of minutes.
 bench: setup
 	$(PY) -m bench
 
+# The quick set (bench/__main__.py: QUICK_SUITES) with fewer repetitions.
 bench-quick: setup
 	$(PY) -m bench --quick
+
+# The slow set (SLOW_SUITES: a MariaDB server, pg_tde, call-graph modes, gdb threads, the views, ssh), minutes
+# each; or one of them by name. Mutation testing is `make mutate` / `make mutate-full`.
+bench-slow: setup
+	$(PY) -m bench --slow
+
+bench-mariadb: setup
+	$(PY) -m bench --only bench_mariadb
+
+bench-callgraph: setup
+	$(PY) -m bench --only bench_callgraph
+
+bench-pgtde: setup
+	$(PY) -m bench --only bench_pgtde
+
+bench-ssh: setup
+	$(PY) -m bench --only bench_ssh bench_ssh_dsn bench_agent
 
 # Mutation testing, each decoder/parser module against its own tests (bench/bench_mutation.py says why a
 # driver): a new sample each run (seed printed; MUTATE_SEED=N repeats one), or every mutant; MUTATE_MODULES=

@@ -1,4 +1,4 @@
-"""Run the benchmarks: ``python -m bench [--quick] [--only NAME ...]``."""
+"""Run the benchmarks: ``python -m bench [--quick | --slow] [--only NAME ...]``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from bench import _report
 
 #: Benchmark modules, each with ``run(quick: bool) -> dict`` of figures. ``--quick`` runs these, with
-#: fewer repetitions (within 3 minutes on the 2-core machine).
+#: fewer repetitions (docs/design-notes.md, branch suite, gives what that took).
 QUICK_SUITES = ["bench.bench_capture", "bench.bench_armed", "bench.bench_observe", "bench.bench_gui",
                 "bench.bench_startup", "bench.bench_session", "bench.bench_gdb_kill", "bench.bench_ebpf",
                 "bench.bench_waits"]
@@ -25,21 +25,24 @@ SUITES = QUICK_SUITES + SLOW_SUITES
 STANDALONE = ["bench.bench_watch_sql", "bench.bench_postgres"]
 
 
-def chosen(quick: bool, only: list[str] | None) -> list[str]:
-    """The suites a run takes: those named by ``only``, else the quick set or all."""
+def chosen(quick: bool, only: list[str] | None, slow: bool = False) -> list[str]:
+    """The suites a run takes: those named by ``only``, else the quick set, the slow set or all."""
     if only:
         return [name for name in SUITES if name.split(".")[-1] in only]
-    return list(QUICK_SUITES if quick else SUITES)
+    return list(QUICK_SUITES if quick else SLOW_SUITES if slow else SUITES)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true",
-                        help="the quick suites with fewer repetitions (<= 3 minutes); the slow ones need --only")
+                        help="the quick suites with fewer repetitions; the slow ones: --slow, or --only NAME")
+    parser.add_argument("--slow", action="store_true", help="the slow suites only (minutes each)")
     parser.add_argument("--only", nargs="*", help="module names to run (e.g. bench_capture)")
     args = parser.parse_args()
+    if args.quick and args.slow:
+        parser.error("--quick and --slow pick different suites: give one")
     results: dict = {}
-    for name in chosen(args.quick, args.only):
+    for name in chosen(args.quick, args.only, args.slow):
         t0 = time.time()
         module = importlib.import_module(name)
         try:

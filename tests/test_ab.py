@@ -133,7 +133,11 @@ def test_ab_cli_on_the_sqlcipher_lab_gives_a_median_with_its_interval():
     out = json.loads(proc.stdout)
     assert out["rounds"] == 3 and out["warmup"] == 1 and out["capture"] == "off"
     assert out["ratio_ci_low"] <= out["ratio_median"] <= out["ratio_ci_high"]
-    assert out["ratio_median"] > 1.0  # the cipher costs something on this DML
+    # the cipher costs something on this DML: in the worker's CPU seconds, which a loaded machine does not
+    # stretch as it stretches elapsed time (elapsed ratios of 0.95 were seen at load 8)
+    cpu = {side: sum(r["server_cpu_s"] for r in out["raw"] if r["round"] > 0 and r["side"] == side)
+           for side in ("encrypted", "plain")}
+    assert cpu["encrypted"] > cpu["plain"], cpu
     assert [p["phase"] for p in out["phases"]][0] == "total" and len(out["phases"]) == 6
     assert [(r["round"], r["side"]) for r in out["raw"]] == [
         (0, "encrypted"), (0, "plain"), (1, "plain"), (1, "encrypted"), (2, "encrypted"), (2, "plain"),

@@ -1,5 +1,6 @@
 """`make bench-quick` stays quick: the slow benchmarks run in a full run or by name only."""
 
+import re
 from pathlib import Path
 
 from bench.__main__ import QUICK_SUITES, SLOW_SUITES, STANDALONE, SUITES, chosen
@@ -13,6 +14,15 @@ def test_the_quick_set_leaves_out_the_slow_benchmarks():
     for slow in ("bench_mariadb", "bench_mutation", "bench_callgraph", "bench_pgtde"):
         assert f"bench.{slow}" not in quick and f"bench.{slow}" in chosen(quick=False, only=None)
     assert chosen(quick=True, only=["bench_mutation"]) == ["bench.bench_mutation"]  # by name, quick or not
+    assert chosen(quick=False, only=None, slow=True) == SLOW_SUITES
+
+
+def test_every_slow_make_target_names_slow_benchmarks():
+    """`make bench-slow` and the named targets run slow suites only (the quick set is `make bench-quick`)."""
+    makefile = (BENCH.parent / "Makefile").read_text()
+    for names in re.findall(r"-m bench --only ([\w ]+)", makefile):
+        assert {f"bench.{n}" for n in names.split()} <= set(SLOW_SUITES), names
+    assert "-m bench --slow" in makefile and "-m bench --quick" in makefile
 
 
 def test_every_benchmark_module_is_in_one_set():

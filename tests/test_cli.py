@@ -72,7 +72,7 @@ def test_pid_that_is_gone():
 
 @pytest.mark.gdb
 def test_pid_that_does_not_use_sqlcipher():
-    sleeper = subprocess.Popen(["sleep", "30"])
+    sleeper = subprocess.Popen(["sleep", "600"])
     try:
         result = run("capture", "--pid", str(sleeper.pid), "--count", "1", "--timeout", "5")
         assert_one_line_error(result, "does not use sqlcipher: symbol sqlcipher_page_cipher not found")
@@ -85,7 +85,7 @@ def test_pid_that_does_not_use_sqlcipher():
 def test_record_a_pid_that_does_not_use_sqlcipher(tmp_path):
     """``record --pid`` refuses a process without the probed function as ``capture`` does: one line, exit 2,
     no session file, the process never stopped; without a probe (``--captures 0``) it records as asked."""
-    sleeper = subprocess.Popen(["sleep", "30"])
+    sleeper = subprocess.Popen(["sleep", "600"])
     out = tmp_path / "s.tds"
     try:
         result = run("record", "--backend", "gdb", "--pid", str(sleeper.pid), "--seconds", "1", "-o", str(out))

@@ -80,7 +80,7 @@ def test_top_on_a_pid_ranks_the_hot_function_first(tmp_path):
     exe = tmp_path / "hot"
     subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(exe), str(CLIENTS / "hot.c")],
                    check=True)
-    proc = subprocess.Popen([str(exe), "30"])
+    proc = subprocess.Popen([str(exe), "600"])
     try:
         result = run("top", "--pid", str(proc.pid), "--seconds", "1.5", "--perf-hz", "997")
     finally:
@@ -96,6 +96,59 @@ def test_top_on_a_pid_ranks_the_hot_function_first(tmp_path):
     assert ends(header) == ends(first_row), (header, first_row)
     assert "samples in" in result.stderr and "at 997 Hz" in result.stderr
 
+
+def _perf_scripts_of(parent: int) -> list[int]:
+    """The ``perf script`` processes whose parent is ``parent``."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and argv[:2] == [b"perf", b"script"]:
+            found.append(int(name))
+    return found
+
+
+def _send_each(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass  # ended meanwhile
+
+
+@pytest.mark.perf
+def test_top_waits_for_a_perf_script_that_lags(tmp_path):
+    """On a loaded 2-core machine perf script printed its windows seconds late, and ``top`` said "perf
+    recorded no samples in 1.5 s although pid N used ... CPU" about samples not printed yet. The lag is
+    made here: perf script is held stopped for 6 s (it then catches up), and ``top`` waits for it."""
+    import signal
+    import sys
+    import threading
+
+    from conftest import TDESCOPE, compile_client, wait_for
+
+    if check_perf() is not None:
+        pytest.skip(check_perf())
+    exe = compile_client("hot.c", tmp_path / "hot", "-fno-omit-frame-pointer")
+    hot = subprocess.Popen([str(exe), "60"])
+    cli = subprocess.Popen([*TDESCOPE, "top", "--pid", str(hot.pid), "--seconds", "1.5", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        scripts = wait_for(lambda: _perf_scripts_of(cli.pid), timeout=60, what="perf script started")
+        _send_each(scripts, signal.SIGSTOP)
+        resume = threading.Timer(6.0, _send_each, (scripts, signal.SIGCONT))
+        resume.start()
+        out, err = cli.communicate(timeout=120)
+        resume.join()
+    finally:
+        cli.kill()
+        hot.kill()
+        hot.wait()
+    assert cli.returncode == 0, err
+    assert json.loads(out.splitlines()[0])["symbol"] == "hot_loop", out
 
 def test_waits_on_the_lab_text():
     result = run("waits", "--lab", "sqlcipher", "--seconds", "2")
@@ -161,7 +214,7 @@ def test_record_samples_at_the_perf_hz_asked_for(tmp_path):
     from tdescope.app.session.reader import SessionReader
 
     exe = compile_client("hot.c", tmp_path / "hot")  # no frame pointers asked for: DWARF unwinds it
-    proc = subprocess.Popen([str(exe), "30"])
+    proc = subprocess.Popen([str(exe), "600"])
     out = tmp_path / "r.tds"
     try:
         result = run("record", "--pid", str(proc.pid), "--captures", "0", "--no-waits", "--perf-hz", "251",

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import TDESCOPE, tracer_pid
+from conftest import TDESCOPE, tracer_pid, wait_for
 from tdescope.app.gdb.guard import text_mismatches
 from tdescope.app.hotspots.profile import check_perf
 
@@ -44,9 +44,9 @@ def test_capture_into_head_ends_quietly_and_releases_the_target(sqlcipher_app, b
     # the window disarmed and detached as on any other end: untraced, running, code as on disk
     assert tracer_pid(app.pid) == 0 and app.proc.poll() is None
     if backend == "ebpf":
-        from test_ebpf_capture import our_uprobe_links, wait_for
+        from test_ebpf_capture import our_uprobe_links
 
-        wait_for(lambda: not our_uprobe_links(), 2.0, "no uprobe left attached")
+        wait_for(lambda: not our_uprobe_links(), timeout=10, what="no uprobe left attached")
     assert text_mismatches(app.pid) == []
     time.sleep(0.5)  # the app keeps decrypting and verifying, unprobed
     app.stop()

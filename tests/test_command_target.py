@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import pytest
 
+from conftest import wait_for
 from tdescope.app.engines import discover_engines
 from tdescope.app.errors import UserError
 from tdescope.commands._target import resolve_target
@@ -20,13 +20,14 @@ def _args(**given) -> argparse.Namespace:
                                  "allow_critical": False, **given})
 
 
-def _gone(pid: int, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+def _gone(pid: int) -> bool:
+    """``pid`` has exited, within 10 s (gone, or a zombie)."""
+    def ended() -> bool:
+        try:
+            return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+        except FileNotFoundError:
             return True
-        time.sleep(0.05)
-    return False
+    return wait_for(ended, timeout=10, interval=0.05, what=f"pid {pid}'s exit")
 
 
 @pytest.mark.parametrize("workload, expected", [(None, "first"), ("cold_warm", "cold_warm")])

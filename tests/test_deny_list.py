@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import assert_one_line_error, run_tdescope, tracer_pid
+from conftest import assert_one_line_error, run_tdescope, tracer_pid, wait_for
 from tdescope.app.engines.registry import critical_rules, discover_engines
 from tdescope.app.system.critical import CriticalProcess, ProcessTitle, critical_role
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
@@ -90,11 +90,8 @@ def test_allow_critical_lets_the_check_pass(pg_cluster):
 
 def _oracle_pmon() -> subprocess.Popen:
     """A real process that ``ps`` shows as Oracle's pmon, as Oracle's background processes are shown."""
-    proc = subprocess.Popen(["bash", "-c", "exec -a ora_pmon_TDS sleep 30"])
-    for _ in range(100):
-        if critical_role(proc.pid, RULES):
-            break
-        subprocess.run(["sleep", "0.02"])
+    proc = subprocess.Popen(["bash", "-c", "exec -a ora_pmon_TDS sleep 600"])
+    wait_for(lambda: critical_role(proc.pid, RULES), timeout=10, what="the exec as ora_pmon_TDS")
     return proc
 
 

@@ -86,14 +86,25 @@ def storm_window(pid: int, seconds: float, consumer, count: int = 100000):
 
 def test_a_window_under_a_storm_ends_and_detaches_within_half_a_second_of_its_timeout(flood):
     decoder = SqlitePageDecoder()
-    kept = []
-    window, states, at_end = storm_window(flood.pid, 1.0, lambda c: kept.append(describe_capture(c, decoder)))
+    kept, calls = [], []
+
+    def consume(capture) -> None:  # the user's code: the window cannot end while it runs
+        t0 = time.time()
+        kept.append(describe_capture(capture, decoder))
+        calls.append((t0, time.time()))
+
+    window, states, at_end = storm_window(flood.pid, 1.0, consume)
     summary = window.run()
     assert summary.error is None and summary.reason == "limit: max seconds", summary
     armed = next(s.ts for s in states if s.state == "armed")
     end = states[-1]
     assert end.state == "disarmed"
-    assert end.ts - armed <= 1.0 + END_WITHIN_S, f"window ended {end.ts - armed:.2f} s after arming"
+    # at load ~20 it kept 3 captures and ended 2.88 s after arming: the call under way at the deadline is
+    # the consumer's time, not the window's (a call that starts after the deadline is the window's, and counts)
+    deadline = armed + 1.0
+    straddling = sum(t1 - deadline for t0, t1 in calls if t0 < deadline < t1)
+    assert end.ts - deadline - straddling <= END_WITHIN_S, \
+        f"window ended {end.ts - armed:.2f} s after arming ({straddling:.2f} s of it in a consumer call)"
     assert at_end == [[]], "a uprobe was still attached when the window said it had ended"
     assert kept and summary.counters["hits"] > len(kept)  # it was a storm: more offered than kept
 

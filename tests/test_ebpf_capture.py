@@ -14,10 +14,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import CLIENTS, assert_one_line_error, compile_client, probe_backend, run_tdescope, tracer_pid
+from conftest import (CLIENTS, assert_one_line_error, compile_client, probe_backend, run_tdescope, tracer_pid,
+                      wait_for)
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.gdb.guard import text_mismatches
@@ -29,29 +31,50 @@ from tdescope.plugins.sqlcipher.engine import DECRYPT
 from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
 
 KILLS = int(os.environ.get("TDESCOPE_EBPF_KILLS", "20"))
+ROOT = Path(__file__).resolve().parent.parent
 DECRYPT_PAGE = ProbeRecipe(key="test.decrypt_page", label="decrypt_page", symbols=("decrypt_page",),
                            before=ArgRef(register="rdi"), length=ArgRef(register="rsi"),
                            after=ArgRef(register="rdx"), pgno=ArgRef(register="rcx"))
 
 
+def _link_holders() -> dict[int, set[int]]:
+    """bpf link id -> the pids holding it open (their fds' ``link_id``)."""
+    held: dict[int, set[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for info in (proc / "fdinfo").iterdir():
+                for line in info.read_text().splitlines():
+                    if line.startswith("link_id:"):
+                        held.setdefault(int(line.split()[1]), set()).add(int(proc.name))
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+    return held
+
+
+def _of_another_checkout(pid: int) -> bool:
+    """``pid`` runs neither in this checkout nor from it (another suite's process on this shared machine)."""
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    return not cwd.startswith(str(ROOT)) and str(ROOT) not in argv
+
+
 def our_uprobe_links() -> list[dict]:
-    """Links the kernel holds for tdescope's capture program (by its program names)."""
+    """Links the kernel holds for tdescope's capture program (by its program names), but for those that only
+    another checkout's processes hold: other suites run on this machine, and their captures are not ours."""
     out = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True, check=True).stdout
     links = json.loads(out or "[]")
     progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
                                       check=True).stdout or "[]")
     ours = {p["id"] for p in progs if p.get("name") in ("on_entry", "on_return")}
-    return [ln for ln in links if ln.get("prog_id") in ours]
-
-
-def wait_for(predicate, within: float, what: str):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"not within {within} s: {what}")
+    links = [ln for ln in links if ln.get("prog_id") in ours]
+    held = _link_holders() if links else {}
+    return [ln for ln in links
+            if not (held.get(ln["id"]) and all(_of_another_checkout(pid) for pid in held[ln["id"]]))]
 
 
 def run_window(pid, recipe, backend, **limits):
@@ -237,7 +260,7 @@ def test_killing_an_ebpf_capture_at_random_moments_leaves_the_target_whole(sqlci
         cli.kill()
         cli.wait()
         cli.stdout.close()
-        wait_for(lambda: not our_uprobe_links(), 2.0, "the kernel removes the probes of a killed tdescope")
+        wait_for(lambda: not our_uprobe_links(), timeout=10, what="the kernel removing a killed tdescope's probes")
         assert app.proc.poll() is None, f"target died: {app.proc.returncode}"
     assert text_mismatches(app.pid) == []
     app.stop()

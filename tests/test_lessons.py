@@ -96,8 +96,11 @@ def test_cli_dml_lesson_on_the_sqlcipher_lab_gives_the_ratio_and_its_interval():
     assert proc.returncode == 0, proc.stderr
     card = json.loads(proc.stdout)
     assert card["ratio_ci_low"] <= card["ratio_median"] <= card["ratio_ci_high"] and card["rounds"] == 5
-    assert card["ratio_median"] > 1.0  # the cipher costs something on this DML
-    assert card["verdict"] in ("same direction", "inconclusive")
+    # the verdict follows the interval (elapsed time: a loaded machine can put the median under 1; that the
+    # cipher costs something is the perf evidence below, and the CPU seconds in test_ab)
+    expected = ("same direction" if card["ratio_ci_low"] > 1 else "inconclusive" if card["ratio_median"] > 1
+                else "different")
+    assert card["verdict"] == expected, card["verdict_text"]
     assert any("2.17×" in p for p in card["published"]) and card["ours"][0].startswith("elapsed encrypted / plain")
     # the evidence: perf during the timed rounds finds the page cipher's AES and HMAC-SHA512 at work
     assert card["crypto_pct"] > 3 and card["hotspot_samples"] > 20, card["evidence"]

@@ -227,7 +227,7 @@ def test_cli_capture_on_the_lab(tmp_path):
 
 
 def test_server_without_the_exported_symbol_is_one_line(tmp_path):
-    proc = subprocess.Popen(["sleep", "30"])
+    proc = subprocess.Popen(["sleep", "600"])
     try:
         result = run_tdescope("capture", "--engine", "mariadb", "--pid", str(proc.pid), "--count", "1")
         assert_one_line_error(result, "does not use mariadb: symbol encryption_scheme_decrypt not found")
@@ -551,6 +551,19 @@ def test_gdb_json_on_the_lab_comes_out_in_order_with_a_hit_count(tmp_path):
     assert summary["backend"] == "gdb" and isinstance(summary["hits"], int) and summary["hits"] >= 60
 
 
+def _stopped_threads(pid) -> list[str]:
+    """The threads of ``pid`` that /proc shows stopped (``t``/``T``)."""
+    stopped = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] in "tT":
+                    stopped.append(tid)
+        except (OSError, IndexError):
+            pass
+    return stopped
+
+
 class _ProcStops:
     """The test's own witness: every thread of ``pid`` sampled from /proc/PID/task/*/stat on a thread,
     longest continuous stop (``t``/``T``) of any one thread, counted from first seen to first seen running."""
@@ -565,14 +578,7 @@ class _ProcStops:
 
     def _run(self):
         while not self._stop.wait(0.002):
-            now, stopped = time.monotonic(), set()
-            for tid in os.listdir(f"/proc/{self.pid}/task"):
-                try:
-                    with open(f"/proc/{self.pid}/task/{tid}/stat") as fh:
-                        if fh.read().rsplit(")", 1)[1].split()[0] in "tT":
-                            stopped.add(tid)
-                except (OSError, IndexError):
-                    pass
+            now, stopped = time.monotonic(), set(_stopped_threads(self.pid))
             self.seen_stopped += bool(stopped)
             if now > self.after:
                 for tid in stopped:
@@ -650,7 +656,7 @@ def test_the_stop_budget_counts_what_procs_threads_felt(lab):
     thread = threading.Thread(target=lambda: summary.append(window.run()))
     thread.start()
     assert window.armed.wait(30)
-    time.sleep(0.1)  # the arming stop is over (the witness sweeps every 2 ms)
+    wait_for(lambda: not _stopped_threads(pid), timeout=30, interval=0.002, what="the arming stop over")
     witness.after, armed_at = time.monotonic(), time.monotonic()
     while thread.is_alive():
         wl.evict(conn, LAB_DATABASE)

@@ -4,25 +4,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from conftest import TDESCOPE, compile_client
+from conftest import TDESCOPE, compile_client, wait_for
 
 
 def _perf_on(pid: int) -> list[int]:
     out = subprocess.run(["pgrep", "-f", f"perf record .*-p {pid},"], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
-
-
-def _gone_within(check, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not check():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _perf_scripts_of(parent: int) -> list[int]:
@@ -51,16 +41,15 @@ def test_perf_dies_with_a_killed_command(tmp_path, command):
         extra = ["-o", str(tmp_path / "r.tds")] if command[0] == "record" else []
         cli = subprocess.Popen([*TDESCOPE, command[0], "--pid", str(target.pid), *command[1:], *extra],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while not (_perf_on(target.pid) and _perf_scripts_of(cli.pid)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        perf, scripts = _perf_on(target.pid), _perf_scripts_of(cli.pid)
-        assert perf and scripts, "perf record | perf script never started"
+        wait_for(lambda: _perf_on(target.pid) and _perf_scripts_of(cli.pid), timeout=60, interval=0.05,
+                 what="perf record | perf script started")
+        scripts = _perf_scripts_of(cli.pid)
         cli.send_signal(signal.SIGKILL)
         cli.wait()
-        assert _gone_within(lambda: _perf_on(target.pid), 20.0), "perf record outlived the killed workbench"
-        assert _gone_within(lambda: [p for p in scripts if os.path.exists(f"/proc/{p}")], 20.0), \
-            "perf script outlived the killed workbench"
+        wait_for(lambda: not _perf_on(target.pid), timeout=20, interval=0.05,
+                 what="perf record ending with the killed workbench")
+        wait_for(lambda: not [p for p in scripts if os.path.exists(f"/proc/{p}")], timeout=20, interval=0.05,
+                 what="perf script ending with the killed workbench")
     finally:
         target.kill()
         target.wait()
@@ -77,11 +66,26 @@ def test_a_killed_workbench_takes_its_mariadb_lab_along():
     assert os.path.exists(os.path.join(folder, "keys"))
     proc.kill()
     proc.wait()
-    assert _gone_within(lambda: os.path.exists(f"/proc/{pid}") or os.path.exists(folder), 30)
+    wait_for(lambda: not (os.path.exists(f"/proc/{pid}") or os.path.exists(folder)), timeout=30, interval=0.05,
+             what="the lab's server and its folder gone with the killed workbench")
 
 
 def _probe_folders() -> set[str]:
     return {f for f in os.listdir("/tmp") if f.startswith("tdescope-probe-")}
+
+
+def _spools_open_in(pid: int) -> set[str]:
+    """The gdb spool folders whose files ``pid`` holds open (the machine is shared: other runs' spools come
+    and go in /tmp meanwhile)."""
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/tmp/tdescope-probe-"):
+            found.add(target.split("/")[2])
+    return found
 
 
 def test_a_killed_gdb_capture_leaves_no_spool_of_plaintext(tmp_path):
@@ -91,14 +95,15 @@ def test_a_killed_gdb_capture_leaves_no_spool_of_plaintext(tmp_path):
                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert cli.stdout.readline(), "no capture came"  # armed, and pages are in the spool
-        spools = _probe_folders() - before
-        assert spools
+        spools = _spools_open_in(cli.pid)
+        assert spools and spools <= _probe_folders() - before
         for folder in spools:
             assert os.stat(f"/tmp/{folder}").st_mode & 0o077 == 0  # nobody else may read it meanwhile
     finally:
         cli.send_signal(signal.SIGKILL)
         cli.wait()
-    assert _gone_within(lambda: spools & _probe_folders(), 30.0), "the spool outlived the killed workbench"
+    wait_for(lambda: not spools & _probe_folders(), timeout=30, interval=0.05,
+             what="the spool removed after the killed workbench")
 
 
 def test_files_holding_captured_bytes_are_private(tmp_path):

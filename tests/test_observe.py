@@ -91,7 +91,7 @@ def test_observation_of_the_lab_sees_crypto_and_classifies_waits(lab):
 
 def test_perf_missing_is_one_problem_and_waits_go_on(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no perf here
-    target = subprocess.Popen(["/bin/sleep", "10"])
+    target = subprocess.Popen(["/bin/sleep", "600"])
     sink = Sink()
     try:
         obs = Observation(target.pid, sink, wait_hz=40).start()
@@ -124,7 +124,7 @@ class CountingSource:
 
 
 def test_engine_waits_beside_os_waits_and_a_failing_source_stops_alone():
-    target = subprocess.Popen(["/bin/sleep", "10"])
+    target = subprocess.Popen(["/bin/sleep", "600"])
     sink = Sink()
 
     def samples(sink, source):

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -213,7 +214,7 @@ def test_a_paused_sampler_takes_no_samples_and_resumes_without_a_new_perf(tmp_pa
 OWNER = r"""
 import sys, time
 from tdescope.app.hotspots.perf_record import HotspotSampler
-sampler = HotspotSampler(int(sys.argv[1]), window_s=0.5)
+sampler = HotspotSampler(int(sys.argv[1]), window_s=0.5, on_window=lambda w: print("window", flush=True))
 sampler.start()
 print(*sampler.child_pids, flush=True)
 time.sleep(600)
@@ -234,7 +235,12 @@ def test_kill_9_of_the_owner_leaves_no_perf(tmp_path, busy):
     try:
         pids = [int(p) for p in owner.stdout.readline().split()]
         assert len(pids) == 3 and all(_alive(p) for p in pids)
-        time.sleep(1.0)  # a window or two through the pipeline
+        timer = threading.Timer(60, owner.kill)  # no window within 60 s: EOF, and the assert below says so
+        timer.start()
+        try:
+            assert owner.stdout.readline() == "window\n", "no window through the pipeline within 60 s"
+        finally:
+            timer.cancel()
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()
         wait_for(lambda: not any(_alive(p) for p in pids), timeout=30, interval=0.05,

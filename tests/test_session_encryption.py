@@ -9,6 +9,7 @@ import zlib
 
 import pytest
 
+from conftest import wait_for
 from tdescope.app.errors import UserError
 from tdescope.app.session.notes import NoteStore, NoteTarget
 from tdescope.app.session.file import is_encrypted
@@ -54,11 +55,12 @@ def encrypted(tmp_path_factory):
     path = folder / "x.tds"
     proc = subprocess.Popen([*TDESCOPE, *RECORD, "--encrypt", "-o", str(path)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    cmdline = b""
-    deadline = time.monotonic() + 10
-    while b"--encrypt" not in cmdline and time.monotonic() < deadline:  # read once exec has happened
+
+    def execed() -> bytes:  # the command line once exec has happened (before, it is the parent python's)
         cmdline = open(f"/proc/{proc.pid}/cmdline", "rb").read()
-        time.sleep(0.01)
+        return cmdline if b"--encrypt" in cmdline else b""
+
+    cmdline = wait_for(execed, timeout=10, interval=0.01, what="the exec of the record command")
     out, err = proc.communicate(PASSPHRASE + "\n", timeout=120)
     assert proc.returncode == 0, err
     return path, cmdline, out + err

@@ -22,10 +22,10 @@ def _ssh(sshd, dest: str = "ops") -> list[str]:
     return ["--ssh", dest, "--ssh-config", str(sshd.config)]
 
 
-def _agents(sshd=None) -> list[int]:
-    """Agents running from a host's cache (``python3 -I …/.cache/tdescope/agent-*.pyz``), as root; with ``sshd``,
-    only those of its accounts (the machine is shared: another test run's agents are not ours)."""
-    homes = tuple(f"/home/{name}/".encode() for name in sshd.accounts.values()) if sshd is not None else (b"",)
+def _agents(sshd) -> list[int]:
+    """Agents running from the cache of one of ``sshd``'s accounts (``python3 -I /home/ACCOUNT/.cache/tdescope/
+    agent-*.pyz``), as root. Only this sshd's: the machine is shared, and another test run's agents are not ours."""
+    homes = tuple(f"/home/{name}/".encode() for name in sshd.accounts.values())
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -34,7 +34,7 @@ def _agents(sshd=None) -> list[int]:
             except OSError:
                 continue
             if (cmd[:2] == [b"python3", b"-I"] and len(cmd) > 2 and b"/.cache/tdescope/agent-" in cmd[2]
-                    and any(cmd[2].startswith(home) for home in homes)):
+                    and cmd[2].startswith(homes)):
                 found.append(int(entry.name))
     return found
 

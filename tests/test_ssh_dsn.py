@@ -294,25 +294,13 @@ def test_a_dropped_connection_mid_capture_on_a_dsn_is_one_line(sshd, db_host):
     from test_ssh_capture import _agents, _is_master
 
     alias, cluster = db_host
-    home = f"/home/{sshd.accounts['ops']}/"
-
-    def ours() -> list[int]:  # other engineers' test agents run on this machine too: only this sshd's account's
-        found = []
-        for pid in _agents():
-            try:
-                if home.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(pid)
-            except OSError:
-                pass  # gone meanwhile
-        return found
-
     proc = subprocess.Popen([sys.executable, "-m", "tdescope", "capture", *_ssh(sshd, alias), "--engine",
                              "postgres", "--dsn", cluster.tcp_dsn(), "--sql", DECRYPT_SQL, "--count", "100000",
                              "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
     try:
         assert proc.stdout.readline(), "no capture came"
-        agent = wait_for(ours, 10, what="the agent on the host")[0]
+        agent = wait_for(lambda: _agents(sshd), 10, what="the agent on the host")[0]
         masters = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_master(p, proc.pid)]
         assert len(masters) == 1
         os.kill(masters[0], signal.SIGKILL)

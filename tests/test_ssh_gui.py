@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_tdescope, wait_for
+from test_ssh_capture import _agents
 from tdescope.app.errors import UserError
 from tdescope.app.events import HotspotWindow, PageCapture, WaitFigures, WaitSample
 
@@ -245,13 +246,6 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _host_agents(sshd) -> list[int]:
-    """The agents running on the host under this run's ``ops`` account."""
-    home = f"/home/{sshd.accounts['ops']}/.cache/tdescope/agent-"
-    return [int(p.name) for p in Path("/proc").iterdir()
-            if p.name.isdigit() and _cmdline(int(p.name)).startswith(f"python3 -I {home}")]
-
-
 def test_the_gui_command_connects_to_the_host_and_ctrl_c_closes_it(sshd, sqlcipher_app):
     """``tdescope gui --ssh ops --pid PID``, as a user types it: the agent starts on the host through ssh,
     and Ctrl+C closes the window cleanly (exit 0, the agent and the ssh connection gone)."""
@@ -260,7 +254,7 @@ def test_the_gui_command_connects_to_the_host_and_ctrl_c_closes_it(sshd, sqlciph
     from conftest import TDESCOPE
 
     app = sqlcipher_app()
-    before = set(_host_agents(sshd))
+    before = set(_agents(sshd))
     proc = subprocess.Popen([*TDESCOPE, "gui", "--ssh", "ops", "--ssh-config", str(sshd.config), "--pid", str(app.pid)],
                             env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -269,7 +263,7 @@ def test_the_gui_command_connects_to_the_host_and_ctrl_c_closes_it(sshd, sqlciph
                                          and "ssh" in _cmdline(p).split()[0]), None), 90,
                            what="the ssh client carrying the agent")
         assert "sudo -n python3 -I" in _cmdline(carrier) and str(sshd.config) in _cmdline(carrier)
-        agents = wait_for(lambda: set(_host_agents(sshd)) - before, 30, what="the agent running on the host")
+        agents = wait_for(lambda: set(_agents(sshd)) - before, 30, what="the agent running on the host")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err

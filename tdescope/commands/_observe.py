@@ -80,6 +80,12 @@ def _repeat_workload(workload, params, control) -> None:
             return
 
 
+#: How long the last hotspot window may lag behind the end of a run. The wait ends when the window comes
+#: (~1.7 s for an idle target here); with 3 s, a perf script starved on a loaded machine made ``top`` say
+#: "perf recorded no samples" about samples it had not printed yet (tests/test_cli_observe.py makes the lag).
+PERF_LAG_S = 30.0
+
+
 def _await_window_after(events: list, lock, epoch: float, grace_s: float) -> None:
     """Wait for the hotspot window that covers ``epoch`` (perf script lags a window behind)."""
     from tdescope.app.events import HotspotWindow, Problem
@@ -170,8 +176,8 @@ def observe(args, hotspots: bool, waits: bool, exact_waits: str = "proc") -> Obs
             except KeyboardInterrupt:
                 interrupted = True  # Ctrl+C: keep what the finished windows saw
             cpu1 = cpu_seconds(target.pid)
-            if hotspots and not interrupted:
-                _await_window_after(events, lock, time.time(), grace_s=window_s + 3.0)
+            if hotspots and not interrupted:  # at once, unless perf script lags (on a loaded machine, seconds)
+                _await_window_after(events, lock, time.time(), grace_s=window_s + PERF_LAG_S)
         finally:
             obs.stop()
             control.cancel()

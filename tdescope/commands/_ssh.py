@@ -253,7 +253,7 @@ def observe_over_ssh(args, agent, target, hotspots: bool, waits: bool, exact_wai
         if not agent.host.alive():
             raise UserError(f"connection to {agent.host.dest} lost (the ssh connection ended)")
         if hotspots and not interrupted:
-            await_window(events, lock, time.time(), window_s + 3.0)
+            await_window(events, lock, time.time(), window_s + 30.0)  # at once, unless perf script lags
         for stop in ((agent.client.stop_hotspots,) if hotspots else ()) + ((agent.client.stop_waits,) if waits else ()):
             try:
                 stop()

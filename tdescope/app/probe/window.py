@@ -50,6 +50,15 @@ POLL_S = 0.02
 CLOSE_S = 0.2
 
 
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 @dataclass(frozen=True, **SLOTS_KW_ONLY)
 class CaptureSummary:
     """How a window ended. ``arming_stop_s``: how long the target was stopped while
@@ -240,6 +249,11 @@ class CaptureWindow:
                 self._step()
         except UserError as exc:
             self._error = str(exc)
+            self._reason = "error"
+        except OSError:  # /proc/PID/... vanished under the checks: the target exited as the probe armed
+            if self.handle is not None or _running(self.pid):
+                raise
+            self._error = f"pid {self.pid} exited before the probe was armed"
             self._reason = "error"
         finally:
             guard = self._finish()
