@@ -22,7 +22,7 @@ SLOW_SUITES = ["bench.bench_mariadb", "bench.bench_mutation", "bench.bench_callg
                "bench.bench_agent", "bench.bench_ssh", "bench.bench_ssh_dsn", "bench.bench_seek"]
 SUITES = QUICK_SUITES + SLOW_SUITES
 #: Run on their own with arguments of their own (``python -m bench.NAME --help``), never from here.
-STANDALONE = ["bench.bench_watch_sql", "bench.bench_postgres"]
+STANDALONE = ["bench.bench_watch_sql", "bench.bench_postgres", "bench.bench_sample_cost"]
 
 
 def chosen(quick: bool, only: list[str] | None, slow: bool = False) -> list[str]:

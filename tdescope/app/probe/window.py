@@ -36,6 +36,7 @@ from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.stop_cost import refuse_many_threads
 from tdescope.app.system.critical import refuse_critical
+from tdescope.app.system.procstat import process_state
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
 from tdescope.app.slots import SLOTS_KW_ONLY
 
@@ -48,15 +49,6 @@ PROGRESS_S = 0.5
 POLL_S = 0.02
 #: What a window may spend on its last frames once disarmed (probes out first), never past its deadline.
 CLOSE_S = 0.2
-
-
-def _running(pid: int) -> bool:
-    """``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 @dataclass(frozen=True, **SLOTS_KW_ONLY)
@@ -251,7 +243,7 @@ class CaptureWindow:
             self._error = str(exc)
             self._reason = "error"
         except OSError:  # /proc/PID/... vanished under the checks: the target exited as the probe armed
-            if self.handle is not None or _running(self.pid):
+            if self.handle is not None or process_state(self.pid) not in ("", "Z"):  # alive, not a zombie
                 raise
             self._error = f"pid {self.pid} exited before the probe was armed"
             self._reason = "error"
