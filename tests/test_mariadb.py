@@ -337,7 +337,7 @@ def test_a_killed_connection_is_a_lost_connection_and_a_failed_statement_is_not(
     """Issue #25 item 1: told by PyMySQL's client codes (2013: lost during the query), not by its words."""
     from tdescope.app.engines.registry import open_session
     from tdescope.app.events import LostConnection, Problem
-    from tdescope.app.experiment import Experiment
+    from tdescope.app.experiment import Experiment, WorkloadRun
 
     server = open_session(ENGINE, ConnectParams(dsn=f"socket={lab.lab.socket} user=root dbname={LAB_DATABASE}"))
     try:
@@ -345,8 +345,8 @@ def test_a_killed_connection_is_a_lost_connection_and_a_failed_statement_is_not(
             with lab.control.cursor() as cur:
                 cur.execute(f"KILL CONNECTION {server.conn.thread_id()}")
         events = []
-        Experiment(server, _OneStatement(server.conn, sql), {}, None, None, "mariadb", events.append,
-                   pid=server.server_pid()).start().wait(30)
+        run = WorkloadRun(workload=_OneStatement(server.conn, sql), params={})
+        Experiment(server, "mariadb", events.append, run=run, pid=server.server_pid()).start().wait(30)
         problems = [e for e in events if isinstance(e, Problem)]
         assert [type(p) for p in problems] == [LostConnection if lost else Problem], problems
     finally:

@@ -154,18 +154,22 @@ def _exit_watch(pid: int, captured: list[int]):
 
 def _exit_watch_on(agent, pid: int, captured: list[int]):
     """:func:`_exit_watch` for a pid on the ``--ssh`` host: its row in the host's process table gone or
-    changed (another process with its number), asked of the agent at most twice a second."""
+    another process's (another parent), asked of the agent at most twice a second. Not the title: a
+    PostgreSQL backend retitles itself with every statement."""
     from tdescope.app.remote.over_ssh import HostProcesses
 
     table = HostProcesses(agent)
-    first = table.rows([pid])
+    def who() -> list[tuple[int, int]]:
+        return [(r.pid, r.ppid) for r in table.rows([pid])]
+
+    first = who()
     state: dict = {"asked": 0.0, "said": None}
 
     def exited() -> str | None:
         if state["said"] is None and time.monotonic() - state["asked"] >= 0.5:
             state["asked"] = time.monotonic()
             try:
-                now = table.rows([pid])
+                now = who()
             except UserError:
                 return None  # the connection ended: that is said as such
             if now != first:
