@@ -1,0 +1,74 @@
+"""``tdescope gui --ssh DEST --dsn DSN``: the window on a PostgreSQL that only the ssh connection reaches.
+
+The database host is test_ssh_dsn's network namespace (PostgreSQL 15 on its own loopback, its own sshd,
+alias ``dbhost``). The window's engine session connects through a forward in the ssh connection, the
+probe target is a backend there (checked in the host's process table), the capture window, perf and
+the OS waits run in the agent, the engine's waits come through the forwarded connection.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import wait_for
+from pgcluster import PASSWORD_ROLE
+from test_ssh_dsn import busy_backend, db_host  # noqa: F401 - the module's fixtures
+from tdescope.app.events import PageCapture, WaitSample
+
+pytestmark = pytest.mark.usefixtures("sshd")
+
+
+def _window(qtbot, qsettings, sshd, dsn: str, pid: int | None = None, password=None):
+    from tdescope.app.engines import discover_engines
+    from tdescope.ui.window.main_window import MainWindow
+    from tdescope.ui.window.remote_host import host_params
+
+    win = MainWindow(discover_engines()[0]["postgres"], qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    win.connect_engine(host_params("dbhost", ("-F", str(sshd.config)), pid, dsn=dsn, password=password))
+    return win
+
+
+def test_gui_over_ssh_with_a_dsn_watches_a_backend_on_the_host(qtbot, qsettings, sshd, db_host, busy_backend):
+    from tdescope.app.remote.host_engine import HostEngineSession
+
+    _, cluster = db_host
+    win = _window(qtbot, qsettings, sshd, cluster.tcp_dsn(), busy_backend)
+    events: list = []
+    win.live.subscribe(events.append)
+    try:
+        qtbot.waitUntil(lambda: win.session is not None, timeout=90000)
+        assert isinstance(win.session, HostEngineSession) and win.session.server_pid() == busy_backend
+        assert win.windowTitle() == "tdescope — PostgreSQL — dbhost via ssh"
+        assert win.engine_dock.title.text() == "<b>PostgreSQL on dbhost via ssh</b>"
+        assert win.session.workloads()  # the engine's workloads, run through the forwarded connection
+        assert any(t.pid == busy_backend for t in win.session.targets())  # pg_stat_activity's, not ps
+        dock = win.workload_dock
+        dock.recipe.setCurrentIndex(dock.recipe.findData("postgres.pgp-decrypt"))
+        dock.max_captures.setValue(3)
+        dock.watch_button.click()
+        qtbot.waitUntil(lambda: win.experiment is not None and win.experiment.done.is_set(), timeout=90000)
+        caps = [e for e in events if isinstance(e, PageCapture)]
+        assert len(caps) == 3 and {c.symbol for c in caps} == {"pgp_cfb_decrypt"}, win.experiment.error
+        wait_for(lambda: any(isinstance(e, WaitSample) and e.source == "postgres" and e.pid == busy_backend
+                             for e in events), 60, what="the engine's waits through the forwarded connection")
+        wait_for(lambda: any(isinstance(e, WaitSample) and e.source == "os" for e in events), 60,
+                 what="OS waits from the agent")
+        assert "engine waits:" in win.observation.waits_dock.engine_poll.text()
+    finally:
+        win.shutdown()
+
+
+def test_gui_over_ssh_with_a_wrong_password_is_one_line(qtbot, qsettings, sshd, db_host):
+    _, cluster = db_host
+    dsn = cluster.tcp_dsn().replace(f"user={cluster.superuser}", f"user={PASSWORD_ROLE}")
+    asked: list[str] = []
+    win = _window(qtbot, qsettings, sshd, dsn, password=lambda message: asked.append(message) or "not-it")
+    try:
+        qtbot.waitUntil(lambda: "password" in win.workload_dock.status.text(), timeout=90000)
+        line = win.workload_dock.status.text()
+        assert line.startswith(f"wrong password for {PASSWORD_ROLE}@") and "\n" not in line, line
+        assert asked and win.session is None
+    finally:
+        win.shutdown()
