@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import wait_for
-from pgcluster import PASSWORD_ROLE
+from pgcluster import PASSWORD, PASSWORD_ROLE
 from test_ssh_dsn import busy_backend, db_host  # noqa: F401 - the module's fixtures
 from tdescope.app.events import PageCapture, WaitSample
 
@@ -56,11 +56,21 @@ def test_gui_over_ssh_with_a_dsn_watches_a_backend_on_the_host(qtbot, qsettings,
         wait_for(lambda: any(isinstance(e, WaitSample) and e.source == "os" for e in events), 60,
                  what="OS waits from the agent")
         assert "engine waits:" in win.observation.waits_dock.engine_poll.text()
+
+        # Reconnect opens both again: a new ssh connection and agent, a new engine session on the same target
+        old, old_agent = win.session, win.session.agent.welcome["pid"]
+        win.reconnect()
+        qtbot.waitUntil(lambda: win.session is not None and win.session is not old, timeout=90000)
+        assert win.session.agent.welcome["pid"] != old_agent and not old.alive()
+        assert win.session.server_pid() == busy_backend and win.session.db is not old.db
+        assert old.db.conn.closed and win.windowTitle().endswith("dbhost via ssh")
     finally:
         win.shutdown()
 
 
 def test_gui_over_ssh_with_a_wrong_password_is_one_line(qtbot, qsettings, sshd, db_host):
+    from tdescope.ui.window.remote_host import host_params
+
     _, cluster = db_host
     dsn = cluster.tcp_dsn().replace(f"user={cluster.superuser}", f"user={PASSWORD_ROLE}")
     asked: list[str] = []
@@ -70,5 +80,8 @@ def test_gui_over_ssh_with_a_wrong_password_is_one_line(qtbot, qsettings, sshd, 
         line = win.workload_dock.status.text()
         assert line.startswith(f"wrong password for {PASSWORD_ROLE}@") and "\n" not in line, line
         assert asked and win.session is None
+        win.connect_engine(host_params("dbhost", ("-F", str(sshd.config)), dsn=dsn, password=lambda _m: PASSWORD))
+        qtbot.waitUntil(lambda: win.session is not None, timeout=90000)  # the right one, through the forward
+        assert win.session.db.own_pid == win.session.server_pid()
     finally:
         win.shutdown()

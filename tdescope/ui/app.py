@@ -77,6 +77,10 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     if lab not in engines:
         why = next((e.message for e in errors if e.name == lab), f"no engine called {lab!r}")
         raise UserError(why)
+    if host is not None and dsn:
+        from tdescope.app.remote.host_engine import refuse_not_through
+
+        refuse_not_through(engines[lab])  # before a window opens
     # Worker threads (capture windows, samplers) share the GIL with the GUI thread:
     # a shorter switch interval keeps the event loop's waits short under a storm.
     sys.setswitchinterval(0.001)

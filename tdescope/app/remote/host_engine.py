@@ -21,7 +21,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.remote.host_session import HostSession
 from tdescope.app.remote.over_ssh import HostProcesses, RemoteAgent
 
-__all__ = ["HostEngineSession", "open_engine_through"]
+__all__ = ["HostEngineSession", "open_engine_through", "refuse_not_through"]
 
 #: What the session answers itself (the host's face), never handed on from the engine session.
 _OWN = frozenset({"targets", "choose_target", "sample_columns"})
@@ -92,13 +92,18 @@ class HostEngineSession(HostSession):
             super().close()
 
 
+def refuse_not_through(engine: Engine) -> None:
+    """One line for an engine whose DSN cannot be carried over ssh (no ``CONNECT_THROUGH``)."""
+    if not has_ability(engine, Ability.CONNECT_THROUGH):
+        raise UserError(f"the {engine.name} engine's DSN is not carried over ssh: watch its server process on "
+                        "the host (a pid) instead")
+
+
 def open_engine_through(agent: RemoteAgent, engine: Engine, dsn: str, prompt: Callable | None,
                         pid: int | None, ssh_options: Sequence[str] = ()) -> HostEngineSession:
     """``engine``'s session on ``dsn`` (as the host sees it) through ``agent``'s ssh connection; one line
     for an engine that cannot be reached so."""
-    if not has_ability(engine, Ability.CONNECT_THROUGH):
-        raise UserError(f"the {engine.name} engine's DSN is not carried over ssh: watch its server process on "
-                        "the host (a pid) instead")
+    refuse_not_through(engine)
     params = ConnectParams(dsn=dsn, prompt=prompt, pid=pid)
     db = open_session(engine, engine.through(params, agent.host.forward, HostProcesses(agent)))
     try:
