@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import wait_for
 from pgcluster import PASSWORD, PASSWORD_ROLE
 from test_ssh_dsn import busy_backend, db_host  # noqa: F401 - the module's fixtures
 from tdescope.app.events import PageCapture, WaitSample
@@ -51,10 +50,11 @@ def test_gui_over_ssh_with_a_dsn_watches_a_backend_on_the_host(qtbot, qsettings,
         qtbot.waitUntil(lambda: win.experiment is not None and win.experiment.done.is_set(), timeout=90000)
         caps = [e for e in events if isinstance(e, PageCapture)]
         assert len(caps) == 3 and {c.symbol for c in caps} == {"pgp_cfb_decrypt"}, win.experiment.error
-        wait_for(lambda: any(isinstance(e, WaitSample) and e.source == "postgres" and e.pid == busy_backend
-                             for e in events), 60, what="the engine's waits through the forwarded connection")
-        wait_for(lambda: any(isinstance(e, WaitSample) and e.source == "os" for e in events), 60,
-                 what="OS waits from the agent")
+        # (qtbot.waitUntil, not wait_for: the samplers start from the GUI thread's event loop)
+        qtbot.waitUntil(lambda: any(isinstance(e, WaitSample) and e.source == "postgres" and e.pid == busy_backend
+                                    for e in events), timeout=60000)  # the engine's, through the forward
+        qtbot.waitUntil(lambda: any(isinstance(e, WaitSample) and e.source == "os" for e in events),
+                        timeout=60000)  # the OS's, from the agent
         assert "engine waits:" in win.observation.waits_dock.engine_poll.text()
 
         # Reconnect opens both again: a new ssh connection and agent, a new engine session on the same target
