@@ -68,20 +68,39 @@ def test_gui_over_ssh_with_a_dsn_watches_a_backend_on_the_host(qtbot, qsettings,
         win.shutdown()
 
 
-def test_gui_over_ssh_with_a_wrong_password_is_one_line(qtbot, qsettings, sshd, db_host):
-    from tdescope.ui.window.remote_host import host_params
+def test_connect_to_host_with_a_dsn_asks_the_password_in_the_window(qtbot, qsettings, sshd, db_host, monkeypatch):
+    """File → Connect to host… with a DSN: the window's password dialog asks (a wrong one is one line), a
+    password written in the DSN is refused before anything connects."""
+    from PySide6.QtWidgets import QInputDialog
+
+    from tdescope.app.engines import discover_engines
+    from tdescope.ui.window.main_window import MainWindow
 
     _, cluster = db_host
     dsn = cluster.tcp_dsn().replace(f"user={cluster.superuser}", f"user={PASSWORD_ROLE}")
+    answers = ["not-it", PASSWORD]
     asked: list[str] = []
-    win = _window(qtbot, qsettings, sshd, dsn, password=lambda message: asked.append(message) or "not-it")
+
+    def get_text(_parent, _title, message, *_args, **_kwargs):
+        asked.append(message)
+        return answers[len(asked) - 1], True
+
+    monkeypatch.setattr(QInputDialog, "getText", staticmethod(get_text))
+    win = MainWindow(discover_engines()[0]["postgres"], qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    config = ("-F", str(sshd.config))
     try:
+        win.remote.connect_to("dbhost", config, None, dsn + " password=x")
+        assert win.statusBar().currentMessage().startswith("put no password in --dsn") and not asked
+        win.remote.connect_to("dbhost", config, None, dsn)
         qtbot.waitUntil(lambda: "password" in win.workload_dock.status.text(), timeout=90000)
         line = win.workload_dock.status.text()
         assert line.startswith(f"wrong password for {PASSWORD_ROLE}@") and "\n" not in line, line
-        assert asked and win.session is None
-        win.connect_engine(host_params("dbhost", ("-F", str(sshd.config)), dsn=dsn, password=lambda _m: PASSWORD))
+        assert len(asked) == 1 and win.session is None and win.remote.progress is None
+        win.remote.connect_to("dbhost", config, None, dsn)
         qtbot.waitUntil(lambda: win.session is not None, timeout=90000)  # the right one, through the forward
+        assert len(asked) == 2 and win.windowTitle() == "tdescope — PostgreSQL — dbhost via ssh"
         assert win.session.db.own_pid == win.session.server_pid()
     finally:
         win.shutdown()
