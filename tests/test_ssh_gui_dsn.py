@@ -8,6 +8,9 @@ the OS waits run in the agent, the engine's waits come through the forwarded con
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from pgcluster import PASSWORD, PASSWORD_ROLE
@@ -57,9 +60,12 @@ def test_gui_over_ssh_with_a_dsn_watches_a_backend_on_the_host(qtbot, qsettings,
                         timeout=60000)  # the OS's, from the agent
         assert "engine waits:" in win.observation.waits_dock.engine_poll.text()
 
-        # Reconnect opens both again: a new ssh connection and agent, a new engine session on the same target
+        # the ssh client killed: "connection lost"; Reconnect opens both again (a new ssh connection and agent,
+        # a new engine session through it) on the same target
         old, old_agent = win.session, win.session.agent.welcome["pid"]
-        win.reconnect()
+        os.kill(old.agent.client.pid, signal.SIGKILL)
+        qtbot.waitUntil(lambda: "connection lost" in win.remote.label.text(), timeout=30000)
+        win.remote.reconnect_button.click()
         qtbot.waitUntil(lambda: win.session is not None and win.session is not old, timeout=90000)
         assert win.session.agent.welcome["pid"] != old_agent and not old.alive()
         assert win.session.server_pid() == busy_backend and win.session.db is not old.db
