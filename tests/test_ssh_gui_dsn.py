@@ -110,3 +110,35 @@ def test_connect_to_host_with_a_dsn_asks_the_password_in_the_window(qtbot, qsett
         assert win.session.db.own_pid == win.session.server_pid()
     finally:
         win.shutdown()
+
+
+def test_gui_over_ssh_with_a_mariadb_dsn_runs_a_workload_through_the_forward(qtbot, qsettings, sshd):
+    """MariaDB: the lab's server socket forwarded over ssh (as test_ssh_dsn's), its ``mariadbd`` found on the
+    host; the window runs a workload through the forward and captures in the server there."""
+    from tdescope.app.engines import discover_engines
+    from tdescope.app.engines.api import ConnectParams
+    from tdescope.app.remote.host_engine import HostEngineSession
+    from tdescope.ui.window.main_window import MainWindow
+    from tdescope.ui.window.remote_host import host_params
+
+    engine = discover_engines()[0]["mariadb"]
+    lab = engine.connect(ConnectParams(lab=True))
+    win = MainWindow(engine, qsettings)
+    qtbot.addWidget(win)
+    win.show()
+    try:
+        lab.lab.dir.chmod(0o711)  # the ssh account reaches the socket in it
+        win.connect_engine(host_params("ops", ("-F", str(sshd.config)), dsn=f"socket={lab.lab.socket} user=root"))
+        qtbot.waitUntil(lambda: win.session is not None, timeout=120000)
+        assert isinstance(win.session, HostEngineSession) and win.session.server_pid() == lab.server_pid()
+        assert win.windowTitle().startswith("tdescope — MariaDB") and win.windowTitle().endswith("ops via ssh")
+        dock = win.workload_dock
+        assert dock.combo.findData("io_path") >= 0  # the engine session's workloads
+        dock.combo.setCurrentIndex(dock.combo.findData("io_path"))
+        dock.max_captures.setValue(3)
+        dock.run_button.click()
+        qtbot.waitUntil(lambda: win.experiment is not None and win.experiment.done.is_set(), timeout=180000)
+        assert win.captures_dock.model.rowCount() == 3, win.experiment.error
+    finally:
+        win.shutdown()
+        lab.close()
