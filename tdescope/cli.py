@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
                     raise
                 raise UserError(f"the window cannot start: {exc} (`tdescope doctor` names the packages)") from None
             host = gui_host(args)  # --ssh DEST: a process on that host, through the agent
-
+            engine = getattr(args, "engine", None) or ("postgres" if host and getattr(args, "dsn", "") else None)
             return run_gui(lab=getattr(args, "lab", "sqlcipher"), session_file=getattr(args, "file", None),
-                           engine=getattr(args, "engine", None), dsn=getattr(args, "dsn", ""),
+                           engine=engine, dsn=getattr(args, "dsn", ""),
                            encrypt=getattr(args, "encrypt", False), backend=getattr(args, "backend", "auto"),
                            host=host)
         return importlib.import_module(all_commands()[command]).run(args)

@@ -158,8 +158,15 @@ def test_gui_ssh_arguments_are_checked_before_a_window_opens():
     result = run_tdescope("gui", "--pid", "1", env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
     assert result.returncode == 2 and result.stderr.strip() == \
         "tdescope: gui --pid PID needs --ssh DEST (a process on that host); locally use Change target…"
-    result = run_tdescope("gui", "--ssh", "db1", "--dsn", "host=x", env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
-    assert result.returncode == 2 and "--dsn is not carried over ssh yet" in result.stderr
+    # --dsn is carried over ssh (tests/test_ssh_gui_dsn.py), but not an engine's that cannot, nor a password
+    result = run_tdescope("gui", "--ssh", "db1", "--engine", "sqlcipher", "--dsn", "host=x",
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert result.returncode == 2 and result.stderr.strip() == \
+        "tdescope: the sqlcipher engine's DSN is not carried over ssh: watch its server process on the host " \
+        "(a pid) instead"
+    result = run_tdescope("gui", "--ssh", "db1", "--dsn", "host=x password=y",
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert result.returncode == 2 and result.stderr.startswith("tdescope: put no password in --dsn")
 
 
 def _ssh_masters(config: Path) -> list[int]:

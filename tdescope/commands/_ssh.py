@@ -92,16 +92,15 @@ def remote_backend(args, recipe, dest: str, welcome: dict) -> tuple[tuple[str, d
 
 
 def gui_host(args) -> tuple[str, tuple[str, ...], int | None, bool] | None:
-    """``gui --ssh DEST [--pid PID]``: ``(dest, ssh words, pid, prompts allowed)`` for the window, or None.
-    The window's engine (``--lab``/``--engine`` name it) only gives the recipes and the decoder there."""
+    """``gui --ssh DEST [--pid PID] [--dsn DSN]``: ``(dest, ssh words, pid, prompts allowed)`` for the window,
+    or None. Without ``--dsn`` the window's engine (``--lab``/``--engine`` name it) only gives the recipes and
+    the decoder there; with it, the engine's session connects through the ssh connection (``--pid``: one of
+    its backends on the host)."""
     host = ssh_host(args)
     if host is None:
         if getattr(args, "pid", None) is not None:
             raise UserError("gui --pid PID needs --ssh DEST (a process on that host); locally use Change target…")
         return None
-    if getattr(args, "dsn", None):
-        raise UserError("gui --ssh watches a process on the host (--pid PID, or the one running the engine's "
-                        "code); --dsn is not carried over ssh yet")
     return host.dest, host.options, getattr(args, "pid", None), host.allow_prompts
 
 

@@ -60,7 +60,8 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     ``encrypt`` asks a passphrase before anything is recorded, so no plain autosave is ever written.
     ``backend`` is the Workload dock's first probe backend choice (``auto``, ``ebpf``, ``gdb``).
     ``host``: ``(dest, ssh words, pid, prompts allowed)``: watch a process on that ssh host through the agent
-    (``--ssh``; ``--ssh-prompt`` lets ssh ask on the terminal the window was started from).
+    (``--ssh``; ``--ssh-prompt`` lets ssh ask on the terminal the window was started from); with ``dsn``, the
+    ``engine``'s server there, connected through the ssh connection (its password asked in the window).
     """
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
@@ -76,6 +77,10 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     if lab not in engines:
         why = next((e.message for e in errors if e.name == lab), f"no engine called {lab!r}")
         raise UserError(why)
+    if host is not None and dsn:
+        from tdescope.app.remote.host_engine import refuse_not_through
+
+        refuse_not_through(engines[lab])  # before a window opens
     # Worker threads (capture windows, samplers) share the GIL with the GUI thread:
     # a shorter switch interval keeps the event loop's waits short under a storm.
     sys.setswitchinterval(0.001)
@@ -94,15 +99,15 @@ def run_gui(lab: str = "sqlcipher", session_file: str | None = None, engine: str
     # keeps the cyclic GC's full passes (tens of ms, on whichever thread allocates,
     # holding the GIL) from walking them again and again during a capture storm.
     gc.freeze()
+    from tdescope.ui.docks.plugin_docks import PasswordPrompt
+
     if host is not None:
         from tdescope.ui.window.remote_host import host_params
 
-        window.connect_engine(host_params(*host))
+        window.connect_engine(host_params(*host, dsn=dsn, password=PasswordPrompt(window) if dsn else None))
     elif engine is None:
         window.connect_engine(ConnectParams(lab=True))
     else:
-        from tdescope.ui.docks.plugin_docks import PasswordPrompt
-
         window.connect_engine(ConnectParams(dsn=dsn, prompt=PasswordPrompt(window)))
     # Ctrl+C in the terminal closes the window cleanly (disarm, detach) instead of killing us.
     signal.signal(signal.SIGINT, lambda *_: window.close())

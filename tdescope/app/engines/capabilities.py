@@ -248,6 +248,11 @@ class Ability(enum.Enum):
         return _SPECS[self].protocol
 
     @property
+    def members(self) -> tuple[str, ...]:
+        """The names an object has when it has this ability."""
+        return _SPECS[self].members
+
+    @property
     def role(self) -> Role:
         """The object that carries it: the engine, its sessions or its page decoder."""
         return _SPECS[self].role

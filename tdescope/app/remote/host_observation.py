@@ -6,6 +6,9 @@ window uses (``start``, ``stop``, ``set_hotspots``, ``set_waits``, ``exact_sourc
 so the window's Hotspots and Waits docks fill the same way from a remote target: ``WaitSample`` from
 /proc, and, as the local window's ``exact_waits="auto"``, exact ``WaitFigures`` and ``WaitSpans`` from
 the tracer where eBPF loads on the host (else one Problem says why, and /proc is the only OS source).
+With a ``wait_source`` (the engine's own waits, read through the forwarded connection of a
+:class:`~tdescope.app.remote.host_engine.HostEngineSession`), it is polled here while waits are on, as
+the local Observation polls it.
 Each sampler fails alone, as one :class:`~tdescope.app.events.Problem`; a lost connection is one Problem too.
 """
 
@@ -19,6 +22,7 @@ from concurrent.futures import Future
 from tdescope.app.errors import UserError
 from tdescope.app.events import Event, LostConnection, Problem
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ
+from tdescope.app.observe.sampling import ENGINE_WAIT_HZ
 from tdescope.app.waits.exact import FiguresSince, spans_event
 
 __all__ = ["HostObservation"]
@@ -28,12 +32,16 @@ class HostObservation:
     """Watch ``session``'s target through its agent (a :class:`~tdescope.app.remote.host_session.HostSession`)."""
 
     def __init__(self, session, sink: Callable[[Event], None], *, hotspots: bool = True, waits: bool = True,
-                 frequency: int = DEFAULT_HZ, window_s: float = 1.0) -> None:
+                 frequency: int = DEFAULT_HZ, window_s: float = 1.0, wait_source=None,
+                 engine_hz: float = ENGINE_WAIT_HZ) -> None:
         self.session = session
         self.pid = session.server_pid()
         self.sink = sink
         self.frequency = frequency
         self.window_s = window_s
+        self.wait_source = wait_source
+        self.engine_hz = engine_hz
+        self._engine_stop: threading.Event | None = None
         self._want = {"hotspots": hotspots, "waits": waits}
         self._on = {"hotspots": False, "waits": False}
         self._lock = threading.Lock()
@@ -98,7 +106,9 @@ class HostObservation:
         elif on:
             client.start_waits(self.pid, on_sample=self.sink, on_error=lambda m: self._problem("waits", m))
             self._start_exact(client)
+            self._poll_engine(on=True)
         else:
+            self._poll_engine(on=False)
             self.exact_source = "proc"
             client.stop_waits()  # /proc and eBPF both
 
@@ -114,6 +124,31 @@ class HostObservation:
             self._problem("waits", self.exact_problem)
             return
         self.exact_source, self.exact_problem = "ebpf", ""
+
+    def _poll_engine(self, on: bool) -> None:
+        """Start or stop polling the engine's waits (through the forwarded connection) on a thread."""
+        if self._engine_stop is not None:
+            self._engine_stop.set()
+            self._engine_stop = None
+        if on and self.wait_source is not None:
+            self._engine_stop = threading.Event()
+            threading.Thread(target=self._engine_loop, args=(self.wait_source, self._engine_stop),
+                             name="host-engine-waits", daemon=True).start()
+
+    def _engine_loop(self, source, stop: threading.Event) -> None:
+        next_tick = time.monotonic()
+        while not stop.is_set():
+            try:
+                events = source.sample()
+            except Exception as exc:  # noqa: BLE001 - errors cross threads as one line
+                if not stop.is_set():
+                    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    self._problem("engine waits", f"engine waits stopped: {line}")
+                return
+            for ev in events:
+                self.sink(ev)
+            next_tick = max(next_tick + 1.0 / self.engine_hz, time.monotonic())
+            stop.wait(next_tick - time.monotonic())
 
     def _problem(self, source: str, message: str) -> None:
         if self.session.alive():

@@ -6,7 +6,8 @@ target choice), but its target is a process on the host and everything that touc
 through the agent there (:class:`~tdescope.app.remote.over_ssh.RemoteAgent`): the capture window
 (:meth:`HostSession.window`), the process list, a function's bytes for disassembly, and the
 samplers (:class:`~tdescope.app.remote.host_observation.HostObservation`). No engine connection
-is carried (no workloads): the window watches what the host's own clients do.
+is carried (no workloads): the window watches what the host's own clients do; with a DSN the
+engine's session comes too (:mod:`~tdescope.app.remote.host_engine`).
 
 :func:`open_host_session` connects (each failure one line, from SshHost or connect_agent) and
 settles the target: ``pid`` when given (it must run there), else the one process that maps the
@@ -64,6 +65,7 @@ class HostSession:
     in order, and two threads must not take each other's replies."""
 
     own_target = False  # a process on someone's host, chosen by pid
+    dsn = ""  #: the engine's server as the host sees it, when its session comes too (HostEngineSession)
 
     def __init__(self, agent: RemoteAgent, engine: Engine, pid: int, ssh_options: Sequence[str] = ()) -> None:
         self.agent = agent
@@ -79,6 +81,11 @@ class HostSession:
     def dest(self) -> str:
         """Where we connected: ``[user@]host`` or an ssh config alias."""
         return self.agent.host.dest
+
+    @property
+    def reopen_pid(self) -> int | None:
+        """The pid Reconnect asks for: the target's (the same process again)."""
+        return self.pid
 
     @property
     def label(self) -> str:
@@ -213,10 +220,17 @@ def running_the_code(processes: list[dict], dest: str, engine_label: str) -> int
 
 
 def open_host_session(engine: Engine, dest: str, ssh_options: Sequence[str] = (), pid: int | None = None,
-                      allow_prompts: bool = False) -> HostSession:
-    """Connect to ``dest``, start the agent and settle the target; each failure one line."""
+                      allow_prompts: bool = False, dsn: str = "", prompt=None) -> HostSession:
+    """Connect to ``dest``, start the agent and settle the target; each failure one line. With ``dsn``
+    (the server as the host sees it) the engine's session connects through the ssh connection and its
+    backend (or ``pid``, checked by the engine) is the target
+    (:class:`~tdescope.app.remote.host_engine.HostEngineSession`); ``prompt`` asks for its password."""
     agent = connect_agent(SshHost(dest, ssh_options, allow_prompts=allow_prompts))
     try:
+        if dsn:
+            from tdescope.app.remote.host_engine import open_engine_through
+
+            return open_engine_through(agent, engine, dsn, prompt, pid, ssh_options)
         session = HostSession(agent, engine, pid or 0, ssh_options)
         if pid is not None:
             session.choose_target(pid, allow_critical=True)  # there? (the deny-list is the window's ARM check)

@@ -187,8 +187,8 @@ class MainWindow(QMainWindow):
         engine, o = self.engine, params.options
 
         def connect(state) -> Connected | None:
-            session = open_host_session(engine, o["ssh"], o["ssh_options"], params.pid, o["ssh_prompt"]) if o.get("ssh") \
-                else open_session(engine, params)
+            session = open_host_session(engine, o["ssh"], o["ssh_options"], params.pid, o["ssh_prompt"], params.dsn,
+                                        params.prompt) if o.get("ssh") else open_session(engine, params)
             if state.cancelled:  # the window closed while connecting: nobody will close it later
                 session.close()
                 return None
@@ -326,7 +326,8 @@ class MainWindow(QMainWindow):
         (a host's process: the same host and target); the TaskState of leaving the old session."""
         exp, old, self.session = self.experiment, self.session, None
         if params is None and isinstance(old, HostSession):
-            params = host_params(old.dest, old.ssh_options, old.pid, old.agent.host.allow_prompts)
+            params = host_params(old.dest, old.ssh_options, old.reopen_pid, old.agent.host.allow_prompts, old.dsn,
+                                 self._connect_params.prompt)
         params = params or getattr(self, "_connect_params", ConnectParams(lab=True))
         self.observation.stop()
         self.workload_dock.set_workloads([], [])

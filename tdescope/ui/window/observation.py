@@ -145,12 +145,6 @@ class ObservationController(QObject):
         pid = session.server_pid()
         self.hotspots_dock.disasm.pid = pid
         self.hotspots_dock.disasm.read_code = session.read_function if isinstance(session, HostSession) else None
-        if isinstance(session, HostSession):  # perf and /proc run in the agent on the host
-            self.observation = HostObservation(session, self._publish, frequency=self.frequency,
-                                               hotspots=self.hotspots_action.isChecked(),
-                                               waits=self.waits_action.isChecked()).start()
-            self.waits_dock.set_engine_poll("", self.engine_hz)
-            return
         self.tasks.run(lambda _state: session.wait_source(), name="wait-source",
                        on_done=lambda source: self._start(generation, pid, source),
                        # a broken engine source must not stop observation
@@ -159,12 +153,18 @@ class ObservationController(QObject):
     def _start(self, generation: int, pid: int, source) -> None:
         if generation != self._generation:
             return  # stopped, or told to observe another process, while the source opened
+        self.waits_dock.set_engine_poll(engine_poll_text(source, self.engine_hz), self.engine_hz)
+        if isinstance(self._session, HostSession):  # perf and /proc run in the agent on the host
+            self.observation = HostObservation(self._session, self._publish, frequency=self.frequency,
+                                               hotspots=self.hotspots_action.isChecked(),
+                                               waits=self.waits_action.isChecked(), wait_source=source,
+                                               engine_hz=self.engine_hz).start()
+            return
         self.observation = Observation(
             pid, self._publish, wait_source=source, frequency=self.frequency, engine_hz=self.engine_hz,
             hotspots=self.hotspots_action.isChecked(), waits=self.waits_action.isChecked(), exact_waits="auto",
             lost=self._session.connection_lost if has_ability(self._session, Ability.TELL_LOST) else None,
         ).start()
-        self.waits_dock.set_engine_poll(engine_poll_text(source, self.engine_hz), self.engine_hz)
 
     def _toggle(self, which: str, on: bool) -> None:
         obs = self.observation

@@ -37,10 +37,13 @@ __all__ = ["HostDialog", "RecentHosts", "RemoteHost", "host_params"]
 
 
 def host_params(dest: str, ssh_options: tuple[str, ...] = (), pid: int | None = None,
-                prompt: bool = False) -> ConnectParams:
+                prompt: bool = False, dsn: str = "", password=None) -> ConnectParams:
     """How the window connects to a process on ``dest`` (``connect_engine`` opens a HostSession from it);
-    ``prompt``: ssh may ask for a password or passphrase on the terminal (``--ssh-prompt``)."""
-    return ConnectParams(pid=pid, options={"ssh": dest, "ssh_options": tuple(ssh_options), "ssh_prompt": prompt})
+    ``prompt``: ssh may ask for a password or passphrase on the terminal (``--ssh-prompt``). ``dsn``: the
+    engine's server as the host sees it, reached through the ssh connection (``pid``: one of its backends);
+    ``password`` asks for its password (the window's PasswordPrompt)."""
+    return ConnectParams(dsn=dsn, prompt=password, pid=pid,
+                         options={"ssh": dest, "ssh_options": tuple(ssh_options), "ssh_prompt": prompt})
 
 
 class RecentHosts:
@@ -78,6 +81,9 @@ class HostDialog(QDialog):
         self.dest.currentIndexChanged.connect(self._recall)
         self.pid = QLineEdit()
         self.pid.setPlaceholderText("optional (default: the process running the probed code)")
+        self.dsn = QLineEdit()
+        self.dsn.setPlaceholderText("optional: the server as the host sees it, e.g. host=/var/run/postgresql "
+                                    "dbname=app (no password: it is asked)")
         form = QFormLayout(self)
         about = QLabel("Your own OpenSSH connects (~/.ssh/config, keys and jump hosts work); the agent runs "
                        "with the host's python3 under sudo -n.")
@@ -86,6 +92,7 @@ class HostDialog(QDialog):
         form.addRow("&Destination", self.dest)
         form.addRow("ssh &options", self.options)
         form.addRow("&pid", self.pid)
+        form.addRow("&DSN", self.dsn)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -158,11 +165,21 @@ class RemoteHost(QObject):
             self.window.statusBar().showMessage(str(exc), 15000)
             return
         self.recent.add(dest, dialog.options.text().strip())
-        self.connect_to(dest, words, pid)
+        self.connect_to(dest, words, pid, dialog.dsn.text().strip())
 
-    def connect_to(self, dest: str, words: tuple[str, ...], pid: int | None = None) -> None:
-        """Connect the window to ``pid`` (or the engine's process) on ``dest``, with a cancellable progress."""
-        state = self._connect(host_params(dest, words, pid))
+    def connect_to(self, dest: str, words: tuple[str, ...], pid: int | None = None, dsn: str = "") -> None:
+        """Connect the window to ``pid`` (or the engine's process) on ``dest``, with a cancellable progress;
+        with ``dsn``, to the engine's server there through the ssh connection (its password asked here)."""
+        from tdescope.commands._dsn import refuse_password_in_dsn
+        from tdescope.ui.docks.plugin_docks import PasswordPrompt
+
+        try:
+            refuse_password_in_dsn(dsn, self.window.engine.name)
+        except UserError as exc:
+            self.window.statusBar().showMessage(str(exc), 15000)
+            return
+        state = self._connect(host_params(dest, words, pid, dsn=dsn, password=PasswordPrompt(self.window) if dsn
+                                          else None))
         self.progress = QProgressDialog(f"Connecting to {dest} over ssh…", "Cancel", 0, 0, self.window)
         self.progress.setWindowTitle("tdescope — connect to host")
         self.progress.setWindowModality(Qt.WindowModality.WindowModal)
