@@ -30,7 +30,8 @@ from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.sqlcipher.engine import DECRYPT
 from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
 
-KILLS = int(os.environ.get("TDESCOPE_EBPF_KILLS", "20"))
+#: Kills per run of the suite; the long figure is bench/bench_ebpf.py's (TDESCOPE_EBPF_KILLS=N runs more here).
+KILLS = int(os.environ.get("TDESCOPE_EBPF_KILLS", "10"))
 ROOT = Path(__file__).resolve().parent.parent
 DECRYPT_PAGE = ProbeRecipe(key="test.decrypt_page", label="decrypt_page", symbols=("decrypt_page",),
                            before=ArgRef(register="rdi"), length=ArgRef(register="rsi"),
