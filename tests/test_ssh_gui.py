@@ -314,7 +314,8 @@ def test_without_pid_the_target_is_the_one_process_running_the_probed_code(sshd,
     """``gui --ssh ops`` with no ``--pid``: the agent searches the host's processes for the engine's probed
     functions; exactly one (off the deny-list) is the target, none or several is one line."""
     from tdescope.app.engines import discover_engines
-    from tdescope.app.remote.host_session import open_host_session, running_the_code
+    from tdescope.app.remote.host_engine import open_host_session
+    from tdescope.app.remote.host_session import running_the_code
 
     app = sqlcipher_app()
     engine = discover_engines()[0]["sqlcipher"]

@@ -18,10 +18,11 @@ from tdescope.app.engines.api import ConnectParams, Engine, Inventory, TargetCho
 from tdescope.app.engines.capabilities import Ability, Role, has_ability
 from tdescope.app.engines.registry import open_session
 from tdescope.app.errors import UserError
-from tdescope.app.remote.host_session import HostSession
-from tdescope.app.remote.over_ssh import HostProcesses, RemoteAgent
+from tdescope.app.remote.host_session import HostSession, running_the_code
+from tdescope.app.remote.over_ssh import HostProcesses, RemoteAgent, connect_agent
+from tdescope.app.remote.ssh import SshHost
 
-__all__ = ["HostEngineSession", "open_engine_through", "refuse_not_through"]
+__all__ = ["HostEngineSession", "open_engine_through", "open_host_session", "refuse_not_through"]
 
 #: What the session answers itself (the host's face), never handed on from the engine session.
 _OWN = frozenset({"targets", "choose_target", "sample_columns"})
@@ -110,4 +111,25 @@ def open_engine_through(agent: RemoteAgent, engine: Engine, dsn: str, prompt: Ca
         return HostEngineSession(agent, engine, db, dsn, pid, ssh_options)
     except BaseException:
         db.close()
+        raise
+
+
+def open_host_session(engine: Engine, dest: str, ssh_options: Sequence[str] = (), pid: int | None = None,
+                      allow_prompts: bool = False, dsn: str = "", prompt=None) -> HostSession:
+    """Connect to ``dest``, start the agent and settle the target; each failure one line. With ``dsn``
+    (the server as the host sees it) the engine's session connects through the ssh connection and its
+    backend (or ``pid``, checked by the engine) is the target
+    (:class:`~tdescope.app.remote.host_engine.HostEngineSession`); ``prompt`` asks for its password."""
+    agent = connect_agent(SshHost(dest, ssh_options, allow_prompts=allow_prompts))
+    try:
+        if dsn:
+            return open_engine_through(agent, engine, dsn, prompt, pid, ssh_options)
+        session = HostSession(agent, engine, pid or 0, ssh_options)
+        if pid is not None:
+            session.choose_target(pid, allow_critical=True)  # there? (the deny-list is the window's ARM check)
+            return session
+        session.pid = running_the_code(session.search(), dest, engine.label.split(" (")[0])
+        return session
+    except BaseException:
+        agent.close()
         raise

@@ -9,9 +9,9 @@ samplers (:class:`~tdescope.app.remote.host_observation.HostObservation`). No en
 is carried (no workloads): the window watches what the host's own clients do; with a DSN the
 engine's session comes too (:mod:`~tdescope.app.remote.host_engine`).
 
-:func:`open_host_session` connects (each failure one line, from SshHost or connect_agent) and
-settles the target: ``pid`` when given (it must run there), else the one process that maps the
-engine's probed functions.
+:func:`~tdescope.app.remote.host_engine.open_host_session` connects (each failure one line, from
+SshHost or connect_agent) and settles the target: ``pid`` when given (it must run there), else the one
+process that maps the engine's probed functions.
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, WindowState
 from tdescope.app.probe.window import CaptureSummary
 from tdescope.app.remote.client import REPLY_S
-from tdescope.app.remote.over_ssh import RemoteAgent, connect_agent
-from tdescope.app.remote.ssh import SshHost
+from tdescope.app.remote.over_ssh import RemoteAgent
 
-__all__ = ["HostSession", "host_label", "open_host_session", "running_the_code", "ssh_option_words"]
+__all__ = ["HostSession", "host_label", "running_the_code", "ssh_option_words"]
 
 #: How long the search for the processes that map the probed functions may take (the agent reads each
 #: process's mapped ELF files once: 5-20 s on a busy host).
@@ -217,26 +216,3 @@ def running_the_code(processes: list[dict], dest: str, engine_label: str) -> int
     pids = ", ".join(str(p["pid"]) for p in mapping[:5]) + (", …" if len(mapping) > 5 else "")
     raise UserError(f"{len(mapping)} processes on {dest} map {engine_label}'s probed functions ({pids}): "
                     "give --pid PID")
-
-
-def open_host_session(engine: Engine, dest: str, ssh_options: Sequence[str] = (), pid: int | None = None,
-                      allow_prompts: bool = False, dsn: str = "", prompt=None) -> HostSession:
-    """Connect to ``dest``, start the agent and settle the target; each failure one line. With ``dsn``
-    (the server as the host sees it) the engine's session connects through the ssh connection and its
-    backend (or ``pid``, checked by the engine) is the target
-    (:class:`~tdescope.app.remote.host_engine.HostEngineSession`); ``prompt`` asks for its password."""
-    agent = connect_agent(SshHost(dest, ssh_options, allow_prompts=allow_prompts))
-    try:
-        if dsn:
-            from tdescope.app.remote.host_engine import open_engine_through
-
-            return open_engine_through(agent, engine, dsn, prompt, pid, ssh_options)
-        session = HostSession(agent, engine, pid or 0, ssh_options)
-        if pid is not None:
-            session.choose_target(pid, allow_critical=True)  # there? (the deny-list is the window's ARM check)
-            return session
-        session.pid = running_the_code(session.search(), dest, engine.label.split(" (")[0])
-        return session
-    except BaseException:
-        agent.close()
-        raise

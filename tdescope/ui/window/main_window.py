@@ -24,7 +24,8 @@ from tdescope.app.events import (ABResult, CaptureWindowState, LostConnection, P
 from tdescope.app.experiment import ABRun, CaptureSpec, Experiment, WorkloadRun
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
-from tdescope.app.remote.host_session import HostSession, open_host_session
+from tdescope.app.remote.host_engine import open_host_session
+from tdescope.app.remote.host_session import HostSession
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.live import LiveSession
 from tdescope.ui.docks.captures import CapturesDock
