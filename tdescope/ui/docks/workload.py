@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 from tdescope.app.ab.result_table import interval_text, ratio_cell
 from tdescope.app.engines.api import ProbeRecipe, Workload
 from tdescope.app.events import ABResult, WorkloadProgress, WorkloadResult
+from tdescope.app.probe.window import CaptureSummary
 from tdescope.ui.views.ab_results import ABResultsView
 
 __all__ = ["WorkloadDock"]
@@ -211,6 +212,19 @@ class WorkloadDock(QDockWidget):
         self.progress.setFormat("cancelled" if verdict == "cancelled" else "%p%")
         self.status.setText(f"Lesson “{title}” {'was cancelled' if verdict == 'cancelled' else 'done: ' + verdict}"
                             " — its card is in the Lessons dock.")
+
+    def show_watch_done(self, summary: CaptureSummary | None, error: str = "") -> None:
+        """A watch ended (no workload ran, so no result says so): the pages it captured and why it stopped;
+        ``summary`` None when the window never opened."""
+        self.progress.setValue(100)
+        self.progress.setFormat("ended")
+        error = error or (summary.error if summary else "") or ""
+        if error or summary is None:
+            self.status.setText(f"Watch ended: {error or 'the probe was never armed'}")
+            return
+        why = f" ({summary.reason})" if summary.reason else ""
+        pages = f"{summary.captures} page{'s' if summary.captures != 1 else ''}"
+        self.status.setText(f"Watch ended: {pages} captured{why}. Press Watch to arm again.")
 
     def show_progress(self, batch: list[WorkloadProgress]) -> None:
         """Advance the bar: over all rounds for an A/B run; else encrypted is the first half, plain the second."""

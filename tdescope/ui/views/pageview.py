@@ -31,7 +31,8 @@ from PySide6.QtWidgets import (
 from tdescope.app.engines.api import DecodedField, DecodedPage
 from tdescope.app.probe.entropy import shannon_entropy, verdict
 from tdescope.ui.views.entropy_strip import EntropyStrip
-from tdescope.ui.views.hexview import HexView, diff_color
+from tdescope.ui.views.hex_paint import diff_color
+from tdescope.ui.views.hexview import HexView
 from tdescope.ui.views.structure_tree import HEADERS, SPAN_ROLE, StructureRows, fill_structure_model
 
 __all__ = ["PLACEHOLDERS", "PageView", "SPAN_ROLE", "fill_structure_model"]
