@@ -34,7 +34,7 @@ def test_stop_returns_at_once_and_the_samplers_end_off_the_gui_thread(qtbot):
     ctl = ObservationController(discover_engines()[0]["sqlcipher"], lambda ev: None, EventPump(parent=parent),
                                 TaskRunner(parent), parent)
     try:
-        obs = _SlowToStop(target.pid, lambda ev: None, hotspots=False, waits=True).start()
+        obs = _SlowToStop(target.pid, lambda ev: None, hotspots=False, waits=True).start_blocking()
         assert obs.waits_on
         ctl.observation = obs
         with qtbot.waitSignal(ctl.stopped, timeout=10000) as told:
@@ -46,6 +46,9 @@ def test_stop_returns_at_once_and_the_samplers_end_off_the_gui_thread(qtbot):
         assert obs.stopped_on is thread and obs.stopped_on is not threading.main_thread()
         assert not obs.waits_on  # it did stop
         assert ctl.stop() is None  # twice: nothing more to stop
+        ctl.observation = again = _SlowToStop(target.pid, lambda ev: None, hotspots=False, waits=True).start_blocking()
+        ctl.shutdown(wait=True)  # a window shut down by code (not closed by its user) waits for the end
+        assert not again.waits_on and again.stopped_on is not threading.main_thread()
     finally:
         ctl.timer.stop()
         target.kill()

@@ -382,7 +382,7 @@ class MainWindow(QMainWindow):
         (:func:`~tdescope.ui.window.closing.close_down`); ``wait`` joins it, a closing window does not."""
         self.tasks.shutdown()
         self.pump.stop()
-        self.observation.shutdown()
+        self.observation.shutdown(wait)  # a closing window does not wait for perf's end either
         self.recording.shutdown()
         self.replay.close_file()
         closing, self.session = close_down(self.experiment, self.session), None

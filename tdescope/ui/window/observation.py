@@ -210,10 +210,12 @@ class ObservationController(QObject):
     def _on_stopped(self, error: str) -> None:
         self.stop_error = error
 
-    def shutdown(self) -> None:
-        """Stop refreshing and sampling (window close)."""
+    def shutdown(self, wait: bool = False) -> None:
+        """Stop refreshing and sampling (window close); ``wait``: until the samplers ended (perf gone)."""
         self.timer.stop()
-        self.stop()
+        stopping = self.stop()
+        if stopping is not None and wait:
+            stopping.join()
 
     def clear(self) -> None:
         """Forget what was observed so far; sampling goes on."""
