@@ -18,7 +18,7 @@ from tdescope.app.engines.ab_dml import run_ab_dml
 from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.engines.sql_workload import repeat_sql
 from tdescope.app.errors import UserError
-from tdescope.app.events import PhaseTiming, WorkloadResult
+from tdescope.app.events import PhaseName, PhaseTiming, Side, WorkloadResult
 from tdescope.app.system.procstat import thread_cpu_seconds
 from tdescope.app.system.statement_text import mask_error
 
@@ -204,11 +204,11 @@ def cold_warm(conn, db: str, pid: int | None, params: Mapping[str, Any], control
     reads: dict[tuple[str, str], list[int]] = {}
     step, total = 0, rounds * 4
     for _ in range(rounds):
-        for side, table in (("encrypted", "cw_tde"), ("plain", "cw_non")):
-            for phase in ("cold", "warm"):
+        for side, table in ((Side.ENCRYPTED, "cw_tde"), (Side.PLAIN, "cw_non")):
+            for phase in (PhaseName.COLD, PhaseName.WARM):
                 if control.cancelled:
                     break
-                if phase == "cold":
+                if phase == PhaseName.COLD:
                     evict(conn, db)
                 c0, r0, t0 = _server_cpu_s(pid), _status(conn, "Innodb_buffer_pool_reads"), time.perf_counter()
                 _exec(conn, f"SELECT COUNT(*), SUM(LENGTH(note)) FROM {db}.{table} FORCE INDEX (PRIMARY)").fetchall()

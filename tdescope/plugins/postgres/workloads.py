@@ -26,7 +26,7 @@ from tdescope.app.engines.ab_dml import run_ab_dml
 from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.engines.sql_workload import repeat_sql
 from tdescope.app.errors import UserError
-from tdescope.app.events import PhaseTiming, WorkloadResult
+from tdescope.app.events import PhaseTiming, Side, WorkloadResult
 from tdescope.app.system.child_env import child_env
 from tdescope.app.system.private_files import open_new_private
 from tdescope.app.system.statement_text import mask_error
@@ -85,7 +85,7 @@ class _PgDmlTable:
     """One side's table of :func:`ab_dml` (:class:`~tdescope.app.engines.ab_dml.DmlTable`)."""
 
     def __init__(self, conn, side: str, access_method: str | None) -> None:
-        encrypted = side == "encrypted"
+        encrypted = side == Side.ENCRYPTED
         self.conn, self.table = conn, f"tdescope_ab_{side}"
         # pgcrypto's column (put, column type, get), or the plain one: table-level encryption (pg_tde's
         # tde_heap_basic) keeps the plain columns in a table of another access method

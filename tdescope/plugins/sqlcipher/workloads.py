@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tdescope.app.engines.ab_dml import Cancelled, run_ab_dml
+from tdescope.app.events import PhaseName
 
 __all__ = ["DEFAULTS", "SCHEMA", "ab_dml", "cold_warm_read", "reset_table"]
 
@@ -146,7 +147,7 @@ def cold_warm_read(sides: dict, paths: dict, params: dict, emit: Emit, cancelled
         conn.execute(f"PRAGMA cache_size = {cache}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         took = {}
-        for scan_name in ("cold", "warm"):
+        for scan_name in (PhaseName.COLD, PhaseName.WARM):
             # each scan says when it starts and ends (worker's clock): a probe's hits are counted per scan
             emit({"ev": "progress", "side": scan_name, "done": step, "total": len(sides), "ts": time.time(),
                   "message": f"{side}: {scan_name} scan…"})

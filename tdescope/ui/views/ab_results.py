@@ -20,13 +20,13 @@ from PySide6.QtWidgets import (
 )
 
 from tdescope.app.ab.result_table import AB_HEADER, ResultTable, Verdict, ab_table, single_table
-from tdescope.app.events import ABResult, WorkloadResult
+from tdescope.app.events import AB_SIDES, ABResult, PhaseName, Side, WorkloadResult
 from tdescope.app.report.plots import SIDE_COLORS
 
 __all__ = ["ABResultsView", "run_title"]
 
 _SIDE_COLORS = {side: QColor(color).getRgb()[:3] for side, color in SIDE_COLORS.items()}  # as in the report
-_RATIO_COLOR = _SIDE_COLORS["encrypted"]
+_RATIO_COLOR = _SIDE_COLORS[Side.ENCRYPTED]
 #: The dock's header words for the table's own (which the report and the JSON keep): a Workload dock
 #: 450 px wide at 1280×720 showed no "95 % interval" column under the long ones. The full words are the tooltip.
 _SHORT_HEADER = {"Encrypted (s, median)": "Encrypted s", "Plain (s, median)": "Plain s", "Ratio (median)": "Ratio",
@@ -144,7 +144,7 @@ class ABResultsView(QWidget):
                 item = QTableWidgetItem(cell.text)
                 if c:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if row[0].value == "total" or table.header[c].startswith("Ratio"):
+                if row[0].value == PhaseName.TOTAL or table.header[c].startswith("Ratio"):
                     f = item.font()
                     f.setBold(True)
                     item.setFont(f)
@@ -192,10 +192,10 @@ class ABResultsView(QWidget):
         self.chart.setYRange(0, top * 1.1, padding=0)
 
     def _plot_bars(self, result: WorkloadResult) -> None:
-        phases = [t.phase for t in result.timings if t.side == "encrypted" and t.phase != "total"]
+        phases = [t.phase for t in result.timings if t.side == Side.ENCRYPTED and t.phase != PhaseName.TOTAL]
         self._axis(phases, "elapsed", "s")
         width = 0.38
-        for k, side in enumerate(("encrypted", "plain")):
+        for k, side in enumerate(AB_SIDES):
             values = [next((t.elapsed_s for t in result.timings if t.side == side and t.phase == ph), 0.0)
                       for ph in phases]
             xs = [i + (k - 0.5) * width for i in range(len(phases))]

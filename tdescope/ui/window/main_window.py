@@ -20,7 +20,7 @@ from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session, recorded_decoder
 from tdescope.app.errors import UserError
 from tdescope.app.events import (ABResult, CaptureWindowState, LostConnection, PageCapture, Problem, WorkloadProgress,
-                                 WorkloadResult)
+                                 WorkloadResult, is_ab)
 from tdescope.app.experiment import ABRun, CaptureSpec, Experiment, WorkloadRun
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
@@ -252,7 +252,7 @@ class MainWindow(QMainWindow):
                               allow_critical=self.allow_critical, windows=host.window if host else None) \
             if recipe is not None else None
         run = (ABRun(workload=workload, params=params, rounds=rounds, local_server=host is None)
-               if rounds and {"encrypted", "plain"} <= set(workload.sides)
+               if rounds and is_ab(workload.sides)
                else WorkloadRun(workload=workload, params=params)) if workload is not None else None
         exp = Experiment(self.session, self.engine.name, self.live.publish, capture=capture, run=run)
         self.experiment = exp
