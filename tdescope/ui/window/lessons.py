@@ -22,7 +22,7 @@ from tdescope.app.errors import UserError
 from tdescope.app.events import LessonCard, LessonVerdict, WorkloadProgress
 from tdescope.app.lessons import LessonRun, lesson_named, load_lessons, run_lesson
 from tdescope.app.session.live import LiveSession
-from tdescope.app.session.notes import NoteTarget
+from tdescope.app.session.notes import NoteKind, NoteTarget
 from tdescope.ui.gui_thread.event_pump import EventPump
 from tdescope.ui.docks.lessons import LessonsDock
 from tdescope.ui.window.runs import RunSlot
@@ -148,6 +148,6 @@ class LessonsController(QObject):
     def add_to_notes(self, card: LessonCard) -> None:
         """Write ``card`` as a note over the lesson's time range."""
         start = self._started.get(card.lesson, card.ts)
-        target = NoteTarget(kind="range", ts=start, ts_end=card.ts)
+        target = NoteTarget(kind=NoteKind.RANGE, ts=start, ts_end=card.ts)
         if self.views.add_note(target, card.text()):
             self.views.say(f"Lesson card added to the notes: {card.title}")
