@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 from bench._report import goal
 from bench._steady import median_interval
@@ -109,6 +110,56 @@ for _m in MODES:
     goal(f"sample_{_m}_reach_main_pct", f"{_m}: samples whose unwound stack reaches main, %")
 
 
+class _Loop:
+    """The compiled loop, running: ``piece()`` has it do one piece of work and returns its own CPU time, ns."""
+
+    def __init__(self, exe: str, *args: object) -> None:
+        self.proc = subprocess.Popen([exe, *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.pid = int(self.proc.stdout.readline())
+
+    def piece(self) -> float:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def __enter__(self) -> "_Loop":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        self.proc.kill()
+        self.proc.wait()
+
+
+def _paired(on: Callable[[], float], off: Callable[[], float], pairs: int) -> list[tuple[float, float]]:
+    """``pairs`` pairs of pieces, one observed (``on``) and one not (``off``), each returning the piece's CPU
+    time; the order alternated pair by pair. The one measuring loop of every part: ``[(on_ns, off_ns)]``."""
+    out = []
+    for p in range(pairs):
+        got = {}
+        for state in ((True, False) if p % 2 == 0 else (False, True)):
+            got[state] = on() if state else off()
+        out.append((got[True], got[False]))
+    return out
+
+
+def _then(first: Callable[[], object], piece: Callable[[], float]) -> Callable[[], float]:
+    """``first()`` (resume or pause the observation), then the piece."""
+    def both() -> float:
+        first()
+        return piece()
+    return both
+
+
+def _ratio_figures(prefix: str, pairs: list[tuple[float, float]]) -> dict:
+    """The median of the paired on/off ratios as the CPU added, %, with its 95 % interval."""
+    mid, lo, hi, cover = median_interval([on / off for on, off in pairs])
+    return {f"{prefix}_cpu_added_pct": round(100 * (mid - 1), 2),
+            f"{prefix}_cpu_added_pct_ci95": [round(100 * (lo - 1), 2), round(100 * (hi - 1), 2)],
+            f"{prefix}_coverage": round(cover, 3)}
+
+
 def run(quick: bool, modes: dict | None = None, together_only: bool = False) -> dict:
     from tdescope.app.events import HotspotWindow
     from tdescope.app.hotspots.perf_record import HotspotSampler
@@ -121,53 +172,26 @@ def run(quick: bool, modes: dict | None = None, together_only: bool = False) -> 
             f.write(_LOOP_C)
         subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", exe, src], check=True)
         n = 20_000_000
-        proc = subprocess.Popen([exe, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        try:
-            pid = int(proc.stdout.readline())
-
-            def piece() -> float:
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-                return float(proc.stdout.readline())
-
-            # ~0.15 s of CPU per piece: ~75 samples at 499 Hz
-            scale = 0.15e9 / piece()
-            proc.stdin.close()
-            proc.wait()
-            n = max(1, int(n * scale))
-            proc = subprocess.Popen([exe, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            pid = int(proc.stdout.readline())
+        with _Loop(exe, n) as loop:
+            n = max(1, int(n * 0.15e9 / loop.piece()))  # ~0.15 s of CPU per piece: ~75 samples at 499 Hz
+        with _Loop(exe, n) as loop:
             for name, kw in (MODES if modes is None else modes).items():
                 windows: list[HotspotWindow] = []
-                sampler = HotspotSampler(pid, window_s=0.5, on_window=windows.append, **kw)
+                sampler = HotspotSampler(loop.pid, window_s=0.5, on_window=windows.append, **kw)
                 sampler.start()
                 try:
-                    piece()  # perf script loads the loop's tables
-                    ratios = []
-                    for p in range(pairs):
-                        got = {}
-                        for on in ((True, False) if p % 2 == 0 else (False, True)):
-                            (sampler.resume if on else sampler.pause)()
-                            got[on] = piece()
-                        ratios.append(got[True] / got[False])
+                    loop.piece()  # perf script loads the loop's tables
+                    measured = _paired(_then(sampler.resume, loop.piece), _then(sampler.pause, loop.piece), pairs)
                 finally:
                     sampler.stop()
-                mid, lo, hi, cover = median_interval(ratios)
+                out.update(_ratio_figures(f"sample_{name}", measured))
                 stacks = [(s, c) for w in windows for s, c in w.stacks.items()]
                 total = sum(c for _, c in stacks)
-                out[f"sample_{name}_cpu_added_pct"] = round(100 * (mid - 1), 2)
-                out[f"sample_{name}_cpu_added_pct_ci95"] = [round(100 * (lo - 1), 2), round(100 * (hi - 1), 2)]
-                out[f"sample_{name}_coverage"] = round(cover, 3)
                 out[f"sample_{name}_samples"] = total
                 reach = sum(c for s, c in stacks if "main" in s.split(";"))
                 out[f"sample_{name}_reach_main_pct"] = round(100 * reach / total, 1) if total else 0.0
                 print(name, out[f"sample_{name}_cpu_added_pct"], out[f"sample_{name}_cpu_added_pct_ci95"],
                       file=sys.stderr, flush=True)
-        finally:
-            if proc.stdin and not proc.stdin.closed:
-                proc.stdin.close()
-            proc.kill()
-            proc.wait()
         if not together_only:
             out.update(_waits_cost(exe, tmp, pairs))
         out.update(_together(exe, tmp, pairs))
@@ -175,57 +199,40 @@ def run(quick: bool, modes: dict | None = None, together_only: bool = False) -> 
     return out
 
 
+def _data_file(tmp: str) -> str:
+    data = os.path.join(tmp, "data")
+    with open(data, "wb") as f:
+        f.write(os.urandom(4096))
+    return data
+
+
 def _waits_cost(exe: str, tmp: str, pairs: int) -> dict:
     """The wait samplers on the syscall loop: the target's own CPU per 4 KiB pread, on vs off."""
     from tdescope.app.waits.ebpf.tracer import EbpfWaitTracer
     from tdescope.app.waits.os_sampler import OsWaitSampler
 
-    data = os.path.join(tmp, "data")
-    with open(data, "wb") as f:
-        f.write(os.urandom(4096))
     n = 300_000  # ~0.1 s of the target's CPU per piece
     out: dict = {}
-    proc = subprocess.Popen([exe, str(n), data], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        pid = int(proc.stdout.readline())
-
-        def piece() -> float:
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-            return float(proc.stdout.readline())
-
-        piece()
-        modes = {"tracer": lambda: EbpfWaitTracer(pid).start(),
-                 "proc20": lambda: _started(OsWaitSampler(pid, hz=20, on_sample=lambda s: None))}
+    with _Loop(exe, n, _data_file(tmp)) as loop:
+        loop.piece()
+        modes = {"tracer": lambda: EbpfWaitTracer(loop.pid).start(),
+                 "proc20": lambda: _started(OsWaitSampler(loop.pid, hz=20, on_sample=lambda s: None))}
         for name, start in modes.items():
-            diffs, ratios, offs = [], [], []
-            for p in range(pairs):
-                got = {}
-                for on in ((True, False) if p % 2 == 0 else (False, True)):
-                    if on:
-                        sampler = start()
-                        try:
-                            got[on] = piece()
-                        finally:
-                            sampler.stop()
-                    else:
-                        got[on] = piece()
-                diffs.append((got[True] - got[False]) / n)
-                ratios.append(got[True] / got[False])
-                offs.append(got[False] / n)
-            mid, lo, hi, cover = median_interval(diffs)
+            def attached(start=start) -> float:  # the sampler attached for this piece alone
+                sampler = start()
+                try:
+                    return loop.piece()
+                finally:
+                    sampler.stop()
+
+            measured = _paired(attached, loop.piece, pairs)
+            mid, lo, hi, _ = median_interval([(on - off) / n for on, off in measured])
             out[f"sample_{name}_ns_per_syscall"] = round(mid, 1)
             out[f"sample_{name}_ns_per_syscall_ci95"] = [round(lo, 1), round(hi, 1)]
-            out[f"sample_{name}_pread_ns_off"] = round(median_interval(offs)[0], 1)
-            r = median_interval(ratios)
-            out[f"sample_{name}_cpu_added_pct"] = round(100 * (r[0] - 1), 2)
-            out[f"sample_{name}_cpu_added_pct_ci95"] = [round(100 * (r[1] - 1), 2), round(100 * (r[2] - 1), 2)]
+            out[f"sample_{name}_pread_ns_off"] = round(median_interval([off / n for _, off in measured])[0], 1)
+            out.update(_ratio_figures(f"sample_{name}", measured))
             print(name, out[f"sample_{name}_ns_per_syscall"], out[f"sample_{name}_ns_per_syscall_ci95"],
                   file=sys.stderr, flush=True)
-    finally:
-        proc.stdin.close()
-        proc.kill()
-        proc.wait()
     return out
 
 
@@ -234,56 +241,26 @@ def _together(exe: str, tmp: str, pairs: int) -> dict:
     of its CPU (the lab's A/B DML makes 42-51k): the target's own CPU, observation resumed vs paused."""
     from tdescope.app.observe.sampling import Observation
 
-    data = os.path.join(tmp, "data")
-    with open(data, "wb") as f:
-        f.write(os.urandom(4096))
+    data = _data_file(tmp)
     out: dict = {}
     n, every = 20_000_000, 10_000  # measured: ~2 ns a step, so ~50k preads per CPU second
-    proc = subprocess.Popen([exe, str(n), data, str(every)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-
-    def piece() -> float:
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        return float(proc.stdout.readline())
-
-    try:
-        proc.stdout.readline()
-        cpu = piece()
+    with _Loop(exe, n, data, every) as loop:
+        cpu = loop.piece()
         out["sample_together_syscalls_per_cpu_s"] = round((n // every) / (cpu / 1e9))
-    finally:
-        proc.stdin.close()
-        proc.kill()
-        proc.wait()
     n = max(1, int(n * 0.15e9 / cpu))
-    proc = subprocess.Popen([exe, str(n), data, str(every)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        pid = int(proc.stdout.readline())
+    with _Loop(exe, n, data, every) as loop:
         for hz in (249, 499):
-            obs = Observation(pid, lambda ev: None, frequency=hz, exact_waits="auto").start_blocking()
+            obs = Observation(loop.pid, lambda ev: None, frequency=hz, exact_waits="auto").start_blocking()
             try:
-                piece()
-                ratios = []
-                for p in range(pairs):
-                    got = {}
-                    for on in ((True, False) if p % 2 == 0 else (False, True)):
-                        (obs.resume if on else obs.pause)()
-                        got[on] = piece()
-                    ratios.append(got[True] / got[False])
+                loop.piece()
+                measured = _paired(_then(obs.resume, loop.piece), _then(obs.pause, loop.piece), pairs)
                 source = obs.exact_source
             finally:
                 obs.stop()
-            mid, lo, hi, _ = median_interval(ratios)
-            out[f"sample_together_{hz}_cpu_added_pct"] = round(100 * (mid - 1), 2)
-            out[f"sample_together_{hz}_cpu_added_pct_ci95"] = [round(100 * (lo - 1), 2), round(100 * (hi - 1), 2)]
+            out.update(_ratio_figures(f"sample_together_{hz}", measured))
             out[f"sample_together_{hz}_exact_source"] = source
             print("together", hz, out[f"sample_together_{hz}_cpu_added_pct"],
                   out[f"sample_together_{hz}_cpu_added_pct_ci95"], source, file=sys.stderr, flush=True)
-    finally:
-        proc.stdin.close()
-        proc.kill()
-        proc.wait()
     return out
 
 

@@ -11,8 +11,10 @@ import grimp
 import tdescope
 
 PACKAGE = Path(tdescope.__file__).parent
-#: Modules allowed past MAX_LINES; each says why in its docstring.
 MAX_LINES = 400
+#: The only modules allowed past MAX_LINES; each says why in its docstring ("Long because ..."). A docstring
+#: alone no longer lets a module past: ui/views/hexview.py said why and was split instead (issue #25).
+LONG_MODULES = frozenset({"app/engines/api.py"})
 
 
 def _cycles(graph) -> list[tuple[str, str]]:
@@ -49,8 +51,9 @@ def _long_modules() -> list[str]:
         if lines <= MAX_LINES:
             continue
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-        if "long because" not in doc.lower():
-            out.append(f"{path.relative_to(PACKAGE)}: {lines} lines")
+        name = path.relative_to(PACKAGE).as_posix()
+        if name not in LONG_MODULES or "long because" not in doc.lower():
+            out.append(f"{name}: {lines} lines")
     return out
 
 

@@ -135,3 +135,58 @@ def test_what_every_engine_reads_of_a_connection_is_declared_not_an_option():
             ConnectParams(options={key: True})
     with pytest.raises(TypeError):
         ConnectParams("host=db1")  # by name: it grows
+
+
+#: Issue #25 leftovers: an A/B side, the total phase, a cold/warm scan, a lesson's verdict, a window's end, a
+#: note's kind, the window's recording mode, layout or teaching view, or an entropy verdict compared as a
+#: string (or a verdict spelled as one), where a Side, a PhaseName, a LessonVerdict, an EndReason or a
+#: Happened, a NoteKind, a RecordingMode, an Arrangement or a TeachingView, or a Randomness is the word.
+_LEFTOVER_WORDS = re.compile(
+    r"""(==|!=|\bin|\bnot in)\s*\(?\s*\{?["'](encrypted|plain|total|cold|warm|cancelled|failed|cannot run"""
+    r"""|live|idle|replay|pages|compact|medium|looks \w+|too short to judge)["']"""
+    r"""|kind\s*(==|!=|in|not in)\s*\(?\s*["'](capture|bytes|hotspot|symbol|wait|range|free)["']"""
+    r"""|\{\s*["']encrypted["'],\s*["']plain["']\s*\}\s*<="""
+    r"""|["'](same direction|no comparison|inconclusive)["']"""
+    r"""|Happened\.\w+\.value|_reason\s*=\s*["'](error|timeout|cancelled|limit: max \w+)["']""")
+
+
+def test_sides_phases_verdicts_and_window_ends_are_words_of_their_enums():
+    """The words stay the same in JSON, recordings and text (str-valued Enums); only the comparisons and
+    the spelling moved into ``Side``/``PhaseName``, ``LessonVerdict`` and ``EndReason``/``Happened``."""
+    found = [f"{path.relative_to(PACKAGE)}:{n}" for path in sorted(PACKAGE.rglob("*.py"))
+             if path.relative_to(PACKAGE).as_posix() not in ("app/events/lessons.py",)  # where the words are spelled
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if _LEFTOVER_WORDS.search(line) and not line.lstrip().startswith("#")]
+    assert found == []
+    for old in ('if row[0].value == "total" or x:', 'index = 0 if ev.side == "encrypted" else 1',
+                'if {"encrypted", "plain"} <= set(w.sides):', 'card.verdict not in ("cannot run", "cancelled")',
+                'SAME, DIFFERENT = "same direction", "different"', 'return self.reason == Happened.TARGET_EXITED.value',
+                'self._reason = "timeout"', 'if set(spans) != {"cold", "warm"}:', 'if t.kind == "bytes":',
+                'if self.mode != "live":', 'if view == "pages":', 'if kind == "compact":',
+                'elif judged in ("too short to judge", "empty"):'):
+        assert _LEFTOVER_WORDS.search(old), old  # the check can fail
+
+
+def test_the_words_read_back_the_same_and_typed():
+    from tdescope.app.events import LessonCard, LessonVerdict, PhaseName, PhaseTiming, Side, WorkloadResult
+    from tdescope.app.lessons import analyses
+    from tdescope.app.probe.backend import EndReason
+    from tdescope.app.session.codec import decode, encode
+
+    card = LessonCard(1.0, "l", "L", "sqlcipher", "q?", "seed", ("p",), ("o",), LessonVerdict.SAME, "why")
+    enc = encode(card)
+    assert '"verdict":"same direction"' in enc.payload  # the file's words did not change
+    back = decode(enc.kind, enc.ts, enc.payload, {})
+    assert back == card and back.verdict is LessonVerdict.SAME  # and a card read back is typed
+    assert "Verdict: same direction: why" in card.text()
+    assert {type(v) for v in (analyses.SAME, analyses.DIFFERENT, analyses.INCONCLUSIVE, analyses.NO_COMPARISON)} == {
+        LessonVerdict}
+    with pytest.raises(ValueError):
+        LessonCard(1.0, "l", "L", "e", "q", "s", (), (), "maybe", "")  # not a verdict
+    result = WorkloadResult(1.0, "w", {}, (PhaseTiming("encrypted", "total", 2.0), PhaseTiming(Side.PLAIN, PhaseName.TOTAL, 1.0)), {})
+    assert result.total(Side.ENCRYPTED) == 2.0 and result.ratio() == 2.0
+    assert encode(result).payload.count('"total"') == 2
+    assert f"{EndReason.MAX_SECONDS}" == "limit: max seconds" and Happened.TARGET_EXITED == "target exited"
+    summary = CaptureSummary(captures=0, reason="target exited", armed_symbol=None, locations=(), stopped_s=0.0,
+                             elapsed_s=0.0)  # as the agent's JSON brings it back
+    assert summary.target_exited

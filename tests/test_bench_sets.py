@@ -28,3 +28,12 @@ def test_every_slow_make_target_names_slow_benchmarks():
 def test_every_benchmark_module_is_in_one_set():
     modules = {f"bench.{p.stem}" for p in BENCH.glob("bench_*.py")}
     assert modules == set(SUITES) | set(STANDALONE) and not set(QUICK_SUITES) & set(SLOW_SUITES)
+
+
+def test_the_sample_cost_bench_measures_with_one_loop():
+    """Its perf modes, wait samplers and the whole observation are measured by `_paired` alone (issue #25
+    leftovers: the paired on/off loop was written three times)."""
+    text = (BENCH / "bench_sample_cost.py").read_text()
+    assert len(re.findall(r"for \w+ in range\(pairs\)", text)) == 1
+    assert text.count("_paired(") == 4  # its definition and the three parts
+    assert text.count("subprocess.Popen(") == 1  # one way to start the loop (`_Loop`)

@@ -166,3 +166,29 @@ def test_long_status_texts_wrap_and_the_docks_keep_their_width(qtbot, qsettings)
     after = least_widths()
     assert all(after[name] <= before[name] for name in before), (before, after)
     win.shutdown()
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
+def test_every_column_of_the_ab_table_shows_in_the_workload_dock(qtbot, qsettings, size):
+    """Issue #25 leftovers: at 1280×720 (and 1920×1080) the long header words pushed the "95 % interval"
+    column out of the dock. Short words (the full ones as tooltips) keep every column in view."""
+    win = _window(qtbot, qsettings, size)
+    win.workload_dock.raise_()
+    phases = {"total": 9.5, "insert": 4.04, "delete": 1.39, "update": 1.2, "select": 1.1, "commit": 0.63}
+    times = tuple(RoundTime(n, side, {p: s * (1.6 if side == "encrypted" else 1.0) * (1 + n / 50)
+                                      for p, s in phases.items()})
+                  for n in range(4) for side in ("encrypted", "plain"))
+    win.workload_dock.show_ab_result(ABResult(2.0, "ab_dml", "A/B DML (seed 000)", {}, 3, 1, times, summarize(times)))
+    view = win.workload_dock.results
+    view.tabs.setCurrentWidget(view.table)
+    qtbot.wait(50)
+    table = view.table
+    header, width = table.horizontalHeader(), table.viewport().width()
+    assert table.isVisible() and header.count() == 5
+    for c in range(header.count()):
+        left = header.sectionViewportPosition(c)
+        assert 0 <= left < width, (c, header.model().headerData(c, Qt.Orientation.Horizontal), left, width)
+        assert left + header.sectionSize(c) <= width + 1, (c, left, header.sectionSize(c), width)  # whole, too
+    assert [table.horizontalHeaderItem(c).toolTip() for c in range(5)][-1] == "95 % interval"
+    assert table.horizontalHeaderItem(1).toolTip() == "Encrypted (s, median)"  # the full words stay
+    win.shutdown()

@@ -144,6 +144,9 @@ def test_watch_arms_the_probe_with_no_workload_and_cancels(qtbot, window):
     qtbot.keyClick(window, Qt.Key.Key_Escape)
     qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=30000)
     assert states[-1] in ("disarmed", "failed") and "not armed" in window.probe_status.armed_label.text()
+    # no workload result ends a watch: the dock says it ended, not "Running…" (issue #25 leftovers)
+    assert dock.status.text().startswith("Watch ended") and "Running" not in dock.status.text(), dock.status.text()
+    assert dock.progress.format() == "ended"
 
 
 def test_a_window_that_outlives_its_workload_says_so(qtbot, window):

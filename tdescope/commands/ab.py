@@ -8,6 +8,7 @@ import sys
 
 from tdescope.app.ab.result_table import interval_text
 from tdescope.app.errors import UserError
+from tdescope.app.events import AB_SIDES, is_ab
 from tdescope.commands._args import engine_named, positive_int, recipe_named
 from tdescope.commands._dsn import add_dsn_arguments
 from tdescope.commands._ssh import add_ssh_arguments, agent_windows, lost_line, ssh_host
@@ -74,7 +75,7 @@ def run(args) -> int:
             pass  # raised once, below
 
     def first_ab(workloads):
-        return next((w for w in workloads if {"encrypted", "plain"} <= set(w.sides)), None)
+        return next((w for w in workloads if is_ab(w.sides)), None)
 
     from tdescope.commands._ssh import connect
 
@@ -125,7 +126,7 @@ def run(args) -> int:
     else:
         print(text_report(result, where))
     if interrupted:
-        sides = [{t.round for t in result.times if t.round > 0 and t.side == side} for side in ("encrypted", "plain")]
+        sides = [{t.round for t in result.times if t.round > 0 and t.side == side} for side in AB_SIDES]
         done = len(sides[0] & sides[1])  # rounds with both sides timed: the ones that give a ratio
         raise KeyboardInterrupt(f"interrupted after {done} of {args.rounds} timed rounds: the figures above are "
                                 "from those")
@@ -178,7 +179,7 @@ def text_report(result, where: str) -> str:
                      f"  {interval_text(p.ratio_ci_low, p.ratio_ci_high, '×'):<15} "
                      + " ".join(f"{r:.2f}" for r in p.ratios))
     cpu = {side: [t.server_cpu_s for t in result.times if t.round > 0 and t.side == side and t.server_cpu_s]
-           for side in ("encrypted", "plain")}
+           for side in AB_SIDES}
     if cpu["encrypted"] and cpu["plain"]:
         enc, plain = sorted(cpu["encrypted"]), sorted(cpu["plain"])
         lines.append(f"server CPU per round (median): encrypted {enc[len(enc) // 2]:.3f} s, "

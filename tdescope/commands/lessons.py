@@ -7,6 +7,7 @@ import json
 import sys
 
 from tdescope.app.errors import UserError
+from tdescope.app.events import LessonVerdict
 from tdescope.commands._args import engine_named
 from tdescope.commands._ssh import add_ssh_arguments, ssh_host
 from tdescope.commands._stdout import emit
@@ -113,6 +114,6 @@ def _run_one(args, lesson, engine) -> int:
         if agent is not None:
             agent.close()
     emit(json.dumps(card_json(card)) if args.json else card.text())
-    if card.verdict in ("failed", "cannot run"):
+    if card.verdict in (LessonVerdict.FAILED, LessonVerdict.CANNOT_RUN):
         raise UserError(f"lesson {lesson.id}: {card.verdict_text}")
     return 0

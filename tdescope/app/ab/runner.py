@@ -24,18 +24,17 @@ from typing import Any
 from tdescope.app.ab.stats import INTERVAL_METHOD, median_interval
 from tdescope.app.engines.api import Workload, WorkloadControl
 from tdescope.app.errors import UserError
-from tdescope.app.events import ABResult, Event, PhaseRatio, RoundTime, WorkloadProgress, WorkloadResult
+from tdescope.app.events import (AB_SIDES, ABResult, Event, PhaseName, PhaseRatio, RoundTime, Side, WorkloadProgress,
+                                 WorkloadResult, is_ab)
 from tdescope.app.system.procstat import cpu_seconds, machine_cpu_seconds
 
 __all__ = ["ABRunner", "round_order", "summarize"]
 
-SIDES = ("encrypted", "plain")
 
-
-def round_order(n: int) -> tuple[str, str]:
+def round_order(n: int) -> tuple[Side, Side]:
     """Which side goes first in round ``n`` (0 = warm-up): encrypted first on even rounds and the
     warm-up, plain first on odd ones (ABBA…)."""
-    return SIDES if n % 2 == 0 else SIDES[::-1]
+    return AB_SIDES if n % 2 == 0 else AB_SIDES[::-1]
 
 
 def summarize(times: list[RoundTime] | tuple[RoundTime, ...]) -> tuple[PhaseRatio, ...]:
@@ -47,10 +46,10 @@ def summarize(times: list[RoundTime] | tuple[RoundTime, ...]) -> tuple[PhaseRati
     for t in times:
         if t.round > 0:
             by_round.setdefault(t.round, {})[t.side] = t
-    pairs = [(r["encrypted"], r["plain"]) for _, r in sorted(by_round.items()) if set(SIDES) <= r.keys()]
+    pairs = [(r[Side.ENCRYPTED], r[Side.PLAIN]) for _, r in sorted(by_round.items()) if is_ab(r)]
     if not pairs:
         return ()
-    phases = ["total"] + [p for p in pairs[0][0].phases if p != "total"]
+    phases = [PhaseName.TOTAL] + [p for p in pairs[0][0].phases if p != PhaseName.TOTAL]
     out = []
     for phase in phases:
         enc = [e.phases.get(phase) for e, _ in pairs]
@@ -105,7 +104,7 @@ class ABRunner:
 
     def __init__(self, workload: Workload, params: Mapping[str, Any], server_pid: int | None,
                  rounds: int = 5, warmup: int = 1, capture: str = "off") -> None:
-        if not set(SIDES) <= set(workload.sides):
+        if not is_ab(workload.sides):
             raise UserError(f"{workload.label} is not an encrypted/plain comparison; "
                             f"A/B rounds run on: ab_dml and the other A/B workloads of the engine")
         if rounds < 1 or warmup < 0:
@@ -148,7 +147,7 @@ class ABRunner:
                 cancelled = True
                 break
             phases = {t.phase: t.elapsed_s for t in result.timings if t.side == side}
-            if "total" not in phases:
+            if PhaseName.TOTAL not in phases:
                 raise UserError(f"{self.workload.label} returned no total for the {side} side")
             used = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
             times.append(RoundTime(n, side, phases, used))

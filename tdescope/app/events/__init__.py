@@ -24,18 +24,27 @@ from tdescope.app.events.capture import (
     WindowState,
     default_plaintext_side,
 )
-from tdescope.app.events.lessons import LessonCard
+from tdescope.app.events.lessons import LessonCard, LessonVerdict
 from tdescope.app.events.observed import HotspotLeaves, HotspotWindow, WaitFigure, WaitFigures, WaitSample, WaitSpan, WaitSpans
 from tdescope.app.events.workload import (
+    AB_SIDES,
     LostConnection,
     Marker,
+    PhaseName,
     PhaseTiming,
     Problem,
+    Side,
     WorkloadProgress,
     WorkloadResult,
+    is_ab,
 )
 
 __all__ = [
+    "AB_SIDES",
+    "LessonVerdict",
+    "PhaseName",
+    "Side",
+    "is_ab",
     "Event",
     "Direction",
     "PlaintextSide",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tdescope.app.events.base import Event
+from tdescope.app.events.workload import PhaseName, is_ab
 from tdescope.app.slots import SLOTS
 
 __all__ = ["RoundTime", "PhaseRatio", "ABResult"]
@@ -85,7 +86,7 @@ class ABResult(Event):
 
     def total(self) -> PhaseRatio | None:
         """The ``"total"`` phase, or None when no round completed."""
-        return next((p for p in self.phases if p.phase == "total"), None)
+        return next((p for p in self.phases if p.phase == PhaseName.TOTAL), None)
 
     def completed_rounds(self) -> int:
         """Timed rounds that ran both sides."""
@@ -93,7 +94,7 @@ class ABResult(Event):
         for t in self.times:
             if t.round > 0:
                 done.setdefault(t.round, set()).add(t.side)
-        return sum(1 for sides in done.values() if {"encrypted", "plain"} <= sides)
+        return sum(1 for sides in done.values() if is_ab(sides))
 
     def warnings(self, noisy_over: float = 0.10, busy_over: float = 0.25) -> list[str]:
         """One line per reason not to trust the figure as it stands."""

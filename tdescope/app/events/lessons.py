@@ -4,10 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tdescope.app.events.base import Event
+from tdescope.app.events.base import Event, Word
 from tdescope.app.slots import SLOTS
 
-__all__ = ["LessonCard"]
+__all__ = ["LessonCard", "LessonVerdict"]
+
+
+class LessonVerdict(Word):
+    """What a lesson's card says of ours beside the published figure (the badge's words). Its own name:
+    :class:`~tdescope.app.ab.result_table.Verdict` is what one ratio's interval says."""
+
+    SAME = "same direction"
+    DIFFERENT = "different"
+    INCONCLUSIVE = "inconclusive"  #: ours within noise
+    NO_COMPARISON = "no comparison"
+    CANNOT_RUN = "cannot run"  #: the lesson needs what this engine or machine lacks
+    CANCELLED = "cancelled"
+    FAILED = "failed"
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -24,9 +37,9 @@ class LessonCard(Event):
         The published figures, one line each.
     ours : tuple of str
         Our figures, one line each, in the published ones' shape.
-    verdict : str
+    verdict : LessonVerdict
         ``same direction``, ``different``, ``inconclusive`` (ours within noise), ``no comparison``,
-        ``cannot run``, ``cancelled`` or ``failed``.
+        ``cannot run``, ``cancelled`` or ``failed`` (a card read back from a file gets the member too).
     verdict_text : str
         The verdict with its numbers.
     evidence : tuple of str
@@ -46,12 +59,15 @@ class LessonCard(Event):
     source: str
     published: tuple[str, ...]
     ours: tuple[str, ...]
-    verdict: str
+    verdict: LessonVerdict
     verdict_text: str
     evidence: tuple[str, ...] = ()
     figures: dict = field(default_factory=dict)
     note: str = ""
     params: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", LessonVerdict(self.verdict))  # a file's word -> the member
 
     def text(self) -> str:
         """The card as plain text (the CLI's output, a note's body)."""

@@ -4,18 +4,46 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tdescope.app.events.base import Event
+from tdescope.app.events.base import Event, Word
 from tdescope.app.slots import SLOTS
 
-__all__ = ["PhaseTiming", "WorkloadProgress", "WorkloadResult", "Marker", "Problem", "LostConnection"]
+__all__ = ["AB_SIDES", "PhaseName", "PhaseTiming", "Side", "WorkloadProgress", "WorkloadResult", "Marker", "Problem",
+           "LostConnection", "is_ab"]
+
+
+class Side(Word):
+    """The two sides an A/B workload compares. A timing's or a progress's side may be another word (a
+    pgbench mode, a matrix cell, a scan): these two are the ones compared."""
+
+    ENCRYPTED = "encrypted"
+    PLAIN = "plain"
+
+
+#: Both sides, in the order an A/B run measures them.
+AB_SIDES = (Side.ENCRYPTED, Side.PLAIN)
+
+
+def is_ab(sides) -> bool:
+    """Whether a workload with these ``sides`` compares encrypted with plain (an A/B workload)."""
+    return set(AB_SIDES) <= set(sides)
+
+
+class PhaseName(Word):
+    """The phase words tdescope itself reads: a side's whole time, and the cold and warm scans. A
+    workload's other phases (``insert``, ``ro tps``, a cipher's label) are its own words."""
+
+    TOTAL = "total"
+    COLD = "cold"
+    WARM = "warm"
 
 
 @dataclass(frozen=True, **SLOTS)
 class PhaseTiming:
-    """Elapsed seconds of one workload phase on one side (``encrypted`` or ``plain``)."""
+    """Elapsed seconds of one workload phase on one side (a :class:`Side` mostly; :class:`PhaseName`
+    ``total`` holds the side's whole time)."""
 
-    side: str
-    phase: str
+    side: Side | str
+    phase: PhaseName | str
     elapsed_s: float
 
 
@@ -74,16 +102,16 @@ class WorkloadResult(Event):
         if self.params.get("round") == "capture":  # an older file's way of saying it
             object.__setattr__(self, "capture_round", True)
 
-    def total(self, side: str) -> float | None:
+    def total(self, side: Side | str) -> float | None:
         """Total elapsed seconds of ``side``, or None when it did not run."""
         for t in self.timings:
-            if t.side == side and t.phase == "total":
+            if t.side == side and t.phase == PhaseName.TOTAL:
                 return t.elapsed_s
         return None
 
     def ratio(self) -> float | None:
         """Encrypted total divided by plain total, or None."""
-        enc, plain = self.total("encrypted"), self.total("plain")
+        enc, plain = self.total(Side.ENCRYPTED), self.total(Side.PLAIN)
         if enc is None or not plain:
             return None
         return enc / plain

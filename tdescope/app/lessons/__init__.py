@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from tdescope.app.errors import UserError
-from tdescope.app.events import LessonCard
+from tdescope.app.events import LessonCard, LessonVerdict
 from tdescope.app.lessons.analyses import ANALYSES
 from tdescope.app.lessons.catalogue import Binding, Lesson, Published, lesson_named, load_lessons
 from tdescope.app.lessons.run import LessonRun, _Cancelled
@@ -24,7 +24,7 @@ def cannot_run_card(lesson: Lesson, engine: str, why: str = "") -> LessonCard:
     """The card of a lesson that cannot run on ``engine``: its published figures and the reason."""
     reason = why or lesson.why_not(engine) or "cannot run here"
     return LessonCard(time.time(), lesson.id, lesson.title, engine, lesson.question, lesson.source(),
-                      tuple(f"{p.label}: {p.text}" for p in lesson.published), (), "cannot run", reason)
+                      tuple(f"{p.label}: {p.text}" for p in lesson.published), (), LessonVerdict.CANNOT_RUN, reason)
 
 
 def run_lesson(run: LessonRun) -> LessonCard:
@@ -40,10 +40,10 @@ def run_lesson(run: LessonRun) -> LessonCard:
         try:
             card = analysis(run)
         except _Cancelled:
-            card = run.card([], "cancelled", "cancelled before the lesson finished")
+            card = run.card([], LessonVerdict.CANCELLED, "cancelled before the lesson finished")
         except UserError as exc:
             text = str(exc)
-            verdict = "cannot run" if text.startswith("needs ") else "failed"
+            verdict = LessonVerdict.CANNOT_RUN if text.startswith("needs ") else LessonVerdict.FAILED
             card = run.card([], verdict, text)
     run.sink(card)
     return card

@@ -13,14 +13,13 @@ import statistics
 from collections.abc import Callable
 
 from tdescope.app.ab.result_table import interval_text
-from tdescope.app.events import LessonCard, WorkloadProgress, WorkloadResult
-from tdescope.app.lessons.hotspots import RoundHotspots
+from tdescope.app.events import AB_SIDES, LessonCard, PhaseName, Side, WorkloadProgress, WorkloadResult
 from tdescope.app.lessons.captures import page_before_after, scan_decrypts
+from tdescope.app.lessons.hotspots import RoundHotspots
 from tdescope.app.lessons.run import LessonRun
 from tdescope.app.lessons.verdicts import DIFFERENT, INCONCLUSIVE, NO_COMPARISON, SAME
 
-__all__ = ["ANALYSES", "SAME", "DIFFERENT", "INCONCLUSIVE", "NO_COMPARISON"]
-
+__all__ = ["ANALYSES"]
 
 
 def _published_range(run: LessonRun) -> str:
@@ -49,7 +48,7 @@ def ab_ratio(run: LessonRun) -> LessonCard:
             f"{interval_text(total.ratio_ci_low, total.ratio_ci_high, '×')}, median of {result.completed_rounds()} rounds; "
             f"{total.encrypted_median_s:.3f} s vs {total.plain_median_s:.3f} s)"]
     evidence = [f"phase {p.phase}: {p.ratio_median:.2f}× ({interval_text(p.ratio_ci_low, p.ratio_ci_high, '×')})"
-                for p in result.phases if p.phase != "total"]
+                for p in result.phases if p.phase != PhaseName.TOTAL]
     evidence += [f"warning: {w}" for w in result.warnings()]
     hot_lines, hot_figures = hot.evidence(ran.of(WorkloadProgress))
     evidence += hot_lines
@@ -88,8 +87,8 @@ def two_by_two(run: LessonRun) -> LessonCard:
         run.step(2, f"cold and warm scans, run {n + 1}/{repeats}")
         ran = run.experiment(workload, params)
         for result in ran.of(WorkloadResult):
-            for side in ("encrypted", "plain"):
-                for phase in ("cold", "warm"):
+            for side in AB_SIDES:
+                for phase in (PhaseName.COLD, PhaseName.WARM):
                     cell = _two_by_two_cell(result, side, phase)
                     if cell is not None:
                         cells.setdefault((side, phase), []).append(cell[0])
@@ -124,8 +123,8 @@ def matrix(run: LessonRun) -> LessonCard:
     run.step(1, "encrypting one column per cipher, with and without the integrity check")
     ran = run.experiment(workload, params)
     results = ran.of(WorkloadResult)
-    secs = {t.side: t.elapsed_s for r in results for t in r.timings if t.phase == "total"}
-    if "plain" not in secs or len(secs) < 2:
+    secs = {t.side: t.elapsed_s for r in results for t in r.timings if t.phase == PhaseName.TOTAL}
+    if Side.PLAIN not in secs or len(secs) < 2:
         return run.card([], NO_COMPARISON, "the matrix did not complete", params=params)
     run.step(3, "dividing each column's time by the plain column's")
     ratio = {cell: s / secs["plain"] for cell, s in secs.items()}
@@ -160,7 +159,7 @@ def _pgbench_ab(run: LessonRun, results: list[WorkloadResult], params) -> Lesson
     ours, evidence, figures, ratios = [], [], {}, {}
     for mode, key in (("read-only", "ro"), ("read-write", "rw")):
         tde = [t.elapsed_s for r in results for t in r.timings if t.side == "tde" and t.phase == f"{mode} tps"]
-        plain = [t.elapsed_s for r in results for t in r.timings if t.side == "plain" and t.phase == f"{mode} tps"]
+        plain = [t.elapsed_s for r in results for t in r.timings if t.side == Side.PLAIN and t.phase == f"{mode} tps"]
         pairs = [a / b for a, b in zip(tde, plain) if b]
         if not pairs:
             return run.card([], NO_COMPARISON, f"pgbench did not run {mode} on both sides", params=params)
@@ -312,7 +311,5 @@ def memory_operations(run: LessonRun) -> LessonCard:
 
 #: analysis name (a lesson file's ``analysis``) -> function
 ANALYSES: dict[str, Callable[[LessonRun], LessonCard]] = {
-    "ab_ratio": ab_ratio, "scan_decrypts": scan_decrypts, "page_before_after": page_before_after,
-    "two_by_two": two_by_two, "matrix": matrix, "pgbench": pgbench, "workload_table": workload_table,
-    "memory_operations": memory_operations,
-}
+    "ab_ratio": ab_ratio, "scan_decrypts": scan_decrypts, "page_before_after": page_before_after, "two_by_two": two_by_two,
+    "matrix": matrix, "pgbench": pgbench, "workload_table": workload_table, "memory_operations": memory_operations}

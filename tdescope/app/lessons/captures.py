@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tdescope.app.events import Direction, LessonCard, PageCapture, WorkloadProgress, WorkloadResult
+from tdescope.app.events import Direction, LessonCard, PageCapture, PhaseName, WorkloadProgress, WorkloadResult
 from tdescope.app.lessons.run import LessonRun
 from tdescope.app.lessons.verdicts import DIFFERENT, NO_COMPARISON, SAME
 from tdescope.app.probe.entropy import shannon_entropy
@@ -32,8 +32,9 @@ def scan_decrypts(run: LessonRun) -> LessonCard:
     ran = run.experiment(workload, params, recipe,
                          limits=CaptureLimits(max_captures=100_000, max_seconds=300, max_hits_per_s=100_000))
     run.step(5, "counting probe hits in each scan")
-    spans = _scan_windows(ran.of(WorkloadProgress), ("cold", "warm"))
-    if set(spans) != {"cold", "warm"}:
+    scans = (PhaseName.COLD, PhaseName.WARM)
+    spans = _scan_windows(ran.of(WorkloadProgress), scans)
+    if set(spans) != set(scans):
         return run.card([], NO_COMPARISON, f"the workload did not report both scans (saw: {', '.join(spans)})",
                         params=params)
     captures = ran.of(PageCapture)
@@ -49,7 +50,7 @@ def scan_decrypts(run: LessonRun) -> LessonCard:
                 f"warm scan {(spans['warm'][1] - spans['warm'][0]) * 1000:.0f} ms"]
     for result in ran.of(WorkloadResult):
         for scan, values in result.counts.items():
-            if scan in ("cold", "warm"):
+            if scan in scans:
                 evidence += [f"{scan} scan: {name} {value}" for name, value in values.items()]
     if captures:
         evidence.append(f"captures #{captures[0].seq}–#{captures[-1].seq} on the timeline")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tdescope.app.events import Event, HotspotWindow, Problem, WorkloadProgress
+from tdescope.app.events import Event, HotspotWindow, Problem, Side, WorkloadProgress, is_ab
 from tdescope.app.hotspots.crypto import is_crypto
 from tdescope.app.hotspots.profile import Profile, crypto_pct
 from tdescope.app.observe.observed import ObservedRun
@@ -93,8 +93,8 @@ class RoundHotspots:
         observed.add_progress(progress)
         observed.add_windows(self.windows)
         sides = {side: p for side, p in observed.side_profiles().items() if p.samples >= MIN_SIDE_SAMPLES}
-        if {"encrypted", "plain"} <= set(sides):
-            enc, plain = crypto_pct(sides["encrypted"]), crypto_pct(sides["plain"])
+        if is_ab(sides):
+            enc, plain = crypto_pct(sides[Side.ENCRYPTED]), crypto_pct(sides[Side.PLAIN])
             figures.update(crypto_pct_encrypted=round(enc, 2), crypto_pct_plain=round(plain, 2))
             lines.append(f"crypto share by side (windows within one side): encrypted {enc:.1f} %, plain {plain:.1f} %")
         else:

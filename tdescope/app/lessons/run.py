@@ -19,7 +19,7 @@ from typing import Any
 from tdescope.app.engines.api import Engine, EngineSession, ProbeRecipe, Workload
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.errors import UserError
-from tdescope.app.events import Event, LessonCard, WorkloadProgress
+from tdescope.app.events import Event, LessonCard, LessonVerdict, WorkloadProgress
 from tdescope.app.experiment import ABRun, CaptureSpec, Experiment, WorkloadRun
 from tdescope.app.lessons.catalogue import Binding, Lesson
 from tdescope.app.probe.window import CaptureLimits, stop_budget
@@ -190,7 +190,7 @@ class LessonRun:
         return ran.experiment.backend.name if ran.experiment.backend else "gdb"
 
     # -- the card --------------------------------------------------------------
-    def card(self, ours: list[str], verdict: str, verdict_text: str, evidence: list[str] | None = None,
+    def card(self, ours: list[str], verdict: LessonVerdict, verdict_text: str, evidence: list[str] | None = None,
              figures: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> LessonCard:
         """A card for this run: the lesson's published figures beside ``ours``."""
         lesson = self.lesson

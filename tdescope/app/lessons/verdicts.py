@@ -1,7 +1,10 @@
-"""The verdicts of a lesson's card: how our figures compare with the published ones."""
+"""The verdicts a lesson's analysis gives: how our figures compare with the published ones."""
 
 from __future__ import annotations
 
+from tdescope.app.events import LessonVerdict
+
 __all__ = ["DIFFERENT", "INCONCLUSIVE", "NO_COMPARISON", "SAME"]
 
-SAME, DIFFERENT, INCONCLUSIVE, NO_COMPARISON = "same direction", "different", "inconclusive", "no comparison"
+SAME, DIFFERENT, INCONCLUSIVE, NO_COMPARISON = (LessonVerdict.SAME, LessonVerdict.DIFFERENT, LessonVerdict.INCONCLUSIVE,
+                                                LessonVerdict.NO_COMPARISON)

@@ -11,11 +11,11 @@ consumer and the UI do not change.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from tdescope.app.events.base import Word
 from tdescope.app.probe.frames import Frame
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.stats import EbpfStats
@@ -24,7 +24,7 @@ from tdescope.app.slots import SLOTS
 if TYPE_CHECKING:
     from tdescope.app.system.threadstops import StopFigures
 
-__all__ = ["Armed", "Closed", "DetachesAnywhere", "MetersStops", "ProbeBackend", "ProbeHandle", "TargetNews",
+__all__ = ["Armed", "Closed", "DetachesAnywhere", "EndReason", "MetersStops", "ProbeBackend", "ProbeHandle", "TargetNews",
            "Happened"]
 
 
@@ -43,13 +43,25 @@ class Armed:
     errors: tuple[str, ...] = ()
 
 
-class Happened(enum.Enum):
-    """What the target (or the backend) did while armed."""
+class Happened(Word):
+    """What the target (or the backend) did while armed; a window that ends on it says so (its member as
+    :attr:`~tdescope.app.probe.window.CaptureSummary.reason`)."""
 
     TARGET_EXITED = "target exited"
     BACKEND_EXITED = "gdb exited"  #: the backend's own process died (for gdb: the debugger)
     STALLED = "watchdog"  #: the target stayed stopped too long: the window must end now
     SIGNAL_PASSED = "signal passed"  #: a signal someone sent the target was delivered; the window goes on
+
+
+class EndReason(Word):
+    """Why a capture window ended, in its own words; the others are a :class:`Happened`, a reason its
+    canceller gave ("the workload finished"), a watchdog's message or the spool's limit."""
+
+    CANCELLED = "cancelled"
+    ERROR = "error"
+    TIMEOUT = "timeout"  #: no first hit in time
+    MAX_CAPTURES = "limit: max captures"
+    MAX_SECONDS = "limit: max seconds"
 
 
 @dataclass(frozen=True, **SLOTS)

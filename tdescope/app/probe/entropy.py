@@ -16,6 +16,8 @@ import functools
 import math
 from collections import Counter
 
+from tdescope.app.events.base import Word
+
 try:  # numpy is a project dependency, but app/ must still work without it
     import numpy as _np
 except ImportError:  # pragma: no cover - exercised only without numpy
@@ -25,6 +27,7 @@ __all__ = [
     "CHUNK",
     "CHUNK_MIN_BITS",
     "MIN_JUDGED",
+    "Randomness",
     "WHOLE_MIN_BITS",
     "chunk_entropy",
     "diff_mask",
@@ -137,7 +140,16 @@ def chunk_entropy(data: bytes, chunk: int = CHUNK) -> list[float]:
     return out
 
 
-def verdict(data: bytes) -> str:
+class Randomness(Word):
+    """What :func:`verdict` says of a buffer (the report's and the page view's words)."""
+
+    EMPTY = "empty"
+    TOO_SHORT = "too short to judge"
+    STRUCTURED = "looks structured"
+    ENCRYPTED = "looks encrypted"
+
+
+def verdict(data: bytes) -> Randomness:
     """Classify a buffer as ciphertext-like or structured.
 
     Parameters
@@ -147,7 +159,7 @@ def verdict(data: bytes) -> str:
 
     Returns
     -------
-    str
+    Randomness
         ``"empty"`` when every byte is zero (or there are none), ``"too short to
         judge"`` under 32 bytes, ``"looks encrypted"`` when the whole buffer has more than :data:`WHOLE_MIN_BITS`
         bits/byte and no full :data:`CHUNK`-byte slice falls below
@@ -167,16 +179,16 @@ def verdict(data: bytes) -> str:
     """
     n = len(data)
     if n == 0 or bytes(data).count(0) == n:
-        return "empty"
+        return Randomness.EMPTY
     if n < _MIN_JUDGED:  # even random data has too few distinct values to tell: say so
-        return "too short to judge"
+        return Randomness.TOO_SHORT
     whole_min = min(WHOLE_MIN_BITS, uniform_entropy(n) - 0.3)
     if shannon_entropy(data) <= whole_min:
-        return "looks structured"
+        return Randomness.STRUCTURED
     full = (n // CHUNK) * CHUNK
     if full and min(chunk_entropy(data[:full], CHUNK)) < CHUNK_MIN_BITS:
-        return "looks structured"
-    return "looks encrypted"
+        return Randomness.STRUCTURED
+    return Randomness.ENCRYPTED
 
 
 @functools.lru_cache(maxsize=64)

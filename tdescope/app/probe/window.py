@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture, WindowState
-from tdescope.app.probe.backend import DetachesAnywhere, Happened, MetersStops, ProbeBackend, ProbeHandle
+from tdescope.app.probe.backend import DetachesAnywhere, EndReason, Happened, MetersStops, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.joining import CHUNKS_PER_MESSAGE, MessageJoin, joins
 from tdescope.app.probe.keep_rate import KeepRate
@@ -66,7 +66,7 @@ class CaptureSummary:
     the connection to the host's agent is gone (its ``error`` says so; the window offers Reconnect)."""
 
     captures: int
-    reason: str
+    reason: EndReason | Happened | str
     armed_symbol: str | None
     locations: tuple[str, ...]
     stopped_s: float
@@ -85,13 +85,13 @@ class CaptureSummary:
     @classmethod
     def failed(cls, error: str, elapsed_s: float = 0.0, backend: str = "gdb", lost: bool = False) -> "CaptureSummary":
         """A window that ended on ``error`` before it armed anything (``lost``: the connection is gone)."""
-        return cls(captures=0, reason="error", armed_symbol=None, locations=(), stopped_s=0.0, elapsed_s=elapsed_s,
+        return cls(captures=0, reason=EndReason.ERROR, armed_symbol=None, locations=(), stopped_s=0.0, elapsed_s=elapsed_s,
                    error=error, backend=backend, lost=lost)
 
     @property
     def target_exited(self) -> bool:
         """The target exited while armed: that explains everything after it (a workload's broken connection)."""
-        return self.reason == Happened.TARGET_EXITED.value
+        return self.reason == Happened.TARGET_EXITED
 
 
 class CaptureWindow:
@@ -160,7 +160,7 @@ class CaptureWindow:
         self._allow_critical = allow_critical
         self._critical = critical
         self._cancel = threading.Event()
-        self._cancel_reason = "cancelled"
+        self._cancel_reason: EndReason | str = EndReason.CANCELLED
         self._drain = False
         #: Set while the probe sits in the target (armed or paused).
         self.armed = threading.Event()
@@ -170,12 +170,12 @@ class CaptureWindow:
         self._symbol = ""
         keep = KeepRate(limits.max_kept_per_s).allow if limits.max_kept_per_s and not self._join else None
         self._pairs = FramePairs(self._capture, entry_only=recipe.after is None, keep=keep)
-        self._reason = "cancelled"
+        self._reason: EndReason | Happened | str = EndReason.CANCELLED  # "" while armed and going on
         self._error: str | None = None
         self._armed_at = self._progress_at = self._resume_at = 0.0
         self._timer: threading.Timer | None = None
 
-    def cancel(self, reason: str = "cancelled", drain: bool = False) -> None:
+    def cancel(self, reason: EndReason | str = EndReason.CANCELLED, drain: bool = False) -> None:
         """Ask the window to disarm and detach now; ``reason`` is how it ends ("the workload finished").
 
         ``drain``: nothing more will come, so what the probe caught before the disarm is delivered
@@ -228,12 +228,12 @@ class CaptureWindow:
                 self._step()
         except UserError as exc:
             self._error = str(exc)
-            self._reason = "error"
+            self._reason = EndReason.ERROR
         except OSError:  # /proc/PID/... vanished under the checks: the target exited as the probe armed
             if self.handle is not None or process_state(self.pid) not in ("", "Z"):  # alive, not a zombie
                 raise
             self._error = f"pid {self.pid} exited before the probe was armed"
-            self._reason = "error"
+            self._reason = EndReason.ERROR
         finally:
             guard = self._finish()
         handle = self.handle
@@ -308,7 +308,7 @@ class CaptureWindow:
         if pairs.closed_reason:
             self._reason = pairs.closed_reason
         if self._kept() >= limits.max_captures or pairs.captures >= self._chunk_limit:
-            self._reason = self._reason or "limit: max captures"
+            self._reason = self._reason or EndReason.MAX_CAPTURES
             return
         now = time.monotonic()
         if pairs.paused_for is not None:
@@ -328,12 +328,12 @@ class CaptureWindow:
             self._publish(WindowState.ARMED, self._armed_line())
         if (limits.first_hit_timeout is not None and pairs.captures == 0 and not pairs.pending
                 and now - self._armed_at > limits.first_hit_timeout):
-            self._reason = "timeout"
+            self._reason = EndReason.TIMEOUT
             self._error = (f"no {self.recipe.direction} hit on {self._symbol} "
                            f"within {limits.first_hit_timeout:g} s")
             return
         if now - self._armed_at > limits.max_seconds:
-            self._reason = self._reason or "limit: max seconds"
+            self._reason = self._reason or EndReason.MAX_SECONDS
             return
         if self._reason:
             return
@@ -345,7 +345,7 @@ class CaptureWindow:
         elif news.happened is Happened.STALLED:
             self._reason = news.message
         else:
-            self._reason = news.happened.value
+            self._reason = news.happened
 
     def _finish(self) -> dict | None:
         """-> DISARMING -> DONE or FAILED: take the probe out, release the target, collect the last
@@ -363,7 +363,7 @@ class CaptureWindow:
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
             # frames written between the last read and the disarm; what is left is counted, not copied
             # nothing more will come once the workload finished or the target exited: deliver what was caught
-            ended = self._drain or self._reason == Happened.TARGET_EXITED.value
+            ended = self._drain or self._reason is Happened.TARGET_EXITED
             close_s = DRAIN_S if ended else CLOSE_S
             until = min(time.monotonic() + close_s, (self._armed_at or float("inf")) + self.limits.max_seconds)
             discard = self.handle.discard if isinstance(self.handle, DetachesAnywhere) else None
@@ -383,7 +383,7 @@ class CaptureWindow:
             self._pairs.pending.clear()
         if self._join is not None:  # the last message: whole unless the window already has its count
             self._join.flush(keep=not self._join.full)
-        if self._reason == Happened.TARGET_EXITED.value:
+        if self._reason is Happened.TARGET_EXITED:
             self._error = f"pid {self.pid} exited while armed ({self._kept()} pages captured)"
         self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)
         return guard

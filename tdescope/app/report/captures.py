@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.events import LessonCard, PageCapture
 from tdescope.app.probe.capture_record import side_label
-from tdescope.app.probe.entropy import MIN_JUDGED, chunk_entropy, shannon_entropy, verdict
+from tdescope.app.probe.entropy import MIN_JUDGED, Randomness, chunk_entropy, shannon_entropy, verdict
 from tdescope.app.report.plots import entropy_strip
-from tdescope.app.session.notes import Note
+from tdescope.app.session.notes import Note, NoteKind
 from tdescope.app.session.reader import SessionReader
 
 __all__ = ["MASK", "CaptureSection", "capture_section", "selected_captures"]
@@ -38,8 +38,8 @@ class CaptureSection:
     after_hex: tuple[str, ...]
     before_entropy: float
     after_entropy: float
-    before_verdict: str
-    after_verdict: str
+    before_verdict: Randomness
+    after_verdict: Randomness
     page_type: str
     cells: int
     structure: tuple[tuple[int, str, str, str], ...]  # depth, name, span, value
@@ -97,7 +97,7 @@ def capture_section(cap: PageCapture, decoder: PageDecoder | None, include_plain
     mask_after = cap.holds_plaintext("after") and not include_plaintext
     plain = cap.plaintext
     decoded = decoder.decode(plain, cap.pgno, cap.where) if decoder is not None and plain else None
-    start = min((n.target.start for n in notes if n.target.kind == "bytes" and n.target.start is not None), default=0)
+    start = min((n.target.start for n in notes if n.target.kind is NoteKind.BYTES and n.target.start is not None), default=0)
     label = (f"{side_label(cap, 'before')} (input)", f"{side_label(cap, 'after')} (output)")
     return CaptureSection(
         title=f"Capture #{cap.seq}: " + (f"page {cap.pgno}, " if cap.pgno >= 0 else "") + f"{cap.direction} in {cap.symbol}",
@@ -130,7 +130,7 @@ def selected_captures(reader: SessionReader, notes: list[Note], limit: int, deco
     captures), up to ``limit`` more; in time order."""
     listing = list(reader.events(kinds=[PageCapture], with_bytes=False))
     why: dict[float, str] = {}
-    noted = {round(n.target.ts, 6) for n in notes if n.target.kind in ("capture", "bytes") and n.target.ts}
+    noted = {round(n.target.ts, 6) for n in notes if n.target.kind in (NoteKind.CAPTURE, NoteKind.BYTES) and n.target.ts}
     for c in listing:
         if round(c.ts, 6) in noted:
             why[c.ts] = "a note points to it"

@@ -26,7 +26,7 @@ from tdescope.app.ab.result_table import ResultTable, ab_table, runs_table, sing
 from tdescope.app.probe.keep_rate import thinned_in
 from tdescope.app.events import (ABResult, CaptureWindowState, LessonCard, LostConnection, Problem, WorkloadProgress,
                                  WorkloadResult)
-from tdescope.app.session.notes import Note
+from tdescope.app.session.notes import Note, NoteKind
 from tdescope.app.report.captures import MASK, CaptureSection, capture_section, selected_captures
 from tdescope.app.report.session_plots import Plot, hotspot_plots, timeline_plot, wait_plot
 from tdescope.app.session.reader import SessionReader
@@ -153,7 +153,7 @@ def build_report(reader: SessionReader, decoder: PageDecoder | None = None, incl
     cards = tuple(reader.events(kinds=[LessonCard]))
     captures = []
     for cap, why in selected_captures(reader, notes, max_captures, decoder, cards):
-        about = [n for n in notes if n.target.kind in ("capture", "bytes") and n.target.ts is not None
+        about = [n for n in notes if n.target.kind in (NoteKind.CAPTURE, NoteKind.BYTES) and n.target.ts is not None
                  and abs(n.target.ts - cap.ts) < 1e-6]
         captures.append(capture_section(cap, decoder, include_plaintext, about, why))
     total = summary.counts.get("capture", 0)

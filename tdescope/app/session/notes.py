@@ -16,12 +16,25 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from tdescope.app.events.base import Word
 from tdescope.app.session.schema import DB_DATABASE_ERRORS, connect_existing, damaged
 
-__all__ = ["NOTE_KINDS", "Note", "NoteTarget", "NoteStore", "read_notes"]
+__all__ = ["NOTE_KINDS", "Note", "NoteKind", "NoteTarget", "NoteStore", "read_notes"]
+
+class NoteKind(Word):
+    """What a note can point at (a note file's word for it)."""
+
+    CAPTURE = "capture"
+    BYTES = "bytes"
+    HOTSPOT = "hotspot"
+    SYMBOL = "symbol"
+    WAIT = "wait"
+    RANGE = "range"
+    FREE = "free"
+
 
 #: What a note can point at.
-NOTE_KINDS = ("capture", "bytes", "hotspot", "symbol", "wait", "range", "free")
+NOTE_KINDS = tuple(NoteKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +43,8 @@ class NoteTarget:
 
     Attributes
     ----------
-    kind : str
-        One of :data:`NOTE_KINDS`.
+    kind : NoteKind
+        What it points at (a file's word becomes the member; an unknown one makes a free note).
     ts, ts_end : float or None
         The moment (or interval) on the session's clock.
     seq : int or None
@@ -44,7 +57,7 @@ class NoteTarget:
         Function name (kind ``symbol``/``hotspot``) or wait event (kind ``wait``).
     """
 
-    kind: str = "free"
+    kind: NoteKind = NoteKind.FREE
     ts: float | None = None
     ts_end: float | None = None
     seq: int | None = None
@@ -53,18 +66,21 @@ class NoteTarget:
     side: str = ""
     symbol: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", NoteKind(self.kind))
+
     def describe(self) -> str:
         """Short human text: ``capture #3, after bytes 0x0010–0x001f`` (offsets in hex, as the hex view)."""
         k = self.kind
-        if k == "capture":
+        if k is NoteKind.CAPTURE:
             return f"capture #{self.seq}"
-        if k == "bytes":
+        if k is NoteKind.BYTES:
             return f"capture #{self.seq}, {self.side} bytes 0x{self.start or 0:04x}–0x{(self.end or 0) - 1:04x}"
-        if k in ("hotspot", "symbol"):
+        if k in (NoteKind.HOTSPOT, NoteKind.SYMBOL):
             return f"hotspot {self.symbol}" if self.symbol else "hotspot window"
-        if k == "wait":
+        if k is NoteKind.WAIT:
             return f"wait {self.symbol}" if self.symbol else "wait interval"
-        if k == "range":
+        if k is NoteKind.RANGE:
             span = (self.ts_end or 0) - (self.ts or 0)
             if span <= 0 and self.ts is not None:
                 return "moment " + time.strftime("%H:%M:%S", time.localtime(self.ts))

@@ -9,14 +9,16 @@ pool, read to push the scanned table's pages out).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from tdescope.app.engines.ab_dml import run_ab_dml
 from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.engines.sql_workload import repeat_sql
 from tdescope.app.errors import UserError
-from tdescope.app.events import PhaseTiming, WorkloadResult
+from tdescope.app.events import PhaseName, PhaseTiming, Side, WorkloadResult
 from tdescope.app.system.procstat import thread_cpu_seconds
 from tdescope.app.system.statement_text import mask_error
 
@@ -61,55 +63,53 @@ def create_lab_tables(conn, db: str) -> None:
     _exec(conn, f"CREATE TABLE IF NOT EXISTS test_tab_non {_SCHEMA} ENCRYPTED=NO")
 
 
+class _MariaDmlTable:
+    """One side's table of :func:`ab_dml` (:class:`~tdescope.app.engines.ab_dml.DmlTable`)."""
+
+    def __init__(self, conn, table: str) -> None:
+        self.conn, self.table = conn, table
+
+    def prepare(self) -> None:
+        _exec(self.conn, f"TRUNCATE TABLE {self.table}")
+
+    @contextlib.contextmanager
+    def group(self):
+        _exec(self.conn, "BEGIN")
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):  # a lost connection's own error is the one to say
+                _exec(self.conn, "ROLLBACK")
+            raise
+        _exec(self.conn, "COMMIT")
+
+    def insert(self, group: int, ids: int) -> None:
+        self.conn.cursor().executemany(f"INSERT INTO {self.table} VALUES (%s, %s, %s, NOW())",
+                                       [(group, i, f"abc_{i}".ljust(100, "x")) for i in range(1, ids + 1)])
+
+    def delete(self, group: int) -> int:
+        return self.conn.cursor().execute(f"DELETE FROM {self.table} WHERE grp = %s", (group,))
+
+    def update(self, group: int) -> int:
+        return self.conn.cursor().execute(f"UPDATE {self.table} SET name = RPAD(CONCAT('abc_', id), 100, 'y') "
+                                          "WHERE grp = %s", (group,))
+
+    def select(self, group: int) -> int:
+        return len(_exec(self.conn, f"SELECT * FROM {self.table} WHERE grp = %s", (group,)).fetchall())
+
+
 def ab_dml(conn, db: str, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
-    """Seed 000's procedure on ``test_tab_tde``, then on ``test_tab_non``, with the same parameters."""
+    """Seed 000's procedure (:func:`~tdescope.app.engines.ab_dml.run_ab_dml`) on ``test_tab_tde``, then on
+    ``test_tab_non``, with the same parameters."""
     groups, ids = int(params["groups"]), int(params["ids_per_group"])
     if groups < 1 or ids < 1:
         raise UserError("groups and ids_per_group must be positive")
     create_lab_tables(conn, db)
-    timings: list[PhaseTiming] = []
-    counts: dict[str, dict[str, int]] = {}
-    cancelled = False
-    tables = {"encrypted": "test_tab_tde", "plain": "test_tab_non"}
-    for side in wanted_sides(params):
-        table = tables[side]
-        _exec(conn, f"TRUNCATE TABLE {db}.{table}")
-        phase = dict.fromkeys(("insert", "delete", "update", "select", "commit"), 0.0)
-        n = {"Insert": 0, "Delete": 0, "Update": 0, "Select": 0}
-        start = time.perf_counter()
-        for g in range(1, groups + 1):
-            if control.cancelled:
-                cancelled = True
-                break
-            _exec(conn, "BEGIN")
-            cur = conn.cursor()
-            t = time.perf_counter()
-            cur.executemany(f"INSERT INTO {db}.{table} VALUES (%s, %s, %s, NOW())",
-                            [(g, i, f"abc_{i}".ljust(100, "x")) for i in range(1, ids + 1)])
-            phase["insert"] += time.perf_counter() - t
-            n["Insert"] += ids
-            t = time.perf_counter()
-            if g % 2:
-                n["Delete"] += cur.execute(f"DELETE FROM {db}.{table} WHERE grp = %s", (g,))
-                phase["delete"] += time.perf_counter() - t
-            else:
-                n["Update"] += cur.execute(f"UPDATE {db}.{table} SET name = RPAD(CONCAT('abc_', id), 100, 'y') "
-                                           "WHERE grp = %s", (g,))
-                phase["update"] += time.perf_counter() - t
-            t = time.perf_counter()
-            cur.execute(f"SELECT * FROM {db}.{table} WHERE grp = %s", (g,))
-            n["Select"] += len(cur.fetchall())
-            phase["select"] += time.perf_counter() - t
-            t = time.perf_counter()
-            _exec(conn, "COMMIT")
-            phase["commit"] += time.perf_counter() - t
-            control.progress("ab_dml", side, g, groups, f"{side}: group {g}/{groups}")
-        phase["total"] = time.perf_counter() - start
-        timings.extend(PhaseTiming(side, p, s) for p, s in phase.items())
-        counts[side] = n
-        if cancelled:
-            break
-    return WorkloadResult(time.time(), "ab_dml", dict(params), tuple(timings), counts, cancelled)
+    names = {"encrypted": "test_tab_tde", "plain": "test_tab_non"}
+    tables = {side: _MariaDmlTable(conn, f"{db}.{names[side]}") for side in wanted_sides(params)}
+    run = run_ab_dml(tables, groups, ids, lambda: control.cancelled,
+                     lambda side, g, total: control.progress("ab_dml", side, g, total, f"{side}: group {g}/{total}"))
+    return WorkloadResult(time.time(), "ab_dml", dict(params), run.phase_timings(), run.counts, run.cancelled)
 
 
 def _status(conn, name: str) -> int:
@@ -204,11 +204,11 @@ def cold_warm(conn, db: str, pid: int | None, params: Mapping[str, Any], control
     reads: dict[tuple[str, str], list[int]] = {}
     step, total = 0, rounds * 4
     for _ in range(rounds):
-        for side, table in (("encrypted", "cw_tde"), ("plain", "cw_non")):
-            for phase in ("cold", "warm"):
+        for side, table in ((Side.ENCRYPTED, "cw_tde"), (Side.PLAIN, "cw_non")):
+            for phase in (PhaseName.COLD, PhaseName.WARM):
                 if control.cancelled:
                     break
-                if phase == "cold":
+                if phase == PhaseName.COLD:
                     evict(conn, db)
                 c0, r0, t0 = _server_cpu_s(pid), _status(conn, "Innodb_buffer_pool_reads"), time.perf_counter()
                 _exec(conn, f"SELECT COUNT(*), SUM(LENGTH(note)) FROM {db}.{table} FORCE INDEX (PRIMARY)").fetchall()

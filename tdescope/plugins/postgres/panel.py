@@ -9,7 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QDockWidget, QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 from PySide6.QtCore import Qt
 
-from tdescope.app.events import WorkloadResult
+from tdescope.app.events import Side, WorkloadResult
 from tdescope.plugins.postgres.workloads import matrix_table
 
 __all__ = ["MatrixDock", "MatrixPanel", "create_docks"]
@@ -59,7 +59,7 @@ class MatrixPanel(QWidget):
         self.plot.clear()
         labels = [str(cell.value) for cell in table.column("cell")]
         ratios = [cell.value or 0.0 for cell in table.column("ratio to plain")]
-        brushes = [_PLAIN if label == "plain" else _NO_MDC if "no-mdc" in label else _MDC for label in labels]
+        brushes = [_PLAIN if label == Side.PLAIN else _NO_MDC if "no-mdc" in label else _MDC for label in labels]
         self.plot.addItem(pg.BarGraphItem(x=list(range(len(labels))), height=ratios, width=0.7, brushes=brushes))
         axis = self.plot.getAxis("bottom")
         axis.setTicks([[(i, label.replace(" no-mdc", "\nno-mdc")) for i, label in enumerate(labels)]])

@@ -23,10 +23,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tdescope.app.ab.result_table import Cell, ResultTable, seconds_cell, text_cell
+from tdescope.app.engines.ab_dml import run_ab_dml
 from tdescope.app.engines.api import WorkloadControl, wanted_sides
 from tdescope.app.engines.sql_workload import repeat_sql
 from tdescope.app.errors import UserError
-from tdescope.app.events import PhaseTiming, WorkloadResult
+from tdescope.app.events import PhaseTiming, Side, WorkloadResult
 from tdescope.app.system.child_env import child_env
 from tdescope.app.system.private_files import open_new_private
 from tdescope.app.system.statement_text import mask_error
@@ -81,12 +82,50 @@ def _need_pgcrypto(conn) -> None:
                         f"{conn.info.dbname}: CREATE EXTENSION pgcrypto (needs a privileged role)")
 
 
+class _PgDmlTable:
+    """One side's table of :func:`ab_dml` (:class:`~tdescope.app.engines.ab_dml.DmlTable`)."""
+
+    def __init__(self, conn, side: str, access_method: str | None) -> None:
+        encrypted = side == Side.ENCRYPTED
+        self.conn, self.table = conn, f"tdescope_ab_{side}"
+        # pgcrypto's column (put, column type, get), or the plain one: table-level encryption (pg_tde's
+        # tde_heap_basic) keeps the plain columns in a table of another access method
+        pgcrypto = encrypted and not access_method
+        self.put, self.coltype, self.get = (("pgp_sym_encrypt(%s, %s)", "bytea", "pgp_sym_decrypt(name, %s)")
+                                            if pgcrypto else ("%s", "text", "name"))
+        self.key = (LAB_KEY,) if pgcrypto else ()
+        self.using = f" USING {access_method}" if access_method and encrypted else ""
+
+    def prepare(self) -> None:
+        self.conn.execute(f"DROP TABLE IF EXISTS {self.table}")
+        self.conn.execute(f"CREATE TABLE {self.table} (grp int, id int, name {self.coltype}, ts timestamptz){self.using}")
+        self.conn.execute(f"CREATE INDEX ON {self.table} (grp, id)")
+
+    def group(self):
+        return self.conn.transaction()
+
+    def insert(self, group: int, ids: int) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {self.table} VALUES (%s, %s, {self.put}, now())",
+                            [(group, i, f"abc_{i}".ljust(100, "x"), *self.key) for i in range(1, ids + 1)])
+
+    def delete(self, group: int) -> int:
+        return self.conn.execute(f"DELETE FROM {self.table} WHERE grp = %s", (group,)).rowcount
+
+    def update(self, group: int) -> int:
+        new = self.put.replace("%s", "('abc_' || id || repeat('y', 90))", 1)
+        return self.conn.execute(f"UPDATE {self.table} SET name = {new} WHERE grp = %s", (*self.key, group)).rowcount
+
+    def select(self, group: int) -> int:
+        return len(self.conn.execute(f"SELECT grp, id, {self.get} FROM {self.table} WHERE grp = %s",
+                                     (*self.key, group)).fetchall())
+
+
 def ab_dml(conn, params: Mapping[str, Any], control: WorkloadControl,
            access_method: str | None = None) -> WorkloadResult:
-    """Seed 000's procedure on a table whose ``name`` is pgp_sym_encrypt'ed, then on the plain twin.
+    """Seed 000's procedure (:func:`~tdescope.app.engines.ab_dml.run_ab_dml`) on a table whose ``name`` is
+    pgp_sym_encrypt'ed, then on the plain twin.
 
-    Per group: insert ``ids_per_group`` rows, delete them (odd groups) or
-    update them (even groups), select them back (decrypting), commit.
     ``access_method`` (``tde_heap_basic``): the encrypted side is a table of that access method instead,
     its ``name`` column plain text (table-level encryption, no pgcrypto).
     """
@@ -95,59 +134,10 @@ def ab_dml(conn, params: Mapping[str, Any], control: WorkloadControl,
     groups, ids = int(params["groups"]), int(params["ids_per_group"])
     if groups < 1 or ids < 1:
         raise UserError("groups and ids_per_group must be positive")
-    enc = ("pgp_sym_encrypt(%s, %s)", "bytea", "pgp_sym_decrypt(name, %s)")
-    plain = ("%s", "text", "name")
-    if access_method:  # table-level encryption (pg_tde's tde_heap_basic): the same columns, another table AM
-        enc = plain
-    timings: list[PhaseTiming] = []
-    counts: dict[str, dict[str, int]] = {}
-    cancelled = False
-    forms = {"encrypted": enc, "plain": plain}
-    for side in wanted_sides(params):
-        put, coltype, get = forms[side]
-        table = f"tdescope_ab_{side}"
-        key = (LAB_KEY,) if side == "encrypted" and not access_method else ()
-        using = f" USING {access_method}" if access_method and side == "encrypted" else ""
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-        conn.execute(f"CREATE TABLE {table} (grp int, id int, name {coltype}, ts timestamptz){using}")
-        conn.execute(f"CREATE INDEX ON {table} (grp, id)")
-        phase = dict.fromkeys(("insert", "delete", "update", "select", "commit"), 0.0)
-        n = {"Insert": 0, "Delete": 0, "Update": 0, "Select": 0}
-        start = time.perf_counter()
-        for g in range(1, groups + 1):
-            if control.cancelled:
-                cancelled = True
-                break
-            with conn.transaction():
-                with conn.cursor() as cur:
-                    t = time.perf_counter()
-                    cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, {put}, now())",
-                                    [(g, i, f"abc_{i}".ljust(100, "x"), *key) for i in range(1, ids + 1)])
-                    phase["insert"] += time.perf_counter() - t
-                    n["Insert"] += ids
-                    t = time.perf_counter()
-                    if g % 2:
-                        cur.execute(f"DELETE FROM {table} WHERE grp = %s", (g,))
-                        n["Delete"] += cur.rowcount
-                        phase["delete"] += time.perf_counter() - t
-                    else:
-                        new = put.replace("%s", "('abc_' || id || repeat('y', 90))", 1)
-                        cur.execute(f"UPDATE {table} SET name = {new} WHERE grp = %s", (*key, g))
-                        n["Update"] += cur.rowcount
-                        phase["update"] += time.perf_counter() - t
-                    t = time.perf_counter()
-                    cur.execute(f"SELECT grp, id, {get} FROM {table} WHERE grp = %s", (*key, g))
-                    n["Select"] += len(cur.fetchall())
-                    phase["select"] += time.perf_counter() - t
-                t = time.perf_counter()
-            phase["commit"] += time.perf_counter() - t
-            control.progress("ab_dml", side, g, groups, f"{side}: group {g}/{groups}")
-        phase["total"] = time.perf_counter() - start
-        timings.extend(PhaseTiming(side, p, s) for p, s in phase.items())
-        counts[side] = n
-        if cancelled:
-            break
-    return WorkloadResult(time.time(), "ab_dml", dict(params), tuple(timings), counts, cancelled)
+    tables = {side: _PgDmlTable(conn, side, access_method) for side in wanted_sides(params)}
+    run = run_ab_dml(tables, groups, ids, lambda: control.cancelled,
+                     lambda side, g, total: control.progress("ab_dml", side, g, total, f"{side}: group {g}/{total}"))
+    return WorkloadResult(time.time(), "ab_dml", dict(params), run.phase_timings(), run.counts, run.cancelled)
 
 
 def column_crypto_matrix(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:

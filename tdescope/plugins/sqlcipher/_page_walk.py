@@ -8,7 +8,7 @@ the reserved tail, as :class:`~tdescope.app.engines.api.DecodedField` spans
 from __future__ import annotations
 
 from tdescope.app.engines.api import DecodedField, DecodedPage
-from tdescope.app.probe.entropy import shannon_entropy, verdict
+from tdescope.app.probe.entropy import Randomness, shannon_entropy, verdict
 from tdescope.plugins.sqlcipher._records import (
     OffPage,
     decode_record,
@@ -127,11 +127,11 @@ class PageWalk:
         else:
             body = d[_SALT:] if page1 and not self.base else d  # the salt says nothing about the rest
             judged = verdict(body)
-            if judged == "looks encrypted":
+            if judged is Randomness.ENCRYPTED:
                 self.page_type = "encrypted"
                 self._encrypted(page1)
-            elif judged == "empty" or page1:
-                self.page_type = "empty" if judged == "empty" else "unknown"
+            elif judged is Randomness.EMPTY or page1:
+                self.page_type = "empty" if judged is Randomness.EMPTY else "unknown"
                 if page1:
                     self.problems.append(f"page 1 has no readable database header ({why})")
             else:

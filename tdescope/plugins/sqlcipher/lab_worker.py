@@ -25,6 +25,7 @@ import time
 import sqlcipher3
 
 from tdescope.app.engines.api import wanted_sides
+from tdescope.app.events import Side
 from tdescope.plugins.sqlcipher import workloads
 
 _out_lock = threading.Lock()
@@ -53,7 +54,7 @@ class Lab:
     def open(self, side: str):
         """A new connection to ``side`` (SQLCipher 4 defaults on the encrypted one)."""
         conn = sqlcipher3.connect(self.paths[side], check_same_thread=False, isolation_level="DEFERRED")
-        if side == "encrypted":
+        if side == Side.ENCRYPTED:
             conn.execute("PRAGMA key = " + _quote(self._key))
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # derive the key now
         return conn

@@ -10,10 +10,14 @@ transaction so both databases stay consistent.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
 from typing import Any
+
+from tdescope.app.engines.ab_dml import Cancelled, run_ab_dml
+from tdescope.app.events import PhaseName
 
 __all__ = ["DEFAULTS", "SCHEMA", "ab_dml", "cold_warm_read", "reset_table"]
 
@@ -33,10 +37,6 @@ _PAD = "x" * 100
 Emit = Callable[[dict], None]
 
 
-class Cancelled(Exception):
-    """Raised at a statement boundary once the user asked to cancel."""
-
-
 def reset_table(conn) -> None:
     """Recreate the test table and its indexes, empty."""
     conn.execute("DROP TABLE IF EXISTS test_tab")
@@ -50,11 +50,45 @@ def _name(i: int) -> str:
     return (f"abc_{i}" + _PAD)[:100]
 
 
-def ab_dml(sides: dict, params: dict, emit: Emit, cancelled: Callable[[], bool]) -> dict:
-    """Seed 000's test procedure on each side with the same parameters.
+class _LiteDmlTable:
+    """One side's ``test_tab`` of :func:`ab_dml` (:class:`~tdescope.app.engines.ab_dml.DmlTable`)."""
 
-    Per group: bulk insert ``ids_per_group`` rows, delete them on odd groups,
-    update them on even groups, select them back, commit.
+    def __init__(self, conn, cache_pages: int, ids: int) -> None:
+        self.conn, self.cache_pages = conn, cache_pages
+        self.ids = ids  # rows per group: the LIMIT of the statements after the insert
+
+    def prepare(self) -> None:
+        reset_table(self.conn)
+        self.conn.execute(f"PRAGMA cache_size = {self.cache_pages}")
+
+    @contextlib.contextmanager
+    def group(self):
+        try:
+            yield
+        except BaseException:
+            self.conn.rollback()  # the open group's statements go; committed groups stay
+            raise
+        self.conn.commit()
+
+    def insert(self, group: int, ids: int) -> None:
+        self.conn.executemany("INSERT INTO test_tab VALUES (?, ?, ?, ?)",
+                              [(group, i, _name(i), _now()) for i in range(1, ids + 1)])
+
+    def delete(self, group: int) -> int:
+        return self.conn.execute("DELETE FROM test_tab WHERE rowid IN (SELECT rowid FROM test_tab WHERE grp = ? "
+                                 "LIMIT ?)", (group, self.ids)).rowcount
+
+    def update(self, group: int) -> int:
+        return self.conn.execute("UPDATE test_tab SET name = substr('abc_' || id || ?, 1, 100) WHERE rowid IN "
+                                 "(SELECT rowid FROM test_tab WHERE grp = ? LIMIT ?)", (_PAD, group, self.ids)).rowcount
+
+    def select(self, group: int) -> int:
+        return sum(1 for _ in self.conn.execute("SELECT * FROM test_tab WHERE grp = ? LIMIT ?", (group, self.ids)))
+
+
+def ab_dml(sides: dict, params: dict, emit: Emit, cancelled: Callable[[], bool]) -> dict:
+    """Seed 000's test procedure (:func:`~tdescope.app.engines.ab_dml.run_ab_dml`) on each side with the same
+    parameters.
 
     Parameters
     ----------
@@ -75,58 +109,10 @@ def ab_dml(sides: dict, params: dict, emit: Emit, cancelled: Callable[[], bool])
     cache = int(params["cache_pages"])
     if groups < 1 or ids < 1 or cache < 1:
         raise ValueError("groups, ids_per_group and cache_pages must be positive")
-    timings: dict[str, dict[str, float]] = {}
-    counts: dict[str, dict[str, int]] = {}
-    was_cancelled = False
-    for side, conn in sides.items():
-        reset_table(conn)
-        conn.execute(f"PRAGMA cache_size = {cache}")
-        phase = dict.fromkeys(("insert", "delete", "update", "select", "commit"), 0.0)
-        n = {"Insert": 0, "Delete": 0, "Update": 0, "Select": 0}
-        start = time.perf_counter()
-        try:
-            for g in range(1, groups + 1):
-                rows = [(g, i, _name(i), _now()) for i in range(1, ids + 1)]
-                _check(cancelled)
-                t = time.perf_counter()
-                conn.executemany("INSERT INTO test_tab VALUES (?, ?, ?, ?)", rows)
-                phase["insert"] += time.perf_counter() - t
-                n["Insert"] += ids
-                _check(cancelled)
-                t = time.perf_counter()
-                if g % 2 == 1:
-                    cur = conn.execute(
-                        "DELETE FROM test_tab WHERE rowid IN (SELECT rowid FROM test_tab WHERE grp = ? LIMIT ?)",
-                        (g, ids),
-                    )
-                    n["Delete"] += cur.rowcount
-                    phase["delete"] += time.perf_counter() - t
-                else:
-                    cur = conn.execute(
-                        "UPDATE test_tab SET name = substr('abc_' || id || ?, 1, 100) WHERE rowid IN "
-                        "(SELECT rowid FROM test_tab WHERE grp = ? LIMIT ?)",
-                        (_PAD, g, ids),
-                    )
-                    n["Update"] += cur.rowcount
-                    phase["update"] += time.perf_counter() - t
-                _check(cancelled)
-                t = time.perf_counter()
-                n["Select"] += sum(1 for _ in conn.execute("SELECT * FROM test_tab WHERE grp = ? LIMIT ?", (g, ids)))
-                phase["select"] += time.perf_counter() - t
-                t = time.perf_counter()
-                conn.commit()
-                phase["commit"] += time.perf_counter() - t
-                emit({"ev": "progress", "side": side, "done": g, "total": groups,
-                      "message": f"{side}: group {g}/{groups}"})
-        except Cancelled:
-            conn.rollback()  # the open group's statements go; committed groups stay
-            was_cancelled = True
-        phase["total"] = time.perf_counter() - start
-        timings[side] = phase
-        counts[side] = n
-        if was_cancelled:
-            break
-    return {"timings": timings, "counts": counts, "cancelled": was_cancelled}
+    tables = {side: _LiteDmlTable(conn, cache, ids) for side, conn in sides.items()}
+    run = run_ab_dml(tables, groups, ids, cancelled, lambda side, g, total: emit(
+        {"ev": "progress", "side": side, "done": g, "total": total, "message": f"{side}: group {g}/{total}"}))
+    return {"timings": run.timings, "counts": run.counts, "cancelled": run.cancelled}
 
 
 def cold_warm_read(sides: dict, paths: dict, params: dict, emit: Emit, cancelled: Callable[[], bool],
@@ -161,7 +147,7 @@ def cold_warm_read(sides: dict, paths: dict, params: dict, emit: Emit, cancelled
         conn.execute(f"PRAGMA cache_size = {cache}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         took = {}
-        for scan_name in ("cold", "warm"):
+        for scan_name in (PhaseName.COLD, PhaseName.WARM):
             # each scan says when it starts and ends (worker's clock): a probe's hits are counted per scan
             emit({"ev": "progress", "side": scan_name, "done": step, "total": len(sides), "ts": time.time(),
                   "message": f"{side}: {scan_name} scan…"})

@@ -24,14 +24,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tdescope.app.events import LessonCard
+from tdescope.app.events import LessonCard, LessonVerdict
 from tdescope.app.lessons.catalogue import Lesson
 
 __all__ = ["LessonsDock", "card_html"]
 
 #: verdict -> colour of its badge
-_VERDICT_COLOURS = {"same direction": "#1b7f3b", "different": "#b3261e", "inconclusive": "#9a6700",
-                    "no comparison": "#555555", "cannot run": "#555555", "cancelled": "#555555", "failed": "#b3261e"}
+_VERDICT_COLOURS = {LessonVerdict.SAME: "#1b7f3b", LessonVerdict.DIFFERENT: "#b3261e",
+                    LessonVerdict.INCONCLUSIVE: "#9a6700", LessonVerdict.NO_COMPARISON: "#555555",
+                    LessonVerdict.CANNOT_RUN: "#555555", LessonVerdict.CANCELLED: "#555555",
+                    LessonVerdict.FAILED: "#b3261e"}
 
 
 def _items(lines) -> str:
@@ -175,7 +177,7 @@ class LessonsDock(QDockWidget):
     def show_card(self, card: LessonCard) -> None:
         """Keep ``card`` as its lesson's latest and show it when that lesson is selected."""
         self._cards[card.lesson] = card
-        if card.verdict not in ("cancelled", "failed"):
+        if card.verdict not in (LessonVerdict.CANCELLED, LessonVerdict.FAILED):
             self.progress.setValue(self.progress.maximum())
         self.status.setText(f"{card.title}: {card.verdict}")
         if self.selected() != card.lesson:

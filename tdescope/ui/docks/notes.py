@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tdescope.app.session.notes import Note, NoteStore, NoteTarget
+from tdescope.app.session.notes import Note, NoteKind, NoteStore, NoteTarget
 
 __all__ = ["NotesDock", "NoteDialog"]
 
@@ -237,7 +237,7 @@ class NotesDock(QDockWidget):
     # -- interactive -----------------------------------------------------------------
     def add_interactive(self) -> None:
         """Ask what the note is about and its text (Ctrl+N)."""
-        targets = [*self._targets(), NoteTarget("free")]
+        targets = [*self._targets(), NoteTarget(NoteKind.FREE)]
         dialog = NoteDialog(targets, parent=self)
         if dialog.exec() == QDialog.DialogCode.Accepted:
             self.add_note(dialog.target(), dialog.text())

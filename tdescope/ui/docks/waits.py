@@ -60,14 +60,18 @@ def class_brush(name: str):
     return pg.mkBrush(*class_color(name))
 
 
-class WaitTopModel(RowTableModel):
-    """Source, class, event, samples, %: refreshed in place."""
+class _WaitClassRows(RowTableModel):
+    """Rows whose ``class_column`` shows its wait class's colour and whose ``numbers`` columns align right.
 
-    columns = ("Source", "Class", "Event", "Samples", "%")
+    A subclass says the texts of one row (:meth:`texts`); every row has a ``wait_class``.
+    """
 
-    def __init__(self, parent=None) -> None:
-        super().__init__(parent)
-        self.rows: list[WaitTopRow] = []
+    class_column = 0
+    numbers: range = range(0)
+
+    def texts(self, row) -> tuple[str, ...]:
+        """The shown texts of ``row``, one per column."""
+        raise NotImplementedError
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
@@ -75,27 +79,46 @@ class WaitTopModel(RowTableModel):
         r = self.rows[index.row()]
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
-            return (r.source, r.wait_class, r.event, str(r.samples), f"{r.pct:.1f}")[col]
-        if role == Qt.ItemDataRole.DecorationRole and col == 1:
+            return self.texts(r)[col]
+        if role == Qt.ItemDataRole.DecorationRole and col == self.class_column:
             return QColor(*class_color(r.wait_class))
-        if role == Qt.ItemDataRole.TextAlignmentRole and col >= 3:
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in self.numbers:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
 
+class WaitTopModel(_WaitClassRows):
+    """Source, class, event, samples, %: refreshed in place."""
 
-class ExactWaitModel(RowTableModel):
+    columns = ("Source", "Class", "Event", "Samples", "%")
+    class_column = 1
+    numbers = range(3, 5)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.rows: list[WaitTopRow] = []
+
+    def texts(self, row: WaitTopRow) -> tuple[str, ...]:
+        return (row.source, row.wait_class, row.event, str(row.samples), f"{row.pct:.1f}")
+
+
+def _us(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+class ExactWaitModel(_WaitClassRows):
     """Exact OS waits per (class, syscall): count, total, average, p50, p99, sizes; refreshed in place."""
 
     columns = ("Class", "Syscall", "Count", "Total ms", "Avg µs", "p50 µs", "p99 µs", "Sizes (most common)")
+    numbers = range(2, 7)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.rows: list[WaitFigure] = []
 
-    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
-            return None
+    def texts(self, row: WaitFigure) -> tuple[str, ...]:
+        return (row.wait_class, row.syscall, f"{row.count:,}", f"{row.total_us / 1e3:,.2f}", _us(avg_us(row)),
+                _us(row.p50_us), _us(row.p99_us), format_sizes(row))
         r = self.rows[index.row()]
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:

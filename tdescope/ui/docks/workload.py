@@ -22,7 +22,8 @@ from PySide6.QtWidgets import (
 
 from tdescope.app.ab.result_table import interval_text, ratio_cell
 from tdescope.app.engines.api import ProbeRecipe, Workload
-from tdescope.app.events import ABResult, WorkloadProgress, WorkloadResult
+from tdescope.app.events import ABResult, LessonVerdict, Side, WorkloadProgress, WorkloadResult, is_ab
+from tdescope.app.probe.window import CaptureSummary
 from tdescope.ui.views.ab_results import ABResultsView
 
 __all__ = ["WorkloadDock"]
@@ -187,7 +188,7 @@ class WorkloadDock(QDockWidget):
 
     @staticmethod
     def _is_ab(workload: Workload) -> bool:
-        return {"encrypted", "plain"} <= set(workload.sides)
+        return is_ab(workload.sides)
 
     def set_running(self, running: bool) -> None:
         """Enable Run or Cancel."""
@@ -205,12 +206,26 @@ class WorkloadDock(QDockWidget):
             self.progress.setFormat("%p%")
             self.status.setText("Running…")
 
-    def show_lesson_done(self, title: str, verdict: str) -> None:
+    def show_lesson_done(self, title: str, verdict: LessonVerdict) -> None:
         """A lesson finished: its steps' progress lines were shown here; say it ended, and how."""
         self.progress.setValue(100)
-        self.progress.setFormat("cancelled" if verdict == "cancelled" else "%p%")
-        self.status.setText(f"Lesson “{title}” {'was cancelled' if verdict == 'cancelled' else 'done: ' + verdict}"
+        cancelled = verdict is LessonVerdict.CANCELLED
+        self.progress.setFormat("cancelled" if cancelled else "%p%")
+        self.status.setText(f"Lesson “{title}” {'was cancelled' if cancelled else f'done: {verdict}'}"
                             " — its card is in the Lessons dock.")
+
+    def show_watch_done(self, summary: CaptureSummary | None, error: str = "") -> None:
+        """A watch ended (no workload ran, so no result says so): the pages it captured and why it stopped;
+        ``summary`` None when the window never opened."""
+        self.progress.setValue(100)
+        self.progress.setFormat("ended")
+        error = error or (summary.error if summary else "") or ""
+        if error or summary is None:
+            self.status.setText(f"Watch ended: {error or 'the probe was never armed'}")
+            return
+        why = f" ({summary.reason})" if summary.reason else ""
+        pages = f"{summary.captures} page{'s' if summary.captures != 1 else ''}"
+        self.status.setText(f"Watch ended: {pages} captured{why}. Press Watch to arm again.")
 
     def show_progress(self, batch: list[WorkloadProgress]) -> None:
         """Advance the bar: over all rounds for an A/B run; else encrypted is the first half, plain the second."""
@@ -218,7 +233,7 @@ class WorkloadDock(QDockWidget):
         if ev.run_fraction is not None:
             frac = ev.run_fraction
         else:
-            index = 0 if ev.side == "encrypted" else 1
+            index = 0 if ev.side == Side.ENCRYPTED else 1
             frac = (index + ev.done / max(ev.total, 1)) / 2
         self.progress.setValue(int(frac * 100))
         self.status.setText(ev.message or f"{ev.side}: {ev.done}/{ev.total}")

@@ -3,20 +3,15 @@
 Only the visible rows are painted, so a 64 KB buffer costs the same per frame as
 a 4 KB page: no item per byte, no layout per byte. Where each byte goes (the column
 math, hit-testing, the row text) is :class:`~tdescope.ui.views.hex_layout.HexLayout`, which
-knows no Qt; this widget measures its font, paints and handles events.
-
-Long because what is left is one scroll area's Qt side: painting, scrolling, font fitting and
-keyboard/mouse selection share the cursor, anchor and scroll state; split further, each part would
-reach into the others' attributes.
+knows no Qt; how a frame is painted is :mod:`~tdescope.ui.views.hex_paint`. This widget keeps the
+data, cursor, selection and scroll state, measures its font and handles events.
 """
 
 from __future__ import annotations
 
-
 import numpy as np
-from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, QRect, QRectF, Qt, Signal
 from PySide6.QtGui import (
-    QColor,
     QFont,
     QFontDatabase,
     QFontMetricsF,
@@ -27,29 +22,10 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QAbstractScrollArea, QToolTip, QWidget
 
-from tdescope.ui.views.hex_layout import (
-    BYTES_PER_ROW,
-    HEX_COL,
-    ByteStyle,
-    HexLayout,
-    ascii_text,
-    byte_styles,
-    describe_byte,
-    hex_text,
-    selected_hex,
-    style_runs,
-)
+from tdescope.ui.views.hex_layout import BYTES_PER_ROW, HexLayout, describe_byte, selected_hex
+from tdescope.ui.views.hex_paint import HexFrame, paint_frame
 
-__all__ = ["BYTES_PER_ROW", "HexView", "diff_color"]
-
-
-def diff_color(palette: QPalette) -> QColor:
-    """Text colour for differing bytes, readable on ``palette``.
-
-    Red-ish in both themes: a darker red on light bases, a salmon on dark ones.
-    """
-    dark = palette.color(QPalette.ColorRole.Base).lightness() < 128
-    return QColor("#ff7b72") if dark else QColor("#c0261a")
+__all__ = ["BYTES_PER_ROW", "HexView"]
 
 
 def _as_mask(mask) -> np.ndarray | None:
@@ -273,54 +249,10 @@ class HexView(QAbstractScrollArea):
             p.drawText(self.viewport().rect().adjusted(16, 16, -16, -16), flags, self._placeholder)
             return
         p.setFont(self.font())
-        text, dim = pal.color(QPalette.ColorRole.Text), pal.color(QPalette.ColorRole.PlaceholderText)
-        # Diff is text colour only: a decrypted page differs almost everywhere, and a
-        # background there would drown the highlight and the bytes that did not change.
-        diff_fg = diff_color(pal)
-        diff_dim = QColor(diff_fg)
-        diff_dim.setAlpha(120)
-        sel_bg, sel_fg = pal.color(QPalette.ColorRole.Highlight), pal.color(QPalette.ColorRole.HighlightedText)
-        if not self.hasFocus():
-            sel_bg.setAlpha(150)
-        hl_bg = QColor(pal.color(QPalette.ColorRole.Highlight))
-        hl_bg.setAlpha(60)
-        pens = {ByteStyle.NORMAL: text, ByteStyle.DIM: dim, ByteStyle.DIFF: diff_fg, ByteStyle.DIFF_DIM: diff_dim,
-                ByteStyle.SELECTED: sel_fg}
-        lay, (top, hscroll) = self._layout, self._scroll()
-        self._paint_header(p, pal, dim)
-        sel = self.selection()
-        first, last = top, min(self.row_count(), top + self.visible_rows() + 1)
-        p.setClipRect(0, lay.header_h, self.viewport().width(), self.viewport().height())
-        for row in range(first, last):
-            base = row * BYTES_PER_ROW
-            chunk = self._data[base : base + BYTES_PER_ROW]
-            baseline = lay.row_y(row, top) + lay.ascent
-            diff = self._mask[base : base + len(chunk)].tolist() if self._mask is not None else []
-            for span, color in ((self._highlight, hl_bg), (sel, sel_bg)):
-                for box in lay.span_boxes(row, *span, top, hscroll) if span else ():
-                    p.fillRect(QRectF(*box), color)
-            p.setPen(dim)
-            p.drawText(QPointF(lay.offset_x(hscroll), baseline), f"{base:0{lay.digits}x}")
-            hex_row, asc_row = hex_text(chunk), ascii_text(chunk)
-            for i, j, style in style_runs(byte_styles(chunk, base, sel, diff)):
-                p.setPen(pens[style])
-                p.drawText(QPointF(lay.hex_x(i, hscroll), baseline), hex_row[HEX_COL[i] : HEX_COL[j] + 2])
-                p.drawText(QPointF(lay.ascii_x(i, hscroll), baseline), asc_row[i : j + 1])
-        if self.hasFocus() and first <= self._cursor // BYTES_PER_ROW < last:
-            p.setPen(text)
-            p.drawRect(self.byte_rect(self._cursor).adjusted(-1, 0, 0, -1))
-            p.drawRect(self.ascii_rect(self._cursor).adjusted(0, 0, 0, -1))
-
-    def _paint_header(self, p: QPainter, pal: QPalette, dim: QColor) -> None:
-        lay, hscroll = self._layout, self.horizontalScrollBar().value()
-        p.fillRect(0, 0, self.viewport().width(), lay.header_h, pal.color(QPalette.ColorRole.AlternateBase))
-        p.setPen(dim)
-        y = lay.ascent + 1
-        for col in range(BYTES_PER_ROW):
-            p.drawText(QPointF(lay.hex_x(col, hscroll), y), f"{col:02x}")
-        p.drawText(QPointF(lay.ascii_x(0, hscroll), y), "".join(f"{c:x}" for c in range(BYTES_PER_ROW)))
-        p.setPen(pal.color(QPalette.ColorRole.Mid))
-        p.drawLine(0, lay.header_h - 1, self.viewport().width(), lay.header_h - 1)
+        top, hscroll = self._scroll()
+        paint_frame(p, pal, HexFrame(self._layout, self._data, self._mask, self._highlight, self.selection(),
+                                     self._cursor, self.hasFocus(), top, hscroll, self.visible_rows() + 1,
+                                     self.viewport().width(), self.viewport().height()))
 
     # ---- events -----------------------------------------------------------------------------
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override

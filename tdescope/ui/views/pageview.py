@@ -29,9 +29,10 @@ from PySide6.QtWidgets import (
 )
 
 from tdescope.app.engines.api import DecodedField, DecodedPage
-from tdescope.app.probe.entropy import shannon_entropy, verdict
+from tdescope.app.probe.entropy import Randomness, shannon_entropy, verdict
 from tdescope.ui.views.entropy_strip import EntropyStrip
-from tdescope.ui.views.hexview import HexView, diff_color
+from tdescope.ui.views.hex_paint import diff_color
+from tdescope.ui.views.hexview import HexView
 from tdescope.ui.views.structure_tree import HEADERS, SPAN_ROLE, StructureRows, fill_structure_model
 
 __all__ = ["PLACEHOLDERS", "PageView", "SPAN_ROLE", "fill_structure_model"]
@@ -314,9 +315,9 @@ class PageView(QWidget):
         cipher = {"before": before, "after": after}.get(
             "before" if self._roles[0] == "ciphertext" else "after" if self._roles[1] == "ciphertext" else "")
         judged = verdict(cipher) if cipher else None  # the report's words: one rule for both
-        if judged == "looks encrypted":
+        if judged is Randomness.ENCRYPTED:
             parts.append(f"<span style='color:{good}'>✓ ciphertext looks random</span>")
-        elif judged in ("too short to judge", "empty"):
+        elif judged in (Randomness.TOO_SHORT, Randomness.EMPTY):
             parts.append(f"<span style='color:gray'>ciphertext {judged} ({len(cipher)} B)</span>")
         elif judged is not None:
             parts.append(f"<span style='color:{bad}'>✗ ciphertext side does not look random</span>")

@@ -21,7 +21,7 @@ from tdescope.app.engines.api import DecodedPage, PageDecoder
 from tdescope.app.events import PageCapture
 from tdescope.app.probe.capture_record import side_label
 from tdescope.app.probe.entropy import chunk_entropy, diff_mask
-from tdescope.ui.views.hexview import diff_color
+from tdescope.ui.views.hex_paint import diff_color
 from tdescope.ui.views.pageview import PageView
 from tdescope.ui.views.structure_tree import StructureRows, structure_rows
 from tdescope.ui.gui_thread.tasks import TaskRunner, describe

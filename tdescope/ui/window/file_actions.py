@@ -23,7 +23,7 @@ from tdescope.app.system.private_files import shared_folder_note
 from tdescope.ui.dialogs.passphrase import ask_passphrase
 from tdescope.ui.export.dialog import ReportDialog, write_report
 from tdescope.ui.gui_thread.tasks import TaskRunner, TaskState, describe
-from tdescope.ui.window.recording import RecordingController, autosave_dir
+from tdescope.ui.window.recording import RecordingController, RecordingMode, autosave_dir
 from tdescope.ui.window.replay import ReplayController
 
 __all__ = ["FileActions", "RecentFiles"]
@@ -117,9 +117,9 @@ class FileActions(QObject):
             self.recent_menu.addAction(QAction("(none)", self.recent_menu, enabled=False))
 
     @property
-    def mode(self) -> str:
-        """``live`` (recording), ``replay`` or ``idle``."""
-        return "replay" if self.replay.replaying else self.recording.mode
+    def mode(self) -> RecordingMode:
+        """Recording live, replaying, or neither."""
+        return RecordingMode.REPLAY if self.replay.replaying else self.recording.mode
 
     @property
     def current_path(self) -> Path | None:
@@ -141,7 +141,7 @@ class FileActions(QObject):
         self._reset_views()
         if was_replay:
             self.replay.leave()
-            self.recording.mode = "live" if self._is_live() else "idle"
+            self.recording.mode = RecordingMode.LIVE if self._is_live() else RecordingMode.IDLE
 
     def open_dialog(self) -> None:
         """File > Open (Ctrl+O)."""

@@ -19,10 +19,12 @@ layout comes back to it. The replay toolbar is never part of a saved layout.
 
 from __future__ import annotations
 
+import enum
+
 from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar
 
-__all__ = ["arrangement_for", "arrange", "default_layout", "restore_layout", "save_layout"]
+__all__ = ["Arrangement", "arrangement_for", "arrange", "default_layout", "restore_layout", "save_layout"]
 
 #: Bumped when docks are added or renamed, so an old saved layout is not restored.
 LAYOUT_VERSION = 5
@@ -31,11 +33,19 @@ LEFT, RIGHT, BOTTOM = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.R
                        Qt.DockWidgetArea.BottomDockWidgetArea)
 
 
-def arrangement_for(size: QSize) -> str:
-    """``"compact"``, ``"medium"`` or ``"wide"`` for a window of ``size``."""
+class Arrangement(enum.StrEnum):
+    """How the docks are placed, by the window's size."""
+
+    COMPACT = "compact"  #: a 1280×720 projector: the left docks tabbed
+    MEDIUM = "medium"
+    WIDE = "wide"  #: 1920×1080: Hotspots and the others on the right
+
+
+def arrangement_for(size: QSize) -> Arrangement:
+    """The arrangement for a window of ``size``."""
     if size.width() < 1500 or size.height() < 850:
-        return "compact"
-    return "medium" if size.width() < 1800 else "wide"
+        return Arrangement.COMPACT
+    return Arrangement.MEDIUM if size.width() < 1800 else Arrangement.WIDE
 
 
 def _tabs(win: QMainWindow, docks: list[QDockWidget]) -> None:
@@ -44,7 +54,7 @@ def _tabs(win: QMainWindow, docks: list[QDockWidget]) -> None:
     docks[0].raise_()
 
 
-def arrange(win: QMainWindow, kind: str, engine: QDockWidget, workload: QDockWidget, captures: QDockWidget,
+def arrange(win: QMainWindow, kind: Arrangement, engine: QDockWidget, workload: QDockWidget, captures: QDockWidget,
             timeline: QDockWidget, side: list[QDockWidget]) -> None:
     """Place every dock for ``kind``; ``side`` lists Hotspots, Waits, Notes and the engine's docks
     (the first is raised in its tab group)."""
@@ -55,7 +65,7 @@ def arrange(win: QMainWindow, kind: str, engine: QDockWidget, workload: QDockWid
         dock.show()
     win.addDockWidget(BOTTOM, captures)
     win.splitDockWidget(captures, timeline, Qt.Orientation.Horizontal)
-    if kind == "compact":
+    if kind is Arrangement.COMPACT:
         win.addDockWidget(LEFT, workload)
         _tabs(win, [workload, engine, *side])
         win.resizeDocks([workload], [max(360, w * 31 // 100)], Qt.Orientation.Horizontal)
@@ -66,7 +76,7 @@ def arrange(win: QMainWindow, kind: str, engine: QDockWidget, workload: QDockWid
     win.splitDockWidget(engine, workload, Qt.Orientation.Vertical)
     win.resizeDocks([engine, workload], [h * 26 // 100, h * 60 // 100], Qt.Orientation.Vertical)
     win.resizeDocks([workload], [max(380, w * 22 // 100)], Qt.Orientation.Horizontal)
-    if kind == "medium":
+    if kind is Arrangement.MEDIUM:
         win.splitDockWidget(timeline, side[0], Qt.Orientation.Horizontal)
         _tabs(win, side)
         win.resizeDocks([captures, timeline, side[0]], [w * 28 // 100, w * 32 // 100, w * 40 // 100],
@@ -81,7 +91,7 @@ def arrange(win: QMainWindow, kind: str, engine: QDockWidget, workload: QDockWid
 
 
 def default_layout(win: QMainWindow, size: QSize | None, engine: QDockWidget, workload: QDockWidget,
-                   captures: QDockWidget, timeline: QDockWidget, side: list[QDockWidget]) -> str:
+                   captures: QDockWidget, timeline: QDockWidget, side: list[QDockWidget]) -> Arrangement:
     """Size ``win`` for ``size`` (the screen's available size, up to 1920×1080, when None) and arrange
     its docks; returns the arrangement's name."""
     if size is None:

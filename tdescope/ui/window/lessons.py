@@ -19,10 +19,10 @@ from PySide6.QtWidgets import QWidget
 
 from tdescope.app.engines.api import Engine, EngineSession
 from tdescope.app.errors import UserError
-from tdescope.app.events import LessonCard, WorkloadProgress
+from tdescope.app.events import LessonCard, LessonVerdict, WorkloadProgress
 from tdescope.app.lessons import LessonRun, lesson_named, load_lessons, run_lesson
 from tdescope.app.session.live import LiveSession
-from tdescope.app.session.notes import NoteTarget
+from tdescope.app.session.notes import NoteKind, NoteTarget
 from tdescope.ui.gui_thread.event_pump import EventPump
 from tdescope.ui.docks.lessons import LessonsDock
 from tdescope.ui.window.runs import RunSlot
@@ -61,7 +61,7 @@ class LessonViews:
     backend_choice: Callable[[], str]
     say: Callable[[str], None]
     workload_status: Callable[[str], None]
-    lesson_done: Callable[[str, str], None]
+    lesson_done: Callable[[str, LessonVerdict], None]
     show_range: Callable[[float, float], None]
     select_capture: Callable[[int], None]
     add_note: Callable[[NoteTarget, str], bool]
@@ -138,7 +138,8 @@ class LessonsController(QObject):
             # after its runs' progress lines (the pump keeps their order): the Workload dock says it ended
             self.views.lesson_done(card.title, card.verdict)
             start = self._started.get(card.lesson)
-            if start is not None and card.verdict not in ("cannot run", "cancelled") and card.ts > start:
+            ran = card.verdict not in (LessonVerdict.CANNOT_RUN, LessonVerdict.CANCELLED)
+            if start is not None and ran and card.ts > start:
                 self.views.show_range(start, card.ts)
             seq = card.figures.get("seq")
             if isinstance(seq, int):  # the page the card speaks of, in the Captures dock and the page view
@@ -147,6 +148,6 @@ class LessonsController(QObject):
     def add_to_notes(self, card: LessonCard) -> None:
         """Write ``card`` as a note over the lesson's time range."""
         start = self._started.get(card.lesson, card.ts)
-        target = NoteTarget(kind="range", ts=start, ts_end=card.ts)
+        target = NoteTarget(kind=NoteKind.RANGE, ts=start, ts_end=card.ts)
         if self.views.add_note(target, card.text()):
             self.views.say(f"Lesson card added to the notes: {card.title}")

@@ -20,7 +20,7 @@ from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session, recorded_decoder
 from tdescope.app.errors import UserError
 from tdescope.app.events import (ABResult, CaptureWindowState, LostConnection, PageCapture, Problem, WorkloadProgress,
-                                 WorkloadResult)
+                                 WorkloadResult, is_ab)
 from tdescope.app.experiment import ABRun, CaptureSpec, Experiment, WorkloadRun
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
@@ -195,7 +195,6 @@ class MainWindow(QMainWindow):
                 return None
             catalog = has_ability(session, Ability.CATALOG_DECODER)
             return Connected(session, session.inventory(), session.catalog_decoder() if catalog else None)
-
         return self.tasks.run(connect, name="connect", on_done=self._on_connected, on_exception=self._on_connect_failed)
 
     def _on_connect_failed(self, exc: BaseException) -> None:
@@ -253,12 +252,12 @@ class MainWindow(QMainWindow):
                               allow_critical=self.allow_critical, windows=host.window if host else None) \
             if recipe is not None else None
         run = (ABRun(workload=workload, params=params, rounds=rounds, local_server=host is None)
-               if rounds and {"encrypted", "plain"} <= set(workload.sides)
+               if rounds and is_ab(workload.sides)
                else WorkloadRun(workload=workload, params=params)) if workload is not None else None
         exp = Experiment(self.session, self.engine.name, self.live.publish, capture=capture, run=run)
         self.experiment = exp
         self.runs.start(exp, workload.name if workload else None, lambda: exp.start().wait(), "experiment",
-                        then=self._on_experiment_finished)
+                        then=lambda _result, error: self._on_experiment_finished(exp, error))
 
     def _on_running(self, running: bool) -> None:
         """A run (a workload's or a lesson's) started or ended: Run or Cancel, the lessons' gate, the badge."""
@@ -267,7 +266,9 @@ class MainWindow(QMainWindow):
         if not running:
             self.probe_status.set_armed(False)
 
-    def _on_experiment_finished(self, _result, _error: str) -> None:
+    def _on_experiment_finished(self, exp: Experiment, error: str) -> None:
+        if exp.run is None:  # a watch: no workload result comes to end the dock's "Running…"
+            self.workload_dock.show_watch_done(exp.capture_summary, error or exp.error or "")
         session = self.session
         if session is not None:  # file sizes and page counts moved with the workload
             self.tasks.run(lambda _state: session.inventory(), name="inventory",
@@ -381,7 +382,7 @@ class MainWindow(QMainWindow):
         (:func:`~tdescope.ui.window.closing.close_down`); ``wait`` joins it, a closing window does not."""
         self.tasks.shutdown()
         self.pump.stop()
-        self.observation.shutdown()
+        self.observation.shutdown(wait)  # a closing window does not wait for perf's end either
         self.recording.shutdown()
         self.replay.close_file()
         closing, self.session = close_down(self.experiment, self.session), None

@@ -8,7 +8,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu, QWidget
 
-from tdescope.app.session.notes import NoteStore, NoteTarget
+from tdescope.app.session.notes import NoteKind, NoteStore, NoteTarget
 from tdescope.ui.docks.captures import CapturesDock
 from tdescope.ui.docks.notes import NotesDock
 from tdescope.ui.views.pageview import PageView
@@ -75,14 +75,14 @@ class NotesController(QObject):
             for side, view in (("after", self.page_view.after_view), ("before", self.page_view.before_view)):
                 start, end = view.selection()
                 if end - start > 1:
-                    out.append(NoteTarget("bytes", ts=cap.ts, seq=cap.seq, start=start, end=end, side=side))
-            out.append(NoteTarget("capture", ts=cap.ts, seq=cap.seq))
+                    out.append(NoteTarget(NoteKind.BYTES, ts=cap.ts, seq=cap.seq, start=start, end=end, side=side))
+            out.append(NoteTarget(NoteKind.CAPTURE, ts=cap.ts, seq=cap.seq))
         rng = self.timeline_dock.selected_range()
         if rng:
-            out.append(NoteTarget("range", ts=rng[0], ts_end=rng[1]))
+            out.append(NoteTarget(NoteKind.RANGE, ts=rng[0], ts_end=rng[1]))
         at = self._play_head()
         if at is not None:
-            out.append(NoteTarget("range", ts=at, ts_end=at))
+            out.append(NoteTarget(NoteKind.RANGE, ts=at, ts_end=at))
         return out
 
     def _on_note_activated(self, note) -> None:
@@ -96,9 +96,9 @@ class NotesController(QObject):
 
     def _go_to(self, t) -> None:
         """Select what the note's target names in views that hold it."""
-        if t.seq is not None and self.captures_dock.select_capture(t.ts, t.seq) and t.kind == "bytes":
+        if t.seq is not None and self.captures_dock.select_capture(t.ts, t.seq) and t.kind is NoteKind.BYTES:
             view = self.page_view.before_view if t.side == "before" else self.page_view.after_view
             if t.start is not None and t.end is not None:
                 self._when_shown(lambda: (view.set_selection(t.start, t.end), view.setFocus()))
-        if t.kind == "range" and t.ts is not None and t.ts_end is not None and t.ts_end > t.ts:
+        if t.kind is NoteKind.RANGE and t.ts is not None and t.ts_end is not None and t.ts_end > t.ts:
             self.timeline_dock.set_range(t.ts, t.ts_end)

@@ -12,10 +12,11 @@ only those with new data. The window places the docks.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QMenu, QWidget
 
@@ -29,7 +30,7 @@ from tdescope.app.remote.host_observation import HostObservation
 from tdescope.app.remote.host_session import HostSession
 from tdescope.ui.gui_thread.event_pump import EventPump
 from tdescope.ui.docks.hotspots import HotspotsDock, glossary_of
-from tdescope.ui.gui_thread.tasks import TaskRunner
+from tdescope.ui.gui_thread.tasks import TaskRunner, describe
 from tdescope.ui.docks.timeline import TimelineDock
 from tdescope.ui.docks.waits import WaitsDock
 from tdescope.ui.window.messages import Captured
@@ -60,6 +61,10 @@ class ObservationController(QObject):
         Parent of the docks (the window).
     """
 
+    #: The samplers of a stopped observation have ended (perf gone, temp files removed): "" or, when stopping
+    #: failed, one line saying why. Emitted from the stopping thread, received on the GUI thread.
+    stopped = Signal(str)
+
     def __init__(self, engine: Engine, publish: Callable[[Event], None], pump: EventPump, tasks: TaskRunner,
                  parent: QWidget) -> None:
         super().__init__(parent)
@@ -75,6 +80,8 @@ class ObservationController(QObject):
         self._generation = 0  # bumped by stop(): a wait source that opens later starts nothing
         self.refresh_ms: list[float] = []  # GUI time of each refresh, for the bench
         self._refreshed = 0.0  # time.monotonic() of the last refresh
+        self.stop_error = ""  # what the last stop said, once it ended ("" when it went well)
+        self.stopped.connect(self._on_stopped)
         self.hotspots_dock = HotspotsDock(self.run, glossary_of(engine), parent)
         self.waits_dock = WaitsDock(self.run, parent=parent)
         self.timeline_dock = TimelineDock(self.run, parent)
@@ -174,17 +181,41 @@ class ObservationController(QObject):
         # set_hotspots runs the perf check (a subprocess): never on the GUI thread.
         self.tasks.run(lambda _state: setter(on), name=f"toggle-{which}")
 
-    def stop(self) -> None:
-        """Stop the samplers (perf ends). Safe to call twice."""
+    def stop(self) -> threading.Thread | None:
+        """Ask the samplers to stop and return at once: perf's end, the last perf script output and the
+        eBPF tracer's detach can take seconds, so they run on a thread of their own and :attr:`stopped`
+        tells when they ended. That thread is no daemon (as in :mod:`~tdescope.ui.window.closing`): a
+        window that closed at once still ends its perf. Returns the thread (None: nothing ran). Safe to
+        call twice."""
         self._generation += 1
         obs, self.observation = self.observation, None
-        if obs is not None:
-            obs.stop()
+        if obs is None:
+            return None
+        thread = threading.Thread(target=self._stop_samplers, args=(obs,), name="observation-stop", daemon=False)
+        thread.start()
+        return thread
 
-    def shutdown(self) -> None:
-        """Stop refreshing and sampling (window close)."""
+    def _stop_samplers(self, obs: Observation | HostObservation) -> None:
+        """On the stopping thread: stop, then tell."""
+        try:
+            obs.stop()
+            error = ""
+        except Exception as exc:  # noqa: BLE001 - a lost host's agent: one line, never a traceback
+            error = f"stopping the samplers: {describe(exc)}"
+        try:
+            self.stopped.emit(error)
+        except RuntimeError:  # the window (and this controller) went while the samplers stopped
+            pass
+
+    def _on_stopped(self, error: str) -> None:
+        self.stop_error = error
+
+    def shutdown(self, wait: bool = False) -> None:
+        """Stop refreshing and sampling (window close); ``wait``: until the samplers ended (perf gone)."""
         self.timer.stop()
-        self.stop()
+        stopping = self.stop()
+        if stopping is not None and wait:
+            stopping.join()
 
     def clear(self) -> None:
         """Forget what was observed so far; sampling goes on."""

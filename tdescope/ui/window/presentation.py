@@ -16,18 +16,29 @@ F11 alone toggles full screen.
 
 from __future__ import annotations
 
+import enum
+
 from PySide6.QtCore import QByteArray, QObject, QRect, Qt, QTimer
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow
 
-__all__ = ["MIN_HEX_PX", "Presentation", "SCALE", "VIEWS"]
+__all__ = ["MIN_HEX_PX", "Presentation", "SCALE", "TeachingView", "VIEWS"]
 
 #: How much bigger fonts get.
 SCALE = 1.35
 #: The hex text's least height in pixels in presentation mode (read from the back of the room).
 MIN_HEX_PX = 14
+
+
+class TeachingView(enum.StrEnum):
+    """What presentation mode shows: the pages (captures and the page view) or the results (workload)."""
+
+    PAGES = "pages"
+    RESULTS = "results"
+
+
 #: The teaching views, in F6's order.
-VIEWS = ("pages", "results")
+VIEWS = tuple(TeachingView)
 
 
 class Presentation(QObject):
@@ -82,22 +93,22 @@ class Presentation(QObject):
         self.window.showFullScreen()
         self.window.statusBar().showMessage("Presentation mode: F6 next view, F5 to leave", 5000)
 
-    def show_view(self, view: str) -> None:
+    def show_view(self, view: TeachingView) -> None:
         """Show the teaching view ``view`` (one of :data:`VIEWS`); only in presentation mode."""
         if not self.active:
             return
         self.view = view
         win = self.window
-        keep = self.captures if view == "pages" else self.workload
+        keep = self.captures if view is TeachingView.PAGES else self.workload
         for dock in win.findChildren(QDockWidget):
             if dock is not keep:
                 dock.hide()
-        self.page_view.setVisible(view == "pages")
+        self.page_view.setVisible(view is TeachingView.PAGES)
         keep.setFloating(False)
         win.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, keep)  # out of any tab group
         keep.show()
         keep.raise_()
-        if view == "pages":
+        if view is TeachingView.PAGES:
             win.resizeDocks([keep], [win.width() * 30 // 100], Qt.Orientation.Horizontal)
 
     def next_view(self) -> None:

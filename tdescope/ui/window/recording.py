@@ -11,6 +11,7 @@ under a passphrase kept in memory only.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import time
 from collections.abc import Callable
@@ -30,7 +31,15 @@ from tdescope.ui.gui_thread.event_pump import EventPump
 from tdescope.ui.docks.notes import NotesDock
 from tdescope.ui.dialogs.passphrase import ask_new_passphrase
 
-__all__ = ["RecordingController", "autosave_dir"]
+__all__ = ["RecordingMode", "RecordingController", "autosave_dir"]
+
+
+class RecordingMode(enum.StrEnum):
+    """What a window does with its session file: records it live, replays one, or neither."""
+
+    LIVE = "live"
+    REPLAY = "replay"
+    IDLE = "idle"  #: replaying (the recorder's side), closed, or cannot record here
 
 _KEEP_AUTOSAVES = 30
 
@@ -79,7 +88,7 @@ class RecordingController(QObject):
         self.notes_dock = notes_dock
         self._remember = remember
         self._dialog_parent = dialog_parent
-        self.mode = "live"  # live: records | idle: not (replaying, closed, or cannot record here)
+        self.mode = RecordingMode.LIVE
         self._inventory: Inventory | None = None
         self.decoder: PageDecoder | None = None  # the window's: its catalog goes into the metadata
         self._record_passphrase: str | None = None  # encrypts this window's recordings, in memory only
@@ -126,7 +135,7 @@ class RecordingController(QObject):
 
     def _start_recording(self) -> SessionRecorder | None:
         # called by the LiveSession, one thread at a time, when an event finds no recorder
-        if self.mode != "live":
+        if self.mode is not RecordingMode.LIVE:
             return None
         folder = autosave_dir()
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -139,7 +148,7 @@ class RecordingController(QObject):
             recorder = SessionRecorder(path, self._meta(), passphrase=self._record_passphrase,
                                        keep_plaintext=keeps_plaintext(self._session()))
         except UserError as exc:
-            self.mode = "idle"  # cannot record here: say so once, keep working
+            self.mode = RecordingMode.IDLE  # cannot record here: say so once, keep working
             self.pump.put(_RecordingFailed(str(exc)))
             return None
         self.recordingStarted.emit(str(path))
@@ -156,7 +165,7 @@ class RecordingController(QObject):
     # -- what the other controllers ask ---------------------------------------------------
     def note_store(self) -> NoteStore | None:
         """Where notes of this live window go (the recording, started if need be); None when idle."""
-        if self.mode != "live":
+        if self.mode is not RecordingMode.LIVE:
             return None
         recorder = self.live.ensure_recorder()
         return NoteStore(recorder.path, self._record_passphrase) if recorder is not None else None
@@ -175,7 +184,7 @@ class RecordingController(QObject):
         """File > Encrypt Recording: encrypt the autosave in place, and every later recording
         of this window, under a passphrase asked for twice (kept in memory only)."""
         parent = self._dialog_parent
-        if self.mode != "live":
+        if self.mode is not RecordingMode.LIVE:
             QMessageBox.information(parent, "Encrypt Recording",
                                     "Only a live session records; use Save As to copy a replayed one.")
             return False
@@ -222,7 +231,7 @@ class RecordingController(QObject):
 
     def shutdown(self) -> None:
         """Stop recording for good and close the file (window close). Safe to call twice."""
-        self.mode = "idle"
+        self.mode = RecordingMode.IDLE
         self.close_recording()
 
 

@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject
 
 from tdescope.app.engines.api import Inventory
 from tdescope.app.session.meta import SessionMeta
+from tdescope.ui.window.recording import RecordingMode
 
 __all__ = ["ReplayView"]
 
@@ -32,7 +33,7 @@ class ReplayView(QObject):
     def entered(self, path: str, meta: SessionMeta) -> None:
         """A recorded session opened: nothing runs, nothing is armed, and the window says so."""
         win = self.window
-        win.recording.mode = "idle"  # a replay records nothing
+        win.recording.mode = RecordingMode.IDLE  # a replay records nothing
         win.probe_status.recorded = True  # a replayed ARMED is history, not a probe in a process
         win.probe_status.set_armed(False)
         win.setWindowTitle(f"REPLAY — {Path(path).name} — tdescope")
