@@ -32,7 +32,6 @@ from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
 
 #: Kills per run of the suite; the long figure is bench/bench_ebpf.py's (TDESCOPE_EBPF_KILLS=N runs more here).
 KILLS = int(os.environ.get("TDESCOPE_EBPF_KILLS", "10"))
-ROOT = Path(__file__).resolve().parent.parent
 DECRYPT_PAGE = ProbeRecipe(key="test.decrypt_page", label="decrypt_page", symbols=("decrypt_page",),
                            before=ArgRef(register="rdi"), length=ArgRef(register="rsi"),
                            after=ArgRef(register="rdx"), pgno=ArgRef(register="rcx"))
@@ -54,19 +53,25 @@ def _link_holders() -> dict[int, set[int]]:
     return held
 
 
-def _of_another_checkout(pid: int) -> bool:
-    """``pid`` runs neither in this checkout nor from it (another suite's process on this shared machine)."""
-    try:
-        cwd = os.readlink(f"/proc/{pid}/cwd")
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return False
-    return not cwd.startswith(str(ROOT)) and str(ROOT) not in argv
+def _not_ours(pid: int) -> bool:
+    """``pid`` is neither this test process nor one it started: another suite's, or another xdist worker's of
+    this same checkout (their captures run beside ours)."""
+    me = os.getpid()
+    while pid > 1:
+        if pid == me:
+            return False
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False  # gone meanwhile: counted as ours, the safe side for "nothing left behind"
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return True
 
 
 def our_uprobe_links() -> list[dict]:
     """Links the kernel holds for tdescope's capture program (by its program names), but for those that only
-    another checkout's processes hold: other suites run on this machine, and their captures are not ours."""
+    processes outside this test process's tree hold: other suites and workers run on this machine, and their
+    captures are not ours."""
     out = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True, check=True).stdout
     links = json.loads(out or "[]")
     progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
@@ -75,7 +80,7 @@ def our_uprobe_links() -> list[dict]:
     links = [ln for ln in links if ln.get("prog_id") in ours]
     held = _link_holders() if links else {}
     return [ln for ln in links
-            if not (held.get(ln["id"]) and all(_of_another_checkout(pid) for pid in held[ln["id"]]))]
+            if not (held.get(ln["id"]) and all(_not_ours(pid) for pid in held[ln["id"]]))]
 
 
 def run_window(pid, recipe, backend, **limits):

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,10 +28,25 @@ MAP_PRIVATE_ANON = 0x22
 MADV_DONTNEED = 4
 
 
-def tracer_programs() -> set[int]:
-    """Ids of the programs the kernel holds under the tracer's names (any tracer on the machine)."""
+def _held(pids: set[int]) -> set[int]:
+    """Ids of the BPF programs ``pids`` hold open (their fds' ``prog_id``; this bpftool names no holders)."""
+    held = set()
+    for pid in pids:
+        try:
+            for info in Path(f"/proc/{pid}/fdinfo").iterdir():
+                held.update(int(line.split()[1]) for line in info.read_text().splitlines()
+                            if line.startswith("prog_id:"))
+        except OSError:
+            continue
+    return held
+
+
+def tracer_programs(holders: set[int] | None = None) -> set[int]:
+    """Ids of the programs the kernel holds under the tracer's names; with ``holders``, only those these pids
+    hold open: other suites and xdist workers run tracers beside ours."""
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
-    return {p["id"] for p in json.loads(out or "[]") if p.get("name") in PROGRAMS}
+    ids = {p["id"] for p in json.loads(out or "[]") if p.get("name") in PROGRAMS}
+    return ids if holders is None else ids & _held(holders)
 
 
 def linked_programs() -> set[int]:
@@ -39,9 +55,9 @@ def linked_programs() -> set[int]:
     return {link["prog_id"] for link in json.loads(out or "[]") if "prog_id" in link}
 
 
-def all_attached(before: set[int]) -> bool:
-    """True once every program of a tracer started after ``before`` is attached (loading comes first)."""
-    ours = tracer_programs() - before
+def all_attached(pid: int) -> bool:
+    """True once every program of the tracer ``pid`` holds is attached (loading comes first)."""
+    ours = tracer_programs({pid})
     return len(ours) >= len(PROGRAMS) and len(ours & linked_programs()) >= len(PROGRAMS)
 
 
@@ -78,10 +94,9 @@ def flags(f):
 
 
 def test_counts_sizes_and_flags_are_exact_on_a_thread_started_after_attach(known_waits):
-    before = tracer_programs()
     with EbpfWaitTracer(known_waits.pid) as tracer:
-        ours = tracer_programs() - before
-        assert len(ours) >= len(PROGRAMS)
+        ours = tracer_programs({os.getpid()})
+        assert len(ours) == len(PROGRAMS)
         known_waits.go()
         totals = tracer.read()
         known_waits.go()
@@ -145,12 +160,11 @@ def test_kill_9_of_the_tracer_leaves_nothing_attached_and_the_target_whole(known
         "time.sleep(600)\n"
     )
     for _ in range(3):
-        before = tracer_programs()
         proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True)
         try:
             assert proc.stdout.readline() == "attached\n"
-            ours = tracer_programs() - before
-            assert len(ours) >= len(PROGRAMS)  # more if another tracer started meanwhile
+            ours = tracer_programs({proc.pid})
+            assert len(ours) == len(PROGRAMS)
             known_waits.go()  # traced flat out while it dies
         finally:
             os.kill(proc.pid, signal.SIGKILL)
@@ -163,13 +177,12 @@ def test_kill_9_of_the_tracer_leaves_nothing_attached_and_the_target_whole(known
 
 
 def test_cli_waits_json_carries_exact_counts_and_sizes(known_waits):
-    before = tracer_programs()
     cli = subprocess.Popen([sys.executable, "-m", "tdescope", "waits", "--pid", str(known_waits.pid), "--seconds",
                             "3", "--json", "--os-waits", "ebpf"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     try:
         # all three attached, not only loaded: a munmap entered before sys_exit was linked is not counted
-        wait_for(lambda: all_attached(before), timeout=60, what="the tracer attached")
+        wait_for(lambda: all_attached(cli.pid), timeout=60, what="the tracer attached")
         known_waits.go()
         out, err = cli.communicate(timeout=120)
     finally:
