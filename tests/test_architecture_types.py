@@ -169,7 +169,7 @@ def test_sides_phases_verdicts_and_window_ends_are_words_of_their_enums():
 
 def test_the_words_read_back_the_same_and_typed():
     from tdescope.app.events import LessonCard, LessonVerdict, PhaseName, PhaseTiming, Side, WorkloadResult
-    from tdescope.app.lessons import analyses
+    from tdescope.app.lessons import verdicts as analyses
     from tdescope.app.probe.backend import EndReason
     from tdescope.app.session.codec import decode, encode
 
