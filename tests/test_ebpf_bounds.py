@@ -21,8 +21,8 @@ import pytest
 from conftest import run_tdescope
 from tdescope.app.probe.capture_record import describe_capture
 from tdescope.app.probe.ebpf.backend import EbpfBackend
-from tdescope.app.probe.tally import tally_of
 from tdescope.app.probe.limits import StopLimits
+from tdescope.app.probe.tally import tally_of
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.sqlcipher.engine import DECRYPT
 from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder

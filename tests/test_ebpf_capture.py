@@ -25,8 +25,8 @@ from tdescope.app.errors import UserError
 from tdescope.app.gdb.guard import text_mismatches
 from tdescope.app.probe.ebpf.backend import EbpfBackend
 from tdescope.app.probe.ebpf.program import unsupported
-from tdescope.app.probe.selection import ProbeOptions, choose_backend
 from tdescope.app.probe.limits import StopLimits
+from tdescope.app.probe.selection import ProbeOptions, choose_backend
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.sqlcipher.engine import DECRYPT
 from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder

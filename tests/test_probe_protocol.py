@@ -18,10 +18,10 @@ from tdescope.app.probe import frames as frames_module
 from tdescope.app.probe.backend import Armed, Closed, Happened, TargetNews
 from tdescope.app.probe.frames import Frame, FrameKind, Notice, notice_of, pack, pack_notice, unpack
 from tdescope.app.probe.gdb_backend import HELPER, arm_command, disarm_command, resume_command, source_command
+from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.spool import REORDER_S, FramePairs, SpoolReader
 from tdescope.app.probe.stats import EbpfStats, GdbStats
-from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.window import TRANSITIONS, CaptureLimits, CaptureWindow, Phase
 from tdescope.plugins.sqlcipher.engine import DECRYPT, ENCRYPT
 

@@ -16,9 +16,9 @@ import pytest
 
 from conftest import proc_state, tracer_pid, wait_for
 from tdescope.app.probe import gdb_backend
-from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.app.gdb.guard import text_mismatches
+from tdescope.app.probe.limits import StopLimits
 from tdescope.plugins.sqlcipher.engine import DECRYPT
 
 pytestmark = pytest.mark.gdb

@@ -13,11 +13,11 @@ import time
 import pytest
 
 from conftest import proc_state, tracer_pid
-from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.gdb.guard import text_mismatches
+from tdescope.app.probe.limits import StopLimits
 from tdescope.plugins.sqlcipher.engine import DECRYPT
 
 pytestmark = pytest.mark.gdb
