@@ -51,8 +51,11 @@ dist-check: dist
 run: setup
 	$(VENV)/bin/tdescope gui --lab sqlcipher
 
+# Two workers (these machines have two cores), a test file per worker at a time: a file's servers and labs
+# (module fixtures) start once. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: setup
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 	$(VENV)/bin/lint-imports
 
 lint: setup

@@ -367,3 +367,41 @@ def test_a_kernel_older_than_5_8_is_told_in_one_line():
     old = check_ebpf("5.4.0-150-generic")
     assert not old.ok and old.reason == "kernel 5.4.0-150-generic is older than 5.8 (no BPF ring buffer)"
     assert check_ebpf("6.18.44-fc-v782").ok and check_ebpf("5.8.0").ok
+
+
+@pytest.mark.parametrize("drain", [True, False])
+def test_a_window_ended_by_its_workload_delivers_what_a_slow_consumer_had_not_read(sqlcipher_app, drain):
+    """The io-path lesson on a busy machine counted 0 of 500 decrypts in a scan: the consumer was a second
+    behind the probe and the window's close kept 0.2 s of it. A workload's end drains (the probe is out)."""
+    import threading
+
+    app = sqlcipher_app()
+    gate, got = threading.Event(), []
+
+    def slow(capture):  # a consumer far behind the probe: it reads nothing until the probe is out
+        gate.wait(30)
+        got.append(capture)
+
+    window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=100000, max_seconds=60), "test", slow,
+                           backend=EbpfBackend())
+    summary = []
+    thread = threading.Thread(target=lambda: summary.append(window.run()))
+    thread.start()
+    try:
+        assert window.armed.wait(10)
+        app.go()
+        wait_for(lambda: (st := window.handle.read_stats()) is not None and st.hits >= 300, timeout=30)
+        os.kill(app.pid, signal.SIGSTOP)  # no more hits, and the target stays
+        window.cancel("the workload finished", drain=drain)
+        gate.set()
+        thread.join(30)
+    finally:
+        gate.set()
+        os.kill(app.pid, signal.SIGCONT)
+    s = summary[0]
+    assert s.counters.probe.lost == 0 and s.counters.probe.hits >= 300
+    if drain:
+        # every call the probe saw, but one the SIGSTOP may have caught between its entry and its return
+        assert s.counters.probe.hits - 1 <= len(got) <= s.counters.probe.hits and s.reason == "the workload finished"
+    else:  # a cancel (the user's Stop) keeps the short close: the rest is counted, not read
+        assert len(got) < s.counters.probe.hits

@@ -300,7 +300,7 @@ def _lesson(lesson_id: str, session):
 @pytest.mark.ebpf
 def test_io_path_on_pg_tde_decrypts_every_tuple_in_both_scans(pgtde_lab):
     card = _lesson("io-path", pgtde_lab)
-    assert card.figures["first_scan_decrypts"] == card.figures["second_scan_decrypts"] == 500, card.figures
+    assert card.figures["first_scan_decrypts"] == card.figures["second_scan_decrypts"] == 500, card.text()
     assert card.verdict == "different"
     assert "warm scan: blocks read (EXPLAIN BUFFERS) 0" in card.evidence  # no I/O, and still every decrypt
 
@@ -541,3 +541,4 @@ def test_a_capture_window_follows_a_second_process_with_the_same_probe(page_leve
     finally:
         worker.kill()
         worker.wait()
+

@@ -73,7 +73,7 @@ class WorkloadRun:
         """Run on ``exp`` (its window, when it has one, is armed already)."""
         exp.run_workload(self.workload, self.params, capture_round=False, again=self.until_captured)
         if not self.until_captured:
-            exp.close_window("the workload finished")  # nothing left to catch
+            exp.close_window("the workload finished", drain=True)  # nothing left to catch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +101,7 @@ class ABRun:
         """The capture round (when ``exp`` has a window), then the timed rounds."""
         if exp.window is not None:
             exp.run_workload(self.workload, self.params, capture_round=True, again=False)
-            exp.close_window("the workload finished")
+            exp.close_window("the workload finished", drain=True)
         exp.join_window()
         exp.run_rounds()
 
@@ -208,10 +208,10 @@ class Experiment:
             if result.cancelled or not again or not self._window_open():
                 return
 
-    def close_window(self, why: str) -> None:
-        """Disarm the capture window, if any."""
+    def close_window(self, why: str, drain: bool = False) -> None:
+        """Disarm the capture window, if any; ``drain``: the workload is done, deliver what the probe caught."""
         if self.window is not None:
-            self.window.cancel(why)
+            self.window.cancel(why, drain)
 
     def join_window(self) -> None:
         """Wait for the capture window's thread to end."""

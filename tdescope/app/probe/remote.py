@@ -54,13 +54,15 @@ class RemoteWindow:
         self.skipped = 0
         self._window = None
         self._cancel_reason: str | None = None
+        self._drain = False
 
-    def cancel(self, reason: str = "cancelled") -> None:
-        """Ask the worker to disarm now (returns at once); ``reason`` is how the window ends."""
-        self._cancel_reason = reason
+    def cancel(self, reason: str = "cancelled", drain: bool = False) -> None:
+        """Ask the worker to disarm now (returns at once); ``reason`` is how the window ends, ``drain`` as
+        :meth:`CaptureWindow.cancel <tdescope.app.probe.window.CaptureWindow.cancel>`."""
+        self._cancel_reason, self._drain = reason, drain
         window = self._window
         if window is not None:
-            window.cancel(reason)
+            window.cancel(reason, drain)
 
     def run(self) -> CaptureSummary:
         """Start the worker, relay what it sends until its summary; always reap it."""
@@ -78,7 +80,7 @@ class RemoteWindow:
                                    backend=backend_request(self._backend))
             self._window = window
             if self._cancel_reason is not None:
-                window.cancel(self._cancel_reason)
+                window.cancel(self._cancel_reason, self._drain)
             window.armed = self.armed  # one event: set and cleared from the agent's states
             summary = window.run()
             self.skipped = window.skipped

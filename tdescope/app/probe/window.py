@@ -16,7 +16,6 @@ limits reached, cancel, target exit, backend death, error.
 
 from __future__ import annotations
 
-import enum
 import os
 import threading
 import time
@@ -32,6 +31,7 @@ from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.joining import CHUNKS_PER_MESSAGE, MessageJoin, joins
 from tdescope.app.probe.keep_rate import KeepRate
 from tdescope.app.probe.limits import KEEP_PER_S, MAX_CAPTURES, CaptureLimits, stop_budget
+from tdescope.app.probe.phase import TRANSITIONS, Phase
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.stats import WindowCounts
 from tdescope.app.probe.spool import FramePairs
@@ -50,6 +50,9 @@ PROGRESS_S = 0.5
 POLL_S = 0.02
 #: What a window may spend on its last frames once disarmed (probes out first), never past its deadline.
 CLOSE_S = 0.2
+#: A window ended because nothing more will come (the workload finished, the target exited) delivers what
+#: its probe caught for up to this long after the disarm (the probe is already out: only the workbench waits).
+DRAIN_S = 10.0
 
 
 @dataclass(frozen=True, **SLOTS_KW_ONLY)
@@ -91,32 +94,6 @@ class CaptureSummary:
     def target_exited(self) -> bool:
         """The target exited while armed: that explains everything after it (a workload's broken connection)."""
         return self.ended_by is Happened.TARGET_EXITED
-
-
-class Phase(enum.Enum):
-    """Where a window is. ``published`` is the :class:`CaptureWindowState` state entering it says, if any."""
-
-    ATTACHING = ("attaching", None)
-    ARMED = ("armed", WindowState.ARMED)
-    PAUSED = ("paused", WindowState.PAUSED)
-    DISARMING = ("disarming", None)
-    DONE = ("disarmed", WindowState.DISARMED)
-    FAILED = ("failed", WindowState.FAILED)
-
-    @property
-    def published(self) -> WindowState | None:
-        return self.value[1]
-
-
-#: Every transition a window may make; anything else is a bug and raises.
-TRANSITIONS: dict[Phase, frozenset[Phase]] = {
-    Phase.ATTACHING: frozenset({Phase.ARMED, Phase.DISARMING}),
-    Phase.ARMED: frozenset({Phase.PAUSED, Phase.DISARMING}),
-    Phase.PAUSED: frozenset({Phase.ARMED, Phase.DISARMING}),
-    Phase.DISARMING: frozenset({Phase.DONE, Phase.FAILED}),
-    Phase.DONE: frozenset(),
-    Phase.FAILED: frozenset(),
-}
 
 
 class CaptureWindow:
@@ -186,6 +163,7 @@ class CaptureWindow:
         self._critical = critical
         self._cancel = threading.Event()
         self._cancel_reason = "cancelled"
+        self._drain = False
         #: Set while the probe sits in the target (armed or paused).
         self.armed = threading.Event()
         #: The backend's handle once attached (for tests and diagnostics).
@@ -199,10 +177,19 @@ class CaptureWindow:
         self._armed_at = self._progress_at = self._resume_at = 0.0
         self._timer: threading.Timer | None = None
 
-    def cancel(self, reason: str = "cancelled") -> None:
-        """Ask the window to disarm and detach now; ``reason`` is how it ends ("the workload finished")."""
-        self._cancel_reason = reason
+    def cancel(self, reason: str = "cancelled", drain: bool = False) -> None:
+        """Ask the window to disarm and detach now; ``reason`` is how it ends ("the workload finished").
+
+        ``drain``: nothing more will come, so what the probe caught before the disarm is delivered
+        (for up to :data:`DRAIN_S`) instead of counted after :data:`CLOSE_S`: a busy consumer may be
+        far behind the probe, and a lesson counts what it gets.
+        """
+        self._cancel_reason, self._drain = reason, drain
         self._cancel.set()
+
+    def _stopping(self) -> bool:
+        """Stop building captures now: cancelled, unless the cancel drains (what was read is delivered)."""
+        return self._cancel.is_set() and not self._drain
 
     def _capture(self, seq: int, ts: float, pgno: int, before: bytes, after: bytes, stop_us: float,
                  context: int = -1) -> PageCapture:
@@ -317,7 +304,7 @@ class CaptureWindow:
             self._reason = self._cancel_reason
             return
         deadline = self._armed_at + limits.max_seconds
-        for capture in pairs.drain(self.handle.frames(), self._chunk_limit, deadline, self._cancel.is_set):
+        for capture in pairs.drain(self.handle.frames(), self._chunk_limit, deadline, self._stopping):
             self._on_capture(capture)
         pairs.count(self.handle.read_stats())
         if pairs.closed_reason:
@@ -376,7 +363,10 @@ class CaptureWindow:
                 self._error = (f"gdb died while armed: the guard put back {closed.restored} breakpoint "
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
             # frames written between the last read and the disarm; what is left is counted, not copied
-            until = min(time.monotonic() + CLOSE_S, (self._armed_at or float("inf")) + self.limits.max_seconds)
+            # nothing more will come once the workload finished or the target exited: deliver what was caught
+            ended = self._drain or self._ended_by is Happened.TARGET_EXITED
+            close_s = DRAIN_S if ended else CLOSE_S
+            until = min(time.monotonic() + close_s, (self._armed_at or float("inf")) + self.limits.max_seconds)
             discard = self.handle.discard if isinstance(self.handle, DetachesAnywhere) else None
             while True:
                 late = time.monotonic() > until

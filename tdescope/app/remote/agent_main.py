@@ -89,7 +89,7 @@ class Agent:
                 window = self._window
                 if window is None:
                     return self._refuse(kind, "no capture window is armed")
-                window.cancel(str(header.get("reason") or "cancelled"))
+                window.cancel(str(header.get("reason") or "cancelled"), bool(header.get("drain")))
             elif kind is Kind.WAITS_START:
                 self._start_waits(header)
             elif kind is Kind.WAITS_STOP:

@@ -39,13 +39,14 @@ class AgentWindow:
         self.skipped = 0
         self._started = False
         self._cancel: str | None = None
+        self._drain = False
 
-    def cancel(self, reason: str = "cancelled") -> None:
-        """Ask the agent to disarm now (returns at once)."""
-        self._cancel = reason
+    def cancel(self, reason: str = "cancelled", drain: bool = False) -> None:
+        """Ask the agent to disarm now (returns at once); ``drain``: deliver what the probe caught first."""
+        self._cancel, self._drain = reason, drain
         if self._started:
             try:
-                self._client.send(Kind.DISARM, {"reason": reason})
+                self._client.send(Kind.DISARM, {"reason": reason, "drain": drain})
             except UserError:
                 pass
 
@@ -58,7 +59,7 @@ class AgentWindow:
             self._client.send(Kind.ARM, self._request)
             self._started = True
             if self._cancel is not None:
-                self.cancel(self._cancel)
+                self.cancel(self._cancel, self._drain)
             while True:
                 frame = q.get()
                 if frame is None:

@@ -190,8 +190,8 @@ class _HostWindow:
     def skipped(self) -> int:
         return self._window.skipped
 
-    def cancel(self, reason: str = "cancelled") -> None:
-        self._window.cancel(reason)
+    def cancel(self, reason: str = "cancelled", drain: bool = False) -> None:
+        self._window.cancel(reason, drain)
 
     def run(self) -> CaptureSummary:
         summary = self._window.run()

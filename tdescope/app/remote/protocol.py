@@ -49,7 +49,7 @@ class Kind(enum.IntEnum):
     HELLO = 1  #: ``version``: the workbench's protocol version
     LIST_TARGETS = 2  #: ``critical`` rules; optional ``symbols``/``library``: which processes map the function
     ARM = 3  #: ``pid``, ``recipe``, ``limits``, ``engine``, ``critical``, ``allow_critical``, ``backend``
-    DISARM = 4  #: ``reason``
+    DISARM = 4  #: ``reason``; optional ``drain``: deliver what the probe caught before ending
     HOTSPOTS_START = 5  #: ``pid``, ``frequency``, ``window_s``, ``callgraph``: perf on the host
     HOTSPOTS_STOP = 6
     WAITS_START = 7  #: ``pid``, ``source`` (``proc``: ``hz``; ``ebpf``: ``interval_s``): OS waits on the host
