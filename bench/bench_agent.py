@@ -36,9 +36,10 @@ goal("agent_cpu_pct_at_1000_per_s", "the agent's CPU capturing ~1,000 pairs/s, %
 
 
 def _limits(n: int, seconds: float):
+    from tdescope.app.probe.limits import StopLimits
     from tdescope.app.probe.window import CaptureLimits
-    return CaptureLimits(max_captures=n, max_seconds=seconds, max_busy_fraction=1.0, max_burst_s=10,
-                         max_hits_per_s=1_000_000)
+    return CaptureLimits(max_captures=n, max_seconds=seconds, max_hits_per_s=1_000_000,
+                         stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))
 
 
 def _cpu_s(pid: int) -> float:

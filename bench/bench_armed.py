@@ -77,11 +77,13 @@ class _Rounds:
 
 
 def _armed(pid: int, n: int) -> tuple[float, float, int]:
+    from tdescope.app.probe.limits import StopLimits
     from tdescope.app.probe.window import CaptureLimits, CaptureWindow
     from tdescope.plugins.sqlcipher.engine import DECRYPT
 
     caps = []
-    CaptureWindow(pid, DECRYPT, CaptureLimits(max_captures=n, max_seconds=600, max_busy_fraction=1.0),
+    CaptureWindow(pid, DECRYPT, CaptureLimits(max_captures=n, max_seconds=600,
+                                              stops=StopLimits(max_busy_fraction=1.0)),
                   "sqlcipher", caps.append).run()
     return caps[0].ts, caps[-1].ts, len(caps) - 1
 

@@ -52,11 +52,13 @@ class Target:
 
 
 def tdescope_rate(pid: int, n: int) -> tuple[float, list[float]]:
+    from tdescope.app.probe.limits import StopLimits
     from tdescope.app.probe.window import CaptureLimits, CaptureWindow
     from tdescope.plugins.sqlcipher.engine import DECRYPT
 
     caps = []
-    window = CaptureWindow(pid, DECRYPT, CaptureLimits(max_captures=n, max_seconds=600, max_busy_fraction=1.0),
+    window = CaptureWindow(pid, DECRYPT, CaptureLimits(max_captures=n, max_seconds=600,
+                                                       stops=StopLimits(max_busy_fraction=1.0)),
                            "sqlcipher", caps.append)
     window.run()
     span = caps[-1].ts - caps[0].ts

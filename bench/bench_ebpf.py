@@ -69,12 +69,13 @@ class _Seen:
 
 
 def _window(pid: int, backend, n: int, seconds: float):
+    from tdescope.app.probe.limits import StopLimits
     from tdescope.app.probe.window import CaptureLimits, CaptureWindow
     from tdescope.plugins.sqlcipher.engine import DECRYPT
 
     seen = _Seen()
-    limits = CaptureLimits(max_captures=n, max_seconds=seconds, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000)
+    limits = CaptureLimits(max_captures=n, max_seconds=seconds, max_hits_per_s=1_000_000,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))
     summary = CaptureWindow(pid, DECRYPT, limits, "sqlcipher", seen, backend=backend).run()
     return seen, summary
 
@@ -122,11 +123,11 @@ def armed_cost(quick: bool) -> dict:
                 done = target.progress(t1) - target.progress(t0)
                 costs.append(((t1 - t0) - done / ru) / (seen.count - 1) * 1e6)
                 offered.append(ru * (seen.count - 1) / done)  # pages per round × unarmed rounds per second
-                counters = summary.counters or {}
-                hits_all += counters.get("hits", 0)
-                lost_all += counters.get("lost", 0)
-                if counters.get("hits"):  # busy = program time + TRAP_COST_US per entry and per return
-                    prog.append((summary.stopped_s / counters["hits"] - 2 * TRAP_COST_US / 1e6) * 1e6)
+                probe = summary.counters.probe if summary.counters else None
+                hits_all += probe.hits if probe else 0
+                lost_all += probe.lost if probe else 0
+                if probe and probe.hits:  # busy = program time + TRAP_COST_US per entry and per return
+                    prog.append((summary.stopped_s / probe.hits - 2 * TRAP_COST_US / 1e6) * 1e6)
         finally:
             target.close()
     aes = openssl_page_us(1 if quick else 3)

@@ -118,7 +118,7 @@ def _trial(folder: Path, pause: float, rng: random.Random, within: float) -> dic
         code = -9
     summary = result.get("summary")
     guard = summary.guard if summary is not None else None
-    return {"survived": alive and code == 0, "where": where, "fast_ms": (guard or {}).get("fast_ms")}
+    return {"survived": alive and code == 0, "where": where, "fast_ms": guard.fast_ms if guard else None}
 
 
 def run(quick: bool) -> dict:

@@ -39,6 +39,7 @@ goal("gdb_threads_refusal_stopped_ms", "threads of the server seen stopped while
 def run(quick: bool) -> dict:
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.probe import gdb_backend
+    from tdescope.app.probe.limits import StopLimits
     from tdescope.app.probe.window import CaptureLimits, CaptureWindow
     from tdescope.app.system.threadstops import ThreadStops
     from tdescope.plugins.mariadb import ENGINE
@@ -72,7 +73,7 @@ def run(quick: bool) -> dict:
             for how in ("helper", "proc"):
                 gdb_backend.GdbHandle._charge_felt = charge if how == "proc" else (lambda self: None)
                 states: list = []
-                limits = CaptureLimits(max_captures=100000, max_seconds=seconds, accept_stop=True)
+                limits = CaptureLimits(max_captures=100000, max_seconds=seconds, stops=StopLimits(accept_stop=True))
                 window = CaptureWindow(pid, recipes()[0], limits, "mariadb", lambda _c: None,
                                        on_state=states.append)
                 summary: list = []
@@ -90,7 +91,7 @@ def run(quick: bool) -> dict:
                 felt = meter.stop()
                 s = summary[0]
                 threads = max(threads, s.threads)
-                promise = limits.max_burst_s + limits.max_busy_fraction * armed_s
+                promise = limits.stops.max_burst_s + limits.stops.max_busy_fraction * armed_s
                 out["arming_gdb_ms"].append(round(s.arming_stop_s * 1000, 1))
                 out["arming_proc_ms"].append(round(s.longest_stop_s * 1000, 1))
                 out[f"felt_{how}"].append(round(felt.most_stopped_s / promise, 2))

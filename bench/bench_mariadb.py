@@ -36,6 +36,7 @@ def run(quick: bool) -> dict:
     from tdescope.app.engines.api import ConnectParams
     from tdescope.app.probe.ebpf.backend import EbpfBackend
     from tdescope.app.probe.gdb_backend import GdbBackend
+    from tdescope.app.probe.limits import StopLimits
     from tdescope.app.probe.window import CaptureLimits, CaptureWindow
     from tdescope.plugins.mariadb import ENGINE
     from tdescope.plugins.mariadb import workloads as wl
@@ -56,8 +57,8 @@ def run(quick: bool) -> dict:
                 got = []
                 window = None
                 if how != "none":
-                    limits = CaptureLimits(max_captures=100000, max_seconds=300, max_busy_fraction=1.0,
-                                           max_burst_s=10, max_hits_per_s=1_000_000, accept_stop=True)
+                    limits = CaptureLimits(max_captures=100000, max_seconds=300, max_hits_per_s=1_000_000,
+                                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10, accept_stop=True))
                     backend = EbpfBackend() if how == "ebpf" else GdbBackend()
                     window = CaptureWindow(session.server_pid(), recipes()[0], limits, "mariadb", got.append,
                                            backend=backend)

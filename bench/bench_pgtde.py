@@ -45,13 +45,14 @@ def _scan(conn, table: str, times: int = 1) -> float:
 
 def _armed_scan(session, table: str, rows: int) -> tuple[float, int]:
     from tdescope.app.probe.ebpf.backend import EbpfBackend
+    from tdescope.app.probe.limits import StopLimits
     from tdescope.app.probe.window import CaptureLimits, CaptureWindow
     from tdescope.plugins.pgtde.recipes import TUPLE_DECRYPT
 
     got = [0]
     summary = []
-    limits = CaptureLimits(max_captures=rows * 2, max_seconds=120, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000)
+    limits = CaptureLimits(max_captures=rows * 2, max_seconds=120, max_hits_per_s=1_000_000,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))
     window = CaptureWindow(session.server_pid(), TUPLE_DECRYPT, limits, "pg-tde",
                            lambda _c: got.__setitem__(0, got[0] + 1), backend=EbpfBackend())
     thread = threading.Thread(target=lambda: summary.append(window.run()))

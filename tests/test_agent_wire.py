@@ -72,3 +72,46 @@ def test_the_captures_pipe_is_widened_and_a_socket_is_left_alone():
     a, b = socket.socketpair()
     with a, b:
         assert not widen_pipe(a.fileno())
+
+
+# -- recipes, limits and summaries (issue #25 item 2: typed, and over the wire as JSON) ------------------------
+
+def _json(fields: dict) -> dict:
+    import json
+
+    return json.loads(json.dumps(fields))
+
+
+def test_limits_cross_the_wire_with_their_stop_limits():
+    from tdescope.app.probe.limits import CaptureLimits, StopLimits
+
+    limits = CaptureLimits(max_captures=7, max_seconds=3, max_kept_per_s=50,
+                           stops=StopLimits(max_busy_fraction=0.5, max_burst_s=0.5, watchdog_s=1, accept_stop=True))
+    assert wire.limits_of(_json(wire.to_fields(limits))) == limits
+    assert wire.limits_of({"max_captures": 3}) == CaptureLimits(max_captures=3)
+    with pytest.raises(ProtocolError, match="stop limits"):
+        wire.limits_of({"stops": {"colour": 1}})
+    with pytest.raises(ProtocolError, match="limits"):
+        wire.limits_of({"max_busy_fraction": 0.5})  # the old, flat shape
+
+
+@pytest.mark.parametrize("backend", ["gdb", "ebpf"])
+def test_a_summary_crosses_the_wire_typed(backend):
+    from tdescope.app.gdb.guard import GuardReport
+    from tdescope.app.probe.backend import Happened
+    from tdescope.app.probe.stats import EbpfStats, GdbStats, WindowCounts
+    from tdescope.app.probe.window import CaptureSummary
+
+    probe = GdbStats(busy_s=0.1, hits=9) if backend == "gdb" else EbpfStats(busy_s=0.2, hits=9, lost=1, emitted=8)
+    summary = CaptureSummary(captures=5, reason="target exited", armed_symbol="f", locations=("0x1",), stopped_s=0.1,
+                             elapsed_s=2.0, backend=backend, ended_by=Happened.TARGET_EXITED,
+                             counters=WindowCounts(probe=probe, captured=5, thinned=1, not_kept=2, messages=0),
+                             guard=GuardReport(restored=1, fast_ms=0.2, ms=0.9, continued=True))
+    back = wire.summary_of(_json(wire.summary_fields(summary)))
+    assert back == summary and type(back.counters.probe) is type(probe) and back.target_exited
+    bare = CaptureSummary.failed("no symbol f")
+    assert wire.summary_of(_json(wire.summary_fields(bare))) == bare
+    fields = _json(wire.summary_fields(summary))
+    fields["counters"]["probe"]["kind"] = "perf"
+    with pytest.raises(ProtocolError, match="no known probe"):
+        wire.summary_of(fields)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tdescope
-from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.engines.api import Constant, ProbeRecipe, Read, Register
 from tdescope.app.errors import ConnectionLost, UserError
 from tdescope.app.events import CaptureWindowState, Direction, LostConnection, PageCapture, PlaintextSide, Problem
 from tdescope.app.experiment import Experiment, WorkloadRun
@@ -53,7 +53,7 @@ def test_directions_and_sides_are_compared_as_enums_not_strings():
 def test_directions_and_sides_are_typed_when_built():
     cap = PageCapture(1.0, 1, "f", "encrypt", 1, b"p", b"c")
     assert type(cap.direction) is Direction and cap.plaintext_side is PlaintextSide.BEFORE
-    recipe = ProbeRecipe("k", "l", ("f",), ArgRef(register="rdi"), ArgRef(constant=8), direction="read",
+    recipe = ProbeRecipe("k", "l", ("f",), Read(Register("rdi")), Constant(8), direction="read",
                          plaintext_side="")
     assert recipe.direction is Direction.READ and recipe.plaintext_side is None and recipe.side is PlaintextSide.BOTH
     assert f"{recipe.direction:>5}" == " read" and str(PlaintextSide.AFTER) == "after"
@@ -116,11 +116,49 @@ def test_a_run_says_a_lost_connection_by_class(exc, gone, lost):
     assert isinstance(events[0], Problem)  # a LostConnection is a Problem: the CLIs print it the same way
 
 
-def test_the_targets_exit_wins_over_what_follows_it_by_the_summarys_reason():
+def test_the_targets_exit_wins_over_what_follows_it_by_what_ended_the_window():
     exited = CaptureSummary(captures=2, reason=Happened.TARGET_EXITED.value, armed_symbol="f", locations=(),
-                            stopped_s=0.0, elapsed_s=1.0, error="pid 7 exited while armed (2 pages captured)")
+                            stopped_s=0.0, elapsed_s=1.0, error="pid 7 exited while armed (2 pages captured)",
+                            ended_by=Happened.TARGET_EXITED)
     assert exited.target_exited and not CaptureSummary.failed("no symbol f").target_exited
     assert CaptureSummary.failed("gone", lost=True).lost
+    words_only = dataclasses.replace(exited, ended_by=None)  # the reason's words are for people, not for code
+    assert not words_only.target_exited
+
+
+#: A summary's reason compared with a backend's words, or its counters and guard report read as dicts.
+_SUMMARY_AS_TEXT = re.compile(r"""reason\s*(==|!=)\s*Happened\.|\.(counters|guard)(\[|\.get\(| or \{\})""")
+
+
+def test_a_summarys_counters_guard_and_ending_are_typed():
+    """Issue #25 item 2: ``CaptureSummary.counters`` is a :class:`WindowCounts` holding the backend's own
+    stats type, ``guard`` a :class:`GuardReport`, and what ended the window a :class:`Happened`."""
+    from tdescope.app.gdb.guard import GuardReport
+    from tdescope.app.probe.stats import EbpfStats, GdbStats, WindowCounts
+
+    types = {f.name: f.type for f in dataclasses.fields(CaptureSummary)}
+    assert (types["counters"], types["guard"], types["ended_by"]) == (
+        "WindowCounts | None", "GuardReport | None", "Happened | None")
+    assert {f.name: f.type for f in dataclasses.fields(WindowCounts)}["probe"] == "GdbStats | EbpfStats"
+    assert dataclasses.is_dataclass(GuardReport) and dataclasses.is_dataclass(EbpfStats) and GdbStats().lost == 0
+    assert _lines_matching(_SUMMARY_AS_TEXT) == []
+    assert _SUMMARY_AS_TEXT.search('return self.reason == Happened.TARGET_EXITED.value')  # the check can fail
+    assert _SUMMARY_AS_TEXT.search('counters = s.counters or {}') and _SUMMARY_AS_TEXT.search('s.counters["hits"]')
+
+
+def test_capture_limits_hold_no_gdb_only_knob():
+    """Issue #25 item 2: the stop budget, the watchdog and ``accept_stop`` are gdb's alone, in ``limits.stops``."""
+    from tdescope.app.probe.limits import CaptureLimits, StopLimits, stop_budget
+
+    gdb_only = {"max_busy_fraction", "max_burst_s", "watchdog_s", "accept_stop"}
+    assert {f.name for f in dataclasses.fields(CaptureLimits)} & gdb_only == set()
+    assert {f.name for f in dataclasses.fields(StopLimits)} == gdb_only
+    assert isinstance(CaptureLimits().stops, StopLimits) and isinstance(stop_budget(False), StopLimits)
+    with pytest.raises(TypeError):
+        CaptureLimits(max_busy_fraction=0.5)
+    assert stop_budget(True, 0.2, accept_stop=True) == StopLimits(max_busy_fraction=0.2, max_burst_s=0.5,
+                                                                   accept_stop=True)
+    assert stop_budget(False) == StopLimits() and stop_budget(False, accept_stop=True).accept_stop
 
 
 def test_what_every_engine_reads_of_a_connection_is_declared_not_an_option():

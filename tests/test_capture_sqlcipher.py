@@ -26,7 +26,7 @@ def _capture_lab(lab, recipe, count, params=None):
         elif isinstance(ev, CaptureWindowState):
             states.append(ev)
 
-    limits = CaptureLimits(max_captures=count, max_seconds=60, **stop_budget(lab.own_target))
+    limits = CaptureLimits(max_captures=count, max_seconds=60, stops=stop_budget(lab.own_target))
     exp = Experiment(lab, "sqlcipher", sink, capture=CaptureSpec(recipe=recipe, limits=limits),
                      run=WorkloadRun(workload=workload, until_captured=True,
                                      params=params or {"groups": 6, "ids_per_group": 1500, "cache_pages": 50}))
@@ -72,7 +72,7 @@ def test_encrypt_recipe_catches_plaintext_going_in(lab):
 
 def test_cancel_disarms_within_a_second_and_the_lab_still_works(lab):
     got = []
-    limits = CaptureLimits(max_captures=100000, max_seconds=600, **stop_budget(lab.own_target))
+    limits = CaptureLimits(max_captures=100000, max_seconds=600, stops=stop_budget(lab.own_target))
     window = CaptureWindow(lab.server_pid(), DECRYPT, limits, "sqlcipher", got.append)
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("s", window.run()))

@@ -21,6 +21,7 @@ import pytest
 from conftest import run_tdescope
 from tdescope.app.probe.capture_record import describe_capture
 from tdescope.app.probe.ebpf.backend import EbpfBackend
+from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.tally import tally_of
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.sqlcipher.engine import DECRYPT
@@ -87,8 +88,8 @@ def storm_window(pid: int, seconds: float, consumer, count: int = 100000):
         elif state.state == "armed" and not armed_with:
             armed_with.append(links_held_by_us())  # the control: while armed, the links are seen
 
-    limits = CaptureLimits(max_captures=count, max_seconds=seconds, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000)
+    limits = CaptureLimits(max_captures=count, max_seconds=seconds, max_hits_per_s=1_000_000,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))
     window = CaptureWindow(pid, DECRYPT, limits, "sqlcipher", consumer, on_state, backend=EbpfBackend())
     return window, states, at_end, armed_with
 
@@ -116,7 +117,7 @@ def test_a_window_under_a_storm_ends_and_detaches_within_half_a_second_of_its_ti
         f"window ended {end.ts - armed:.2f} s after arming ({straddling:.2f} s of it in a consumer call)"
     assert at_end == [[]], "a uprobe was still attached when the window said it had ended"
     assert len(armed_with[0]) == 2  # entry and return seen while armed: the check above can fail
-    assert kept and summary.counters["hits"] > len(kept)  # it was a storm: more offered than kept
+    assert kept and summary.counters.probe.hits > len(kept)  # it was a storm: more offered than kept
 
 
 def test_on_a_storm_every_hit_is_counted_once(flood):
@@ -124,8 +125,8 @@ def test_on_a_storm_every_hit_is_counted_once(flood):
     counts and the window's add up to the hits, and what the window kept is what it says it kept."""
     decoder = SqlitePageDecoder()
     kept = []
-    limits = CaptureLimits(max_captures=3000, max_seconds=1.0, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000)
+    limits = CaptureLimits(max_captures=3000, max_seconds=1.0, max_hits_per_s=1_000_000,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))
     backend = EbpfBackend(ring_mb=1, sample_every=2, max_bytes_per_s=40e6)
     summary = CaptureWindow(flood.pid, DECRYPT, limits, "sqlcipher",
                             lambda c: kept.append(describe_capture(c, decoder)), backend=backend).run()
@@ -136,9 +137,9 @@ def test_on_a_storm_every_hit_is_counted_once(flood):
     assert tally.sampled_out > 0 and tally.rate_capped > 0
     c = summary.counters
     # what the probe put in the ring is what the window kept or counted as not kept
-    assert c["emitted"] == c["captured"] + c["not_kept"]
+    assert c.probe.emitted == c.captured + c.not_kept
     # the count bounds pages put in the ring, not pages lost (a few CPUs may pass the test at once)
-    assert not tally.over_limit or 3000 <= c["emitted"] <= 3000 + os.cpu_count()
+    assert not tally.over_limit or 3000 <= c.probe.emitted <= 3000 + os.cpu_count()
 
 
 def test_capture_prints_where_every_hit_went(flood):
@@ -186,8 +187,8 @@ def test_the_guis_recording_and_record_keep_by_one_rule_and_count_the_rest(flood
     live = LiveSession()
     recorder = SessionRecorder(gui_file, SessionMeta.collect("sqlcipher", "SQLCipher"))
     live.attach(recorder)
-    limits = CaptureLimits(max_captures=100000, max_seconds=seconds, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000, max_kept_per_s=KEEP_PER_S)  # as the main window builds them
+    limits = CaptureLimits(max_captures=100000, max_seconds=seconds, max_hits_per_s=1_000_000, max_kept_per_s=KEEP_PER_S,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))  # as the main window builds them
     exp = Experiment(None, "sqlcipher", live.publish, pid=flood.pid,
                      capture=CaptureSpec(recipe=DECRYPT, limits=limits, backend=EbpfBackend(), isolated=True))
     exp.start()
@@ -220,16 +221,16 @@ def test_the_guis_recording_and_record_keep_by_one_rule_and_count_the_rest(flood
 
 def test_the_count_bounds_pages_put_in_the_ring_not_pages_lost(flood):
     """Issue 27 saw "lost" larger than the hits and the count spent on pages the ring had no room for."""
-    limits = CaptureLimits(max_captures=2000, max_seconds=2.0, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000)
+    limits = CaptureLimits(max_captures=2000, max_seconds=2.0, max_hits_per_s=1_000_000,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))
     summary = CaptureWindow(flood.pid, DECRYPT, limits, "sqlcipher", lambda c: None,
                             backend=EbpfBackend(ring_mb=1)).run()
     assert summary.error is None, summary.error
     tally, c = tally_of(summary.counters), summary.counters
     assert tally.adds_up, tally.line()
     assert tally.lost <= tally.hits and tally.over_limit > 0
-    assert 2000 <= c["emitted"] <= 2000 + os.cpu_count()  # lost pages did not count toward the 2000
-    assert summary.captures + c["not_kept"] == c["emitted"]
+    assert 2000 <= c.probe.emitted <= 2000 + os.cpu_count()  # lost pages did not count toward the 2000
+    assert summary.captures + c.not_kept == c.probe.emitted
 
 
 def test_a_full_ring_never_orphans_a_page_so_the_count_is_reached_not_the_timeout(flood):
@@ -237,8 +238,8 @@ def test_a_full_ring_never_orphans_a_page_so_the_count_is_reached_not_the_timeou
     record then found the ring full never paired, and captures leave in call order, so every later page
     waited behind it: `capture --ssh --count 30000` delivered 9,000 pages, then nothing until its timeout.
     The probe now keeps room for the return of every call in flight: entries are lost, returns never."""
-    limits = CaptureLimits(max_captures=1500, max_seconds=20.0, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000)
+    limits = CaptureLimits(max_captures=1500, max_seconds=20.0, max_hits_per_s=1_000_000,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))
     got = []
 
     def slow(capture) -> None:  # ~1,000 pages a second at best: far below what the flood offers
@@ -248,7 +249,7 @@ def test_a_full_ring_never_orphans_a_page_so_the_count_is_reached_not_the_timeou
     summary = CaptureWindow(flood.pid, DECRYPT, limits, "sqlcipher", slow, backend=EbpfBackend(ring_mb=1)).run()
     c = summary.counters
     assert summary.error is None, summary.error
-    assert c["lost"] > 0  # the ring was full: the case under test happened
-    assert c["lost_return"] == 0, c
+    assert c.probe.lost > 0  # the ring was full: the case under test happened
+    assert c.probe.lost_return == 0, c
     assert summary.reason == "limit: max captures" and len(got) == 1500, (summary.reason, len(got), c)
     assert got == sorted(got)

@@ -20,11 +20,12 @@ import pytest
 
 from conftest import (CLIENTS, assert_one_line_error, compile_client, probe_backend, run_tdescope, tracer_pid,
                       wait_for)
-from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.engines.api import Constant, DebugArg, ProbeRecipe, Read, Register
 from tdescope.app.errors import UserError
 from tdescope.app.gdb.guard import text_mismatches
 from tdescope.app.probe.ebpf.backend import EbpfBackend
 from tdescope.app.probe.ebpf.program import unsupported
+from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.selection import ProbeOptions, choose_backend
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.sqlcipher.engine import DECRYPT
@@ -33,8 +34,8 @@ from tdescope.plugins.sqlcipher.pages import SqlitePageDecoder
 #: Kills per run of the suite; the long figure is bench/bench_ebpf.py's (TDESCOPE_EBPF_KILLS=N runs more here).
 KILLS = int(os.environ.get("TDESCOPE_EBPF_KILLS", "10"))
 DECRYPT_PAGE = ProbeRecipe(key="test.decrypt_page", label="decrypt_page", symbols=("decrypt_page",),
-                           before=ArgRef(register="rdi"), length=ArgRef(register="rsi"),
-                           after=ArgRef(register="rdx"), pgno=ArgRef(register="rcx"))
+                           before=Read(Register("rdi")), length=Read(Register("rsi")),
+                           after=Read(Register("rdx")), pgno=Read(Register("rcx")))
 
 
 def _link_holders() -> dict[int, set[int]]:
@@ -112,8 +113,8 @@ def test_every_page_of_a_busy_app_is_captured_and_nothing_is_lost(sqlcipher_app)
     assert went - 0.05 <= stamps[0] and stamps[-1] <= time.time()
     assert code == 0 and out.split()[:2] == ["ok", str(40 * 3000)]  # the app's own check of every row
     assert s.backend == "ebpf" and s.arming_stop_s == 0.0
-    assert s.counters["lost"] == 0 and s.counters["read_errors"] == 0
-    assert len(got) == s.counters["hits"] > 40 * 20  # every decrypt call: one capture per call, none dropped
+    assert s.counters.probe.lost == 0 and s.counters.probe.read_errors == 0
+    assert len(got) == s.counters.probe.hits > 40 * 20  # every decrypt call: one capture per call, none dropped
     assert [c.seq for c in got] == list(range(1, len(got) + 1))
     decoder = SqlitePageDecoder()
     leaves = [c for c in got if decoder.decode(c.after, c.pgno).page_type == "table leaf"]
@@ -160,7 +161,8 @@ def test_debian_sqlcipher_34_with_1k_pages(tmp_path, backend):
     proc.stdin.flush()
     assert proc.stdout.readline().strip() == "400"
     window, got, states = run_window(proc.pid, DECRYPT, probe_backend(backend), max_captures=6, max_seconds=30,
-                                     first_hit_timeout=20, max_busy_fraction=0.5, max_burst_s=0.5)
+                                     first_hit_timeout=20,
+                                     stops=StopLimits(max_busy_fraction=0.5, max_burst_s=0.5))
     import threading
 
     summary = []
@@ -192,8 +194,8 @@ def test_sampling_and_the_byte_rate_cap_count_what_they_skip(sqlcipher_app):
     assert app.finish()[0] == 0
     thread.join(30)
     c = summary[0].counters
-    assert c["sampled_out"] > 0 and len(got) + c["sampled_out"] == c["hits"]
-    assert abs(len(got) - c["hits"] / 4) <= 1
+    assert c.probe.sampled_out > 0 and len(got) + c.probe.sampled_out == c.probe.hits
+    assert abs(len(got) - c.probe.hits / 4) <= 1
 
     app = sqlcipher_app(rounds=40)
     cap = 200_000  # bytes per second: ~24 page pairs
@@ -209,7 +211,7 @@ def test_sampling_and_the_byte_rate_cap_count_what_they_skip(sqlcipher_app):
     elapsed = time.monotonic() - t0
     thread.join(30)
     c = summary[0].counters
-    assert c["rate_capped"] > 0 and len(got) + c["rate_capped"] == c["hits"]
+    assert c.probe.rate_capped > 0 and len(got) + c.probe.rate_capped == c.probe.hits
     assert len(got) * 8192 <= cap * (elapsed + 2)
 
 
@@ -275,7 +277,7 @@ def test_killing_an_ebpf_capture_at_random_moments_leaves_the_target_whole(sqlci
 
 
 def test_recipes_ebpf_cannot_read_fall_back_to_gdb_under_auto():
-    dwarf = ProbeRecipe(key="x", label="x", symbols=("f",), before=ArgRef(name="in"), length=ArgRef(constant=16))
+    dwarf = ProbeRecipe(key="x", label="x", symbols=("f",), before=Read(DebugArg("in")), length=Constant(16))
     assert "debug-info argument" in unsupported(dwarf)
     backend, note = choose_backend(ProbeOptions("auto"), dwarf)
     assert backend.name == "gdb" and note.startswith("probing with gdb: ")
@@ -402,9 +404,9 @@ def test_a_window_ended_by_its_workload_delivers_what_a_slow_consumer_had_not_re
         gate.set()
         os.kill(app.pid, signal.SIGCONT)
     s = summary[0]
-    assert s.counters["lost"] == 0 and s.counters["hits"] >= 300
+    assert s.counters.probe.lost == 0 and s.counters.probe.hits >= 300
     if drain:
         # every call the probe saw, but one the SIGSTOP may have caught between its entry and its return
-        assert s.counters["hits"] - 1 <= len(got) <= s.counters["hits"] and s.reason == "the workload finished"
+        assert s.counters.probe.hits - 1 <= len(got) <= s.counters.probe.hits and s.reason == "the workload finished"
     else:  # a cancel (the user's Stop) keeps the short close: the rest is counted, not read
-        assert len(got) < s.counters["hits"]
+        assert len(got) < s.counters.probe.hits

@@ -177,7 +177,7 @@ def test_owning_its_target_is_a_fact_of_each_session_not_of_its_engine():
     from tdescope.app.session.meta import keeps_plaintext
 
     lab, production = _session(own_target=True), _session(own_target=False)
-    assert stop_budget(lab.own_target) == dict(LAB_STOP_BUDGET) != stop_budget(production.own_target)
+    assert stop_budget(lab.own_target) == LAB_STOP_BUDGET != stop_budget(production.own_target)
     assert keeps_plaintext(lab) and not keeps_plaintext(production) and not keeps_plaintext(None)
 
 

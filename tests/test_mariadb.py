@@ -19,6 +19,7 @@ import pytest
 from conftest import assert_one_line_error, probe_backend, run_tdescope, tracer_pid, wait_for
 from tdescope.app.engines.api import ConnectParams, WorkloadControl
 from tdescope.app.errors import UserError
+from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.mariadb import ENGINE
 from tdescope.plugins.mariadb import workloads as wl
@@ -53,8 +54,8 @@ def _space_id(conn, table: str) -> int:
 def _captured_during(session, backend: str, action, count: int = 100000) -> list:
     """Every decrypt capture while ``action()`` runs on the lab."""
     got = []
-    limits = CaptureLimits(max_captures=count, max_seconds=60, max_busy_fraction=1.0, max_burst_s=10, accept_stop=True,
-                           max_hits_per_s=1_000_000)
+    limits = CaptureLimits(max_captures=count, max_seconds=60, max_hits_per_s=1_000_000,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10, accept_stop=True))
     window = CaptureWindow(session.server_pid(), DECRYPT, limits, "mariadb", got.append,
                            backend=probe_backend(backend))
     summary = []
@@ -255,8 +256,8 @@ def test_the_libcrypto_level_recipe_sees_the_encrypted_range(lab):
     wl.prepare_io_path(conn, LAB_DATABASE, rows=1000, evict_rows=60000)
     wl.evict(conn, LAB_DATABASE)
     got = []
-    limits = CaptureLimits(max_captures=200, max_seconds=30, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000)
+    limits = CaptureLimits(max_captures=200, max_seconds=30, max_hits_per_s=1_000_000,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))
     window = CaptureWindow(lab.server_pid(), recipes()[2], limits, "mariadb", got.append,
                            backend=probe_backend("ebpf"))
     thread = threading.Thread(target=window.run)
@@ -620,7 +621,8 @@ def test_gdb_accepted_on_a_many_threaded_server_reports_the_stops_proc_shows(lab
     pid = lab.server_pid()
     witness = _ProcStops(pid)
     got = []
-    window = CaptureWindow(pid, DECRYPT, CaptureLimits(max_captures=20, max_seconds=30, accept_stop=True),
+    window = CaptureWindow(pid, DECRYPT, CaptureLimits(max_captures=20, max_seconds=30,
+                                                       stops=StopLimits(accept_stop=True)),
                            "mariadb", got.append)
     summary = []
     thread = threading.Thread(target=lambda: summary.append(window.run()))
@@ -650,7 +652,7 @@ def test_the_stop_budget_counts_what_procs_threads_felt(lab):
     pid = lab.server_pid()
     witness = _ProcStops(pid)
     states = []
-    limits = CaptureLimits(max_captures=100000, max_seconds=6, accept_stop=True)
+    limits = CaptureLimits(max_captures=100000, max_seconds=6, stops=StopLimits(accept_stop=True))
     window = CaptureWindow(pid, DECRYPT, limits, "mariadb", lambda _c: None, on_state=states.append)
     summary = []
     thread = threading.Thread(target=lambda: summary.append(window.run()))
@@ -667,7 +669,7 @@ def test_the_stop_budget_counts_what_procs_threads_felt(lab):
     assert summary[0].error is None, summary[0].error
     assert any(s.state == "paused" for s in states)
     felt = max(witness.stopped_after.values(), default=0.0)
-    bound = limits.max_burst_s + limits.max_busy_fraction * armed_s
+    bound = limits.stops.max_burst_s + limits.stops.max_busy_fraction * armed_s
     # 1.5: the witness counts 2 ms a sweep, and the workbench's bucket hears /proc one poll (20 ms) late,
     # later when the test process's threads share the GIL under load (bench_gdb_threads: 0.68-1.10)
     assert felt <= 1.5 * bound, (felt, bound, summary[0])

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import probe_backend
 from tdescope.app.engines.api import ConnectParams
+from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.mariadb import ENGINE
 from tdescope.plugins.mariadb import workloads as wl
@@ -32,8 +33,8 @@ def _captures_of_a_cold_scan(session, backend: str, count: int) -> list:
     conn = session.conn
     wl.evict(conn, LAB_DATABASE)
     got = []
-    limits = CaptureLimits(max_captures=count, max_seconds=60, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000, accept_stop=True)
+    limits = CaptureLimits(max_captures=count, max_seconds=60, max_hits_per_s=1_000_000,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10, accept_stop=True))
     window = CaptureWindow(session.server_pid(), recipes()[0], limits, "mariadb", got.append,
                            backend=probe_backend(backend))
     summary = []

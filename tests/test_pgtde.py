@@ -18,6 +18,7 @@ import pytest
 from conftest import assert_one_line_error, probe_backend, run_tdescope, tracer_pid
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureContext, ContextKind
+from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.plugins.pgtde import build
 from tdescope.plugins.pgtde.lab import ENCRYPTED_TABLE, MARKER, PLAIN_MARKER, PLAIN_TABLE, ROWS
@@ -29,8 +30,8 @@ psycopg = pytest.importorskip("psycopg")
 def _captured_during(session, backend: str, action, count: int = 50) -> list:
     """Decrypt captures (at most ``count``) while ``action()`` runs on the lab's workload connection."""
     got = []
-    limits = CaptureLimits(max_captures=count, max_seconds=60, max_busy_fraction=1.0, max_burst_s=10,
-                           max_hits_per_s=1_000_000)
+    limits = CaptureLimits(max_captures=count, max_seconds=60, max_hits_per_s=1_000_000,
+                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))
     window = CaptureWindow(session.server_pid(), TUPLE_DECRYPT, limits, "pg-tde", got.append,
                            backend=probe_backend(backend))
     summary = []

@@ -8,7 +8,7 @@ a zero-byte marker, or a constant a session replaces with its server's setting b
 
 import pytest
 
-from tdescope.app.engines.api import ConnectParams
+from tdescope.app.engines.api import ConnectParams, Constant, Read, Register
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import discover_engines
 from tdescope.app.experiment import CaptureSpec, Experiment
@@ -24,9 +24,9 @@ def test_no_recipe_copies_a_constant_length_its_session_does_not_fit():
         fits = Ability.FIT_RECIPES in engine.abilities
         for recipe in engine.probe_recipes():
             length = recipe.length
-            if length is None or length.constant is None or length.constant == 0:
+            if not isinstance(length, Constant) or length.value == 0:
                 continue
-            assert fits, f"{name}: {recipe.key} copies a constant {length.constant} bytes"
+            assert fits, f"{name}: {recipe.key} copies a constant {length.value} bytes"
 
 
 def test_postgres_page_reads_copy_the_servers_block_size(pg_cluster):
@@ -35,7 +35,7 @@ def test_postgres_page_reads_copy_the_servers_block_size(pg_cluster):
         assert has_ability(session, Ability.FIT_RECIPES)
         block = int(session.control.execute("SHOW block_size").fetchone()[0])
         fitted = session.fit_recipe(PAGE_READ)
-        assert fitted.length.constant == fitted.max_length == block
+        assert fitted.length == Constant(fitted.max_length) and fitted.max_length == fitted.max_length == block
         assert session.fit_recipe(PGP_DECRYPT) is PGP_DECRYPT and session.fit_recipe(EVP_DECRYPT) is EVP_DECRYPT
         exp = Experiment(session, "postgres", lambda _e: None, capture=CaptureSpec(recipe=PAGE_READ, limits=CaptureLimits()),
                          pid=session.server_pid())
@@ -75,9 +75,9 @@ def test_oracle_block_recipes_copy_the_instances_db_block_size(value):
     size = int(value)
     for key in ("oracle.block_decrypted", "oracle.block_encrypted"):
         fitted = session.fit_recipe(recipes[key])
-        assert fitted.length.constant == fitted.max_length == size, key
+        assert fitted.length == Constant(fitted.max_length) and fitted.max_length == fitted.max_length == size, key
     copy = session.fit_recipe(recipes["oracle.block_copy"])
-    assert copy.condition[1] == copy.max_length == size and copy.length.register == "rdx"
+    assert copy.condition[1] == copy.max_length == size and copy.length == Read(Register("rdx"))
     assert session.fit_recipe(recipes["oracle.wait_begin"]) is recipes["oracle.wait_begin"]
     assert monitor.calls == [BLOCK_SIZE_SQL]  # read once
 

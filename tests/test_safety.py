@@ -18,6 +18,7 @@ from conftest import proc_state, tracer_pid, wait_for
 from tdescope.app.probe import gdb_backend
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.app.gdb.guard import text_mismatches
+from tdescope.app.probe.limits import StopLimits
 from tdescope.plugins.sqlcipher.engine import DECRYPT
 
 pytestmark = pytest.mark.gdb
@@ -172,7 +173,8 @@ def test_watchdog_detaches_a_target_held_stopped(sqlcipher_app, monkeypatch):
     # here it stands for any stop the window does not act on
     monkeypatch.setattr(gdb_backend, "_is_exit_or_sigint", gdb_backend._is_exit)
     app = sqlcipher_app()
-    window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=1000, max_seconds=60, watchdog_s=0.25),
+    window = CaptureWindow(app.pid, DECRYPT, CaptureLimits(max_captures=1000, max_seconds=60,
+                                                           stops=StopLimits(watchdog_s=0.25)),
                            "sqlcipher", lambda c: None)
     t = threading.Thread(target=lambda: setattr(window, "summary", window.run()))
     t.start()
@@ -236,7 +238,8 @@ def test_stop_budget_is_a_duty_cycle_that_pauses_the_window(sqlcipher_app):
                 pass
             clean_while_paused.append(list(found))
 
-    limits = CaptureLimits(max_captures=100000, max_seconds=6, max_busy_fraction=0.01, max_burst_s=0.02)
+    limits = CaptureLimits(max_captures=100000, max_seconds=6,
+                           stops=StopLimits(max_busy_fraction=0.01, max_burst_s=0.02))
     summary = CaptureWindow(app.pid, DECRYPT, limits, "sqlcipher", lambda c: None, on_state).run()
     kinds = [s.state for s in states]
     assert "paused" in kinds, kinds
@@ -248,6 +251,6 @@ def test_stop_budget_is_a_duty_cycle_that_pauses_the_window(sqlcipher_app):
     assert all("/ld-linux" in m.path for found in clean_while_paused for m in found), clean_while_paused
     assert summary.reason == "limit: max seconds"
     # each pause lasts until the bucket has drained at 1 %: the captured stops stay near the bound
-    assert summary.stopped_s <= (limits.max_burst_s + 0.01 * summary.elapsed_s) * 1.5, summary
+    assert summary.stopped_s <= (limits.stops.max_burst_s + 0.01 * summary.elapsed_s) * 1.5, summary
     app.stop()
     assert app.finish()[0] == 0

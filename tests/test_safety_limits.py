@@ -17,6 +17,7 @@ from tdescope.app.probe.window import CaptureLimits, CaptureWindow
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture
 from tdescope.app.gdb.guard import text_mismatches
+from tdescope.app.probe.limits import StopLimits
 from tdescope.plugins.sqlcipher.engine import DECRYPT
 
 pytestmark = pytest.mark.gdb
@@ -33,8 +34,8 @@ def _run_window(app, limits):
 def test_hit_rate_cap_disarms_the_window(sqlcipher_app):
     app = sqlcipher_app()
     app.go()
-    summary, captures, _ = _run_window(app, CaptureLimits(max_captures=100_000, max_seconds=20,
-                                                          max_busy_fraction=1.0, max_hits_per_s=40))
+    summary, captures, _ = _run_window(app, CaptureLimits(max_captures=100_000, max_seconds=20, max_hits_per_s=40,
+                                                          stops=StopLimits(max_busy_fraction=1.0)))
     assert summary.reason == "limit: hit rate", summary
     assert summary.elapsed_s < 6  # closed itself long before the window's 20 s
     assert 30 <= len(captures) <= 45  # about one second's worth at the cap
@@ -49,8 +50,8 @@ def test_stopped_time_is_reported_live_while_armed_and_stops_are_short(sqlcipher
     app = sqlcipher_app()
     app.go()
     for _attempt in range(2):
-        summary, captures, states = _run_window(app, CaptureLimits(max_captures=100_000, max_seconds=1.6,
-                                                                   max_busy_fraction=1.0, max_hits_per_s=100_000))
+        summary, captures, states = _run_window(app, CaptureLimits(max_captures=100_000, max_seconds=1.6, max_hits_per_s=100_000,
+                                                                   stops=StopLimits(max_busy_fraction=1.0)))
         # the watchdog cutting a window short (a stop over 250 ms: gdb descheduled on a loaded 2-core
         # machine, seen once in a full-suite run) is the other safety promise at work: try once more
         if not summary.reason.startswith("watchdog"):
@@ -81,13 +82,16 @@ def test_stopped_time_is_reported_live_while_armed_and_stops_are_short(sqlcipher
 ])
 def test_absurd_limits_are_refused_with_one_line(field, value):
     with pytest.raises(UserError) as info:
-        CaptureLimits(**{field: value})
+        if field in ("max_busy_fraction", "watchdog_s"):
+            StopLimits(**{field: value})
+        else:
+            CaptureLimits(**{field: value})
     assert "\n" not in str(info.value)
 
 
 def test_the_defaults_are_the_promises():
     limits = CaptureLimits()
-    assert limits.max_busy_fraction == 0.01 and limits.watchdog_s == 0.25 and limits.max_hits_per_s == 1000
+    assert limits.stops.max_busy_fraction == 0.01 and limits.stops.watchdog_s == 0.25 and limits.max_hits_per_s == 1000
 
 
 # -- the GUI ----------------------------------------------------------------------

@@ -88,7 +88,7 @@ def run(args) -> int:
             if recipe is not None and recipe.requires and has_ability(target.session, Ability.REQUIRE_EXTENSIONS):
                 target.session.require_extension(recipe.requires)  # loaded before the probe goes in
             limits = CaptureLimits(max_captures=max(args.captures, 1), max_seconds=30.0, first_hit_timeout=30.0,
-                                   **stop_budget(target.own_target))
+                                   stops=stop_budget(target.own_target))
             capture = CaptureSpec(recipe=recipe, limits=limits, backend=_backend(recipe, agent),
                                   windows=agent_windows(agent, {}) if agent is not None else None) \
                 if recipe is not None else None

@@ -122,7 +122,7 @@ def _run(args, engine, recipe, backend, agent, sink, running, written, dump, dec
         if recipe.requires and has_ability(target.session, Ability.REQUIRE_EXTENSIONS):
             target.session.require_extension(recipe.requires)  # before anything is armed
         limits = CaptureLimits(max_captures=args.count, max_seconds=args.timeout, first_hit_timeout=args.timeout,
-                               **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
+                               stops=stop_budget(target.own_target, args.stop_budget, args.accept_stop))
         windows = None
         if agent is not None:  # eBPF or gdb, from what the host has (remote_backend)
             remote, note = remote_backend(args, recipe, agent.host.dest, agent.welcome)
@@ -204,16 +204,18 @@ def _write_private(path: Path, data: bytes) -> None:
 def summary_json(s, written: int) -> dict:
     """The closing JSON line of ``capture --json``: backend, counts, losses, time in probes; with eBPF,
     ``tally``: where every probe hit went (its terms add up to ``hits``, see :mod:`tdescope.app.probe.tally`)."""
+    from tdescope.app.probe.stats import EbpfStats
     from tdescope.app.probe.tally import tally_of
 
-    counters = s.counters or {}
-    tally = tally_of(counters)
+    tally = tally_of(s.counters)
+    probe = s.counters.probe if s.counters else None
+    ebpf = probe if isinstance(probe, EbpfStats) else None  # gdb's helper counts hits only
     return {"backend": s.backend, "captures": written, "reason": s.reason, "symbol": s.armed_symbol,
             "stopped_ms": round(s.stopped_s * 1000, 3), "arming_stop_ms": round(s.arming_stop_s * 1000, 3),
             "total_stopped_ms": round((s.stopped_s + s.arming_stop_s) * 1000, 3),
-            "hits": counters.get("hits"),
-            "lost": tally.lost if tally else counters.get("lost", 0 if s.backend == "ebpf" else None),
-            "sampled_out": counters.get("sampled_out"), "rate_capped": counters.get("rate_capped"),
+            "hits": probe.hits if probe else None,
+            "lost": tally.lost if tally else (0 if s.backend == "ebpf" else None),
+            "sampled_out": ebpf.sampled_out if ebpf else None, "rate_capped": ebpf.rate_capped if ebpf else None,
             "tally": tally.to_json() if tally else None,
             "threads": s.threads, "longest_thread_stop_ms": round(s.longest_stop_s * 1000, 3),
             "most_stopped_thread_ms": round(s.most_stopped_s * 1000, 3)}
@@ -228,7 +230,7 @@ def summary_line(s) -> str:
         return ""
     if s.backend == "ebpf":
         tally = tally_of(s.counters)
-        where = tally.line() if tally else f"{(s.counters or {}).get('hits', 0)} hits"
+        where = tally.line() if tally else "0 hits"  # no counts from the probe: it saw none
         return f" with eBPF: probes added {s.stopped_s * 1000:.1f} ms to the target; {where}"
     total = (s.stopped_s + s.arming_stop_s) * 1000
     felt = (f"; /proc: the longest stop of any of its {s.threads} threads {s.longest_stop_s * 1000:.1f} ms, "

@@ -281,9 +281,8 @@ def run(args) -> int:
             stops = _start_remote_samplers(agent, pid, args, live.publish, notes,
                                            session.wait_source() if session is not None else None)
         deadline = time.monotonic() + args.seconds
-        limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds,
-                               max_kept_per_s=KEEP_PER_S,  # the GUI's window keeps the same
-                               **stop_budget(target.own_target, args.stop_budget, args.accept_stop))
+        limits = CaptureLimits(max_captures=args.captures or 1, max_seconds=args.seconds, max_kept_per_s=KEEP_PER_S,
+                               stops=stop_budget(target.own_target, args.stop_budget, args.accept_stop))
         exited = _exit_watch(pid, captured) if agent is None else _exit_watch_on(agent, pid, captured)
         run_no = 0
         while not stop.is_set() and time.monotonic() < deadline:

@@ -19,12 +19,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from tdescope.app.engines.argref import ArgRef, Constant, DebugArg, Deref, Read, Register, StackSlot
 from tdescope.app.events import CaptureContext, Direction, Event, PlaintextSide, WorkloadProgress, default_plaintext_side
 from tdescope.app.slots import SLOTS, SLOTS_KW_ONLY
 
 __all__ = [
     "ArgRef",
     "ConnectParams",
+    "Constant",
+    "DebugArg",
+    "Deref",
     "DecodedField",
     "DecodedPage",
     "Engine",
@@ -32,6 +36,9 @@ __all__ = [
     "Inventory",
     "PageDecoder",
     "ProbeRecipe",
+    "Read",
+    "Register",
+    "StackSlot",
     "TargetChoice",
     "WaitSource",
     "Workload",
@@ -41,46 +48,6 @@ __all__ = [
 
 #: x86-64 SysV argument registers, in order.
 SYSV_ARG_REGISTERS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
-
-
-@dataclass(frozen=True, **SLOTS)
-class ArgRef:
-    """Where a value lives when the probe fires.
-
-    ``name`` is a DWARF argument name; ``register`` an x86-64 register and
-    ``stack`` an offset from ``rsp`` (arguments past the sixth), both read at
-    the function's first instruction, for binaries without debug info (and to
-    avoid loading it). ``name`` wins when the frame knows it. ``constant`` gives
-    a fixed value instead (e.g. a page size). ``offset`` is added to what was
-    read: a base adjustment, e.g. -26 when the call gets a pointer 26 bytes
-    into the page (MariaDB's ``encryption_scheme_decrypt``).
-
-    ``field`` makes what was read a pointer to a struct: the value is then the
-    ``width`` bytes (2, 4 or 8, little-endian, unsigned) at that pointer plus
-    ``field``, e.g. ``HeapTupleData.t_len`` at ``field=0, width=4`` of the
-    pointer in ``rdi``. ``block_id`` reads PostgreSQL's ``BlockIdData`` there
-    (two 16-bit halves, high first). ``offset`` is added last.
-    """
-
-    name: str | None = None
-    register: str | None = None
-    constant: int | None = None
-    stack: int | None = None
-    offset: int = 0
-    field: int | None = None
-    width: int = 8
-    block_id: bool = False
-
-    def describe(self) -> str:
-        """Human text: ``in``, ``$rsi``, ``[$rsp+8]``, ``$rdi-26`` or ``8192``."""
-        if self.constant is not None:
-            return str(self.constant)
-        stack = f"[$rsp+{self.stack}]" if self.stack is not None else None
-        parts = [p for p in (self.name, f"${self.register}" if self.register else None, stack) if p]
-        adjust = f"{self.offset:+d}" if self.offset else ""
-        if self.field is not None:
-            parts = [f"{'blockid' if self.block_id else f'u{self.width * 8}'}[{p}+{self.field}]" for p in parts]
-        return " / ".join(p + adjust for p in parts)
 
 
 @dataclass(frozen=True, **SLOTS)

@@ -83,7 +83,8 @@ def _notice(notice, **fields):
 
 
 def _value(frame, ref):
-    """Read an ArgRef ({"name", "register", "constant", "stack", "offset", "field", "width", "block_id"})."""
+    """Read an ArgRef in its flat form (``app/engines/argref.py``'s ``ref_fields``: ``name``, ``register``,
+    ``constant``, ``stack``, ``offset``, and ``field``, ``width``, ``block_id`` with a dereference)."""
     if ref is None:
         return None
     value, offset = _read(frame, ref), int(ref.get("offset") or 0)

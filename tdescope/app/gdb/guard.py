@@ -33,11 +33,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-from tdescope.app.slots import SLOTS
+from tdescope.app.slots import SLOTS, SLOTS_KW_ONLY
 from tdescope.app.system.procmaps import Mapping, executable_mappings
 from tdescope.app.system.procstat import process_state
 
 __all__ = [
+    "GuardReport",
     "Mapping",
     "Originals",
     "TextMismatch",
@@ -51,6 +52,19 @@ __all__ = [
 ]
 
 INT3 = 0xCC
+
+
+@dataclass(frozen=True, **SLOTS_KW_ONLY)
+class GuardReport:
+    """What the guard said when it had to act (gdb died while armed): ``restored`` code bytes put back,
+    ``fast_ms`` the known addresses took and ``ms`` the whole restore with its scan; ``continued``: the
+    target sat in a group stop and got SIGCONT; ``error``: why it could not (the target is gone too)."""
+
+    restored: int = 0
+    fast_ms: float | None = None
+    ms: float = 0.0
+    continued: bool = False
+    error: str | None = None
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -216,9 +230,9 @@ def update_guard(guard: subprocess.Popen | None, addresses) -> None:
         pass  # the guard is gone; gdb's own detach still runs
 
 
-def stop_guard(guard: subprocess.Popen | None) -> dict | None:
+def stop_guard(guard: subprocess.Popen | None) -> GuardReport | None:
     """Tell the guard the window disarmed cleanly, wait for it to exit, and return
-    what it did if it had to act (``{"restored": N, "fast_ms": ..., "ms": ...}``)."""
+    what it did if it had to act."""
     if guard is None:
         return None
     try:
@@ -238,7 +252,10 @@ def stop_guard(guard: subprocess.Popen | None) -> dict | None:
         except ValueError:
             continue
         if "restored" in said or "error" in said:
-            report = said
+            fast = said.get("fast_ms")
+            report = GuardReport(restored=int(said.get("restored") or 0), fast_ms=None if fast is None else float(fast),
+                                 ms=float(said.get("ms") or 0.0), continued=bool(said.get("continued")),
+                                 error=None if said.get("error") is None else str(said["error"]))
     guard.stdout.close()
     return report
 

@@ -164,7 +164,7 @@ class LessonRun:
 
         # a lab the workbench started gets the lab's stop budget, as in the window and `capture --lab`
         limits = dataclasses.replace(limits or CaptureLimits(), first_seq=self.first_seq(),
-                                     **stop_budget(self.session.own_target))
+                                     stops=stop_budget(self.session.own_target))
         capture = CaptureSpec(recipe=recipe, limits=limits, backend=backend, windows=self.windows) \
             if recipe is not None else None
         run = ABRun(workload=workload, params=params, rounds=rounds, warmup=1, local_server=self.remote is None) \

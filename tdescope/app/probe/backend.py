@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tdescope.app.events.base import Word
+from tdescope.app.gdb.guard import GuardReport
 from tdescope.app.probe.frames import Frame
 from tdescope.app.probe.spec import ProbeSpec
 from tdescope.app.probe.stats import EbpfStats
@@ -80,7 +81,7 @@ class Closed:
 
     restored: int = 0
     restore_ms: float = 0.0
-    guard: dict | None = None
+    guard: GuardReport | None = None
 
 
 class ProbeHandle(Protocol):

@@ -309,8 +309,7 @@ class GdbHandle:
             os.rmdir(self._workdir)
         except OSError:
             pass
-        report = report or {}
-        self._closed = Closed(int(report.get("restored") or 0), float(report.get("ms") or 0.0), report or None)
+        self._closed = Closed() if report is None else Closed(report.restored, report.ms, report)
         return self._closed
 
 

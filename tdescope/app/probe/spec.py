@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.engines.argref import Read, ref_fields
 from tdescope.app.slots import SLOTS
 
 __all__ = ["STOP_OVERHEAD_S", "ProbeSpec", "at_entry"]
@@ -24,7 +25,7 @@ STOP_OVERHEAD_S = 0.00025
 def at_entry(recipe: ProbeRecipe) -> bool:
     """True when the recipe reads registers and stack only: it breaks at the first instruction."""
     refs = (recipe.before, recipe.after, recipe.length, recipe.pgno, recipe.context, recipe.condition[0] if recipe.condition else None)
-    return all(r is None or r.name is None for r in refs)
+    return all(not isinstance(r, Read) or r.at_entry for r in refs)
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -93,13 +94,14 @@ class ProbeSpec:
         return cls(
             symbols=tuple(recipe.symbols), at_entry=at_entry(recipe), before=recipe.before, length=recipe.length,
             after=recipe.after, pgno=recipe.pgno, context=recipe.context, condition=recipe.condition, max_length=recipe.max_length,
-            max_captures=limits.max_captures, max_seconds=limits.max_seconds, duty=limits.max_busy_fraction,
-            burst_s=limits.max_burst_s, max_hits_per_s=limits.max_hits_per_s,
+            max_captures=limits.max_captures, max_seconds=limits.max_seconds, duty=limits.stops.max_busy_fraction,
+            burst_s=limits.stops.max_burst_s, max_hits_per_s=limits.max_hits_per_s,
             allow_pending=recipe.library is not None, address=address, followers=tuple(followers),
         )
 
     def to_json(self) -> dict:
-        """The JSON object the gdb-side helper reads: ArgRefs as objects, the condition as ``[ref, value]``."""
+        """The JSON object the gdb-side helper reads: ArgRefs in their flat form (:func:`~tdescope.app.engines.argref.
+        ref_fields`), the condition as ``[ref, value]``."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for key in ("before", "after", "length", "pgno", "context"):
             out[key] = _ref(out[key])
@@ -115,10 +117,4 @@ class ProbeSpec:
 
 
 def _ref(ref: ArgRef | None) -> dict | None:
-    if ref is None:
-        return None
-    out = dataclasses.asdict(ref)
-    if ref.field is None:  # not a struct field: the helper's plain register/stack/constant reading
-        for key in ("field", "width", "block_id"):
-            del out[key]
-    return out
+    return None if ref is None else ref_fields(ref)

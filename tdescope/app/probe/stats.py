@@ -3,17 +3,17 @@
 gdb's probe helper runs in gdb's own process: its counts arrive as a ``busy`` notice frame in the spool,
 read into :class:`GdbStats`. The eBPF program's counters are read in the window's own process from its
 per-CPU map, as :class:`EbpfStats`, with no frame between. Both give the stopped time the stop budget
-charges and the counters a :class:`~tdescope.app.probe.window.CaptureSummary` reports.
+charges; a :class:`~tdescope.app.probe.window.CaptureSummary` reports the last ones in :class:`WindowCounts`,
+with the window's own counts beside them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from tdescope.app.slots import SLOTS
+from tdescope.app.slots import SLOTS, SLOTS_KW_ONLY
 
-__all__ = ["EbpfStats", "GdbStats"]
+__all__ = ["EbpfStats", "GdbStats", "WindowCounts"]
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -24,10 +24,6 @@ class GdbStats:
     busy_s: float = 0.0
     hits: int = 0
     lost = 0  #: gdb loses nothing: a hit it cannot copy stops the target until it has
-
-    def counters(self) -> dict[str, int]:
-        """The counts by name, for a summary."""
-        return {"hits": self.hits}
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -52,7 +48,17 @@ class EbpfStats:
     ring_used: int = 0
     ring_size: int = 0
 
-    def counters(self) -> dict[str, int]:
-        """The counts by name, for a summary (everything but ``busy_s``)."""
-        return {f.name: int(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "busy_s"}
 
+
+@dataclass(frozen=True, **SLOTS_KW_ONLY)
+class WindowCounts:
+    """Where a window's probe hits went (:mod:`~tdescope.app.probe.tally` adds them up): the probe's last
+    counters, and the window's own: pairs ``captured`` (handed over), ``thinned`` (over the keep rate),
+    ``not_kept`` (reached the workbench, not handed over); ``messages``: the captures they were joined into
+    when the recipe's calls are chunks of messages (0: not joined)."""
+
+    probe: GdbStats | EbpfStats
+    captured: int
+    thinned: int
+    not_kept: int
+    messages: int = 0

@@ -6,7 +6,7 @@ attach and arm (measured on mariadbd with 15-17 threads: 0.25-1.1 s, against a
 the attach (gdb stops each thread as it attaches it, and reads the executable's
 symbols meanwhile: 0.24 s measured, one thread then held 0.7 s). So a target
 with more than one thread is refused unless the user accepts the stops
-(``--accept-stop``, ``CaptureLimits.accept_stop``); the refusal says the cost,
+(``--accept-stop``, ``CaptureLimits.stops.accept_stop``); the refusal says the cost,
 measured just now on a decoy process of tdescope's own, never on the target.
 """
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from tdescope.app.probe.stats import EbpfStats, WindowCounts
+
 __all__ = ["Tally", "tally_of"]
 
 #: (field, words) in the order the line says them.
@@ -71,15 +73,15 @@ class Tally:
         return {**asdict(self), "adds_up": self.adds_up}
 
 
-def tally_of(counters: dict | None) -> Tally | None:
-    """The tally from a window's counters (the probe's and the window's); None without the probe's."""
-    if not counters or "hits" not in counters or "captured" not in counters:
+def tally_of(counts: WindowCounts | None) -> Tally | None:
+    """The tally of a window's counts (the probe's and the window's); None without the probe's."""
+    if counts is None:
         return None
-    lost_return = int(counters.get("lost_return", 0))
+    probe = counts.probe
+    ebpf = probe if isinstance(probe, EbpfStats) else EbpfStats()  # gdb counts hits only: the rest are 0
     return Tally(
-        hits=int(counters["hits"]), captured=int(counters["captured"]), thinned=int(counters.get("thinned", 0)),
-        not_kept=int(counters.get("not_kept", 0)) - lost_return,  # their pages are in not_kept once: lost
-        lost=int(counters.get("lost", 0)) + lost_return, sampled_out=int(counters.get("sampled_out", 0)),
-        rate_capped=int(counters.get("rate_capped", 0)), over_limit=int(counters.get("over_limit", 0)),
-        other_calls=int(counters.get("skipped", 0)), messages=int(counters.get("messages", 0)),
+        hits=probe.hits, captured=counts.captured, thinned=counts.thinned,
+        not_kept=counts.not_kept - ebpf.lost_return,  # their pages are in not_kept once: lost
+        lost=probe.lost + ebpf.lost_return, sampled_out=ebpf.sampled_out, rate_capped=ebpf.rate_capped,
+        over_limit=ebpf.over_limit, other_calls=ebpf.skipped, messages=counts.messages,
     )

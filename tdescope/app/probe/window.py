@@ -25,14 +25,15 @@ from dataclasses import dataclass, replace
 from tdescope.app.engines.api import ProbeRecipe
 from tdescope.app.errors import UserError
 from tdescope.app.events import CaptureWindowState, PageCapture, WindowState
+from tdescope.app.gdb.guard import GuardReport
 from tdescope.app.probe.backend import DetachesAnywhere, EndReason, Happened, MetersStops, ProbeBackend, ProbeHandle
 from tdescope.app.probe.gdb_backend import GdbBackend
 from tdescope.app.probe.joining import CHUNKS_PER_MESSAGE, MessageJoin, joins
 from tdescope.app.probe.keep_rate import KeepRate
-from tdescope.app.probe.limits import (BUSY_FRACTION, KEEP_PER_S, LAB_STOP_BUDGET, MAX_CAPTURES, CaptureLimits,
-                                       stop_budget)
+from tdescope.app.probe.limits import KEEP_PER_S, MAX_CAPTURES, CaptureLimits, stop_budget
 from tdescope.app.probe.phase import TRANSITIONS, Phase
 from tdescope.app.probe.spec import ProbeSpec
+from tdescope.app.probe.stats import WindowCounts
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.stop_cost import refuse_many_threads
 from tdescope.app.system.critical import refuse_critical
@@ -40,7 +41,7 @@ from tdescope.app.system.procstat import process_state
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
 from tdescope.app.slots import SLOTS_KW_ONLY
 
-__all__ = ["BUSY_FRACTION", "KEEP_PER_S", "LAB_STOP_BUDGET", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
+__all__ = ["KEEP_PER_S", "CaptureLimits", "CaptureSummary", "CaptureWindow", "Phase",
            "refuse_critical_target", "refuse_unused_target", "stop_budget"]
 
 #: Seconds between the "armed" progress states that carry the live stopped time.
@@ -56,14 +57,14 @@ DRAIN_S = 10.0
 
 @dataclass(frozen=True, **SLOTS_KW_ONLY)
 class CaptureSummary:
-    """How a window ended. ``arming_stop_s``: how long the target was stopped while
-    gdb attached and armed (before the first resume), the longer of gdb's clock and
-    /proc's. ``guard``: what the guard did when gdb died while armed (``{"restored": N,
-    "fast_ms": ...}``), else None. ``thinned``: the captures (counted in ``captures``) the keep
-    rate did not keep. ``threads``, ``longest_stop_s``, ``most_stopped_s``: what the target's
-    threads felt, sampled from /proc by a stopping backend
-    (:class:`~tdescope.app.system.threadstops.StopFigures`; 0 for eBPF). ``lost``: the window ended because
-    the connection to the host's agent is gone (its ``error`` says so; the window offers Reconnect)."""
+    """How a window ended. ``arming_stop_s``: how long the target was stopped while gdb attached and armed
+    (before the first resume), the longer of gdb's clock and /proc's. ``guard``: what the guard did when gdb
+    died while armed, else None. ``ended_by``: what the target or the backend did that ended the window, if
+    that did (``reason`` says it in words). ``counters``: the probe's and the window's counts, None without
+    the probe's. ``thinned``: the captures (counted in ``captures``) the keep rate did not keep. ``threads``,
+    ``longest_stop_s``, ``most_stopped_s``: what the target's threads felt, sampled from /proc by a stopping
+    backend (:class:`~tdescope.app.system.threadstops.StopFigures`; 0 for eBPF). ``lost``: the window ended
+    because the connection to the host's agent is gone (its ``error`` says so; the window offers Reconnect)."""
 
     captures: int
     reason: EndReason | Happened | str
@@ -73,9 +74,10 @@ class CaptureSummary:
     elapsed_s: float
     error: str | None = None
     arming_stop_s: float = 0.0
-    guard: dict | None = None
+    guard: GuardReport | None = None
     backend: str = "gdb"
-    counters: dict | None = None
+    counters: WindowCounts | None = None
+    ended_by: Happened | None = None
     thinned: int = 0
     threads: int = 0
     longest_stop_s: float = 0.0
@@ -91,7 +93,7 @@ class CaptureSummary:
     @property
     def target_exited(self) -> bool:
         """The target exited while armed: that explains everything after it (a workload's broken connection)."""
-        return self.reason == Happened.TARGET_EXITED
+        return self.ended_by is Happened.TARGET_EXITED
 
 
 class CaptureWindow:
@@ -156,7 +158,7 @@ class CaptureWindow:
         self._on_capture = self._join.add if self._join else on_capture
         self._chunk_limit = min(limits.max_captures * (CHUNKS_PER_MESSAGE if self._join else 1), MAX_CAPTURES)
         self._on_state = on_state or (lambda _s: None)
-        self._backend = backend or GdbBackend(gdb_path, limits.watchdog_s)
+        self._backend = backend or GdbBackend(gdb_path, limits.stops.watchdog_s)
         self._allow_critical = allow_critical
         self._critical = critical
         self._cancel = threading.Event()
@@ -171,6 +173,7 @@ class CaptureWindow:
         keep = KeepRate(limits.max_kept_per_s).allow if limits.max_kept_per_s and not self._join else None
         self._pairs = FramePairs(self._capture, entry_only=recipe.after is None, keep=keep)
         self._reason: EndReason | Happened | str = EndReason.CANCELLED  # "" while armed and going on
+        self._ended_by: Happened | None = None
         self._error: str | None = None
         self._armed_at = self._progress_at = self._resume_at = 0.0
         self._timer: threading.Timer | None = None
@@ -243,23 +246,23 @@ class CaptureWindow:
             locations=handle.armed.locations if handle else (), stopped_s=self._pairs.stopped_total_s,
             elapsed_s=time.monotonic() - t_start, error=self._error,
             arming_stop_s=handle.arming_stop_s if handle else 0.0, guard=guard, backend=self._backend.name,
-            counters=self._counts(), thinned=self._pairs.thinned, threads=felt.threads if felt else 0,
-            longest_stop_s=felt.longest_s if felt else 0.0, most_stopped_s=felt.most_stopped_s if felt else 0.0,
+            counters=self._counts(), ended_by=self._ended_by, thinned=self._pairs.thinned,
+            threads=felt.threads if felt else 0, longest_stop_s=felt.longest_s if felt else 0.0,
+            most_stopped_s=felt.most_stopped_s if felt else 0.0,
         )
 
     def _kept(self) -> int:
         """Captures handed over so far: messages when chunks are joined, else page pairs."""
         return self._join.messages if self._join else self._pairs.captures
 
-    def _counts(self) -> dict | None:
-        """The probe's counters (None without), the window's own added (:mod:`~tdescope.app.probe.tally`)."""
-        if self._pairs.stats is None:
-            return None
+    def _counts(self) -> WindowCounts | None:
+        """The probe's counters (None without), the window's own beside them (:mod:`~tdescope.app.probe.tally`)."""
         pairs = self._pairs
+        if pairs.stats is None:
+            return None
         dropped = self._join.partial if self._join else 0  # chunks of messages the window did not keep
-        counts = {**pairs.stats.counters(), "captured": pairs.captures - pairs.thinned - dropped, "thinned": pairs.thinned,
-                  "not_kept": pairs.not_kept + dropped}
-        return {**counts, "messages": self._join.messages} if self._join else counts
+        return WindowCounts(probe=pairs.stats, captured=pairs.captures - pairs.thinned - dropped, thinned=pairs.thinned,
+                            not_kept=pairs.not_kept + dropped, messages=self._join.messages if self._join else 0)
 
     def _attach(self) -> None:
         """ATTACHING -> ARMED: refuse a critical process, resolve, attach, arm, let the target run."""
@@ -271,9 +274,9 @@ class CaptureWindow:
             refuse_critical_target(self.pid, self._allow_critical, stops)
         else:
             refuse_critical(self.pid, self._critical, self._allow_critical, stops)
-        if stops and not self.limits.accept_stop:
+        if stops and not self.limits.stops.accept_stop:
             gdb = self._backend.gdb_path if isinstance(self._backend, GdbBackend) else None
-            refuse_many_threads(self.pid, gdb, self.limits.max_burst_s)
+            refuse_many_threads(self.pid, gdb, self.limits.stops.max_burst_s)
         # find the address before attaching: the backend then loads no library symbols while
         # the target is stopped, and a process without the function is never stopped
         address = refuse_unused_target(self.pid, self.recipe, self.engine)
@@ -317,7 +320,7 @@ class CaptureWindow:
             self._resume_at, pairs.paused_for = now + pairs.paused_for, None
             if self.phase is Phase.ARMED:
                 self._enter(Phase.PAUSED,
-                            f"stop budget ({limits.max_busy_fraction:.0%} of wall time) spent: breakpoint out "
+                            f"stop budget ({limits.stops.max_busy_fraction:.0%} of wall time) spent: breakpoint out "
                             f"of pid {self.pid}, re-arms in {self._resume_at - now:.1f} s")
         elif self.phase is Phase.PAUSED and now >= self._resume_at:
             self.handle.resume()
@@ -342,12 +345,11 @@ class CaptureWindow:
             return
         if news.happened is Happened.SIGNAL_PASSED:
             self._publish("armed", news.message)
-        elif news.happened is Happened.STALLED:
-            self._reason = news.message
-        else:
-            self._reason = news.happened
+        else:  # the watchdog's own message says how long the target stayed stopped
+            self._ended_by = news.happened
+            self._reason = news.message if news.happened is Happened.STALLED else news.happened
 
-    def _finish(self) -> dict | None:
+    def _finish(self) -> GuardReport | None:
         """-> DISARMING -> DONE or FAILED: take the probe out, release the target, collect the last
         frames for at most :data:`CLOSE_S` (and not past the deadline), count the rest."""
         self._enter(Phase.DISARMING)
@@ -363,7 +365,7 @@ class CaptureWindow:
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
             # frames written between the last read and the disarm; what is left is counted, not copied
             # nothing more will come once the workload finished or the target exited: deliver what was caught
-            ended = self._drain or self._reason is Happened.TARGET_EXITED
+            ended = self._drain or self._ended_by is Happened.TARGET_EXITED
             close_s = DRAIN_S if ended else CLOSE_S
             until = min(time.monotonic() + close_s, (self._armed_at or float("inf")) + self.limits.max_seconds)
             discard = self.handle.discard if isinstance(self.handle, DetachesAnywhere) else None
@@ -383,7 +385,7 @@ class CaptureWindow:
             self._pairs.pending.clear()
         if self._join is not None:  # the last message: whole unless the window already has its count
             self._join.flush(keep=not self._join.full)
-        if self._reason is Happened.TARGET_EXITED:
+        if self._ended_by is Happened.TARGET_EXITED:
             self._error = f"pid {self.pid} exited while armed ({self._kept()} pages captured)"
         self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)
         return guard

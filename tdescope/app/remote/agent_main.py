@@ -187,7 +187,7 @@ class Agent:
         except Exception as exc:  # noqa: BLE001 - told to the workbench as the window's error
             summary = CaptureSummary.failed(f"capture failed: {type(exc).__name__}: {exc}")
         self._window = None  # before the summary: the workbench may arm the next window as soon as it has it
-        self._out.send(Kind.SUMMARY, wire.to_fields(summary))
+        self._out.send(Kind.SUMMARY, wire.summary_fields(summary))
 
     def shutdown(self, reason: str) -> None:
         """Stop the wait sampler, cancel the window, if any, and wait (bounded) for its probe to come out."""

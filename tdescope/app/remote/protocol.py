@@ -24,7 +24,9 @@ __all__ = ["CAPTURE_ROW", "MAX_HEADER", "MAX_PAYLOAD", "PREFIX", "PROTOCOL_VERSI
            "write_frame"]
 
 #: Bumped whenever a kind or a field changes meaning; both ends must speak the same one.
-PROTOCOL_VERSION = 3  # 2: a capture row carries its call's context; 3: capture rows are binary (CAPTURE_ROW)
+#: 2: a capture row carries its call's context; 3: capture rows are binary (CAPTURE_ROW); 4: limits carry their
+#: gdb-only ``stops``, a summary its typed ``counters`` (the probe's tagged by ``kind``), ``guard`` and ``ended_by``.
+PROTOCOL_VERSION = 4
 PREFIX = struct.Struct("<2sBHI")
 MAGIC = b"td"
 MAX_HEADER = 60000

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.engines.api import ProbeRecipe
+from tdescope.app.engines.argref import ref_fields, ref_of
 from tdescope.app.events import CaptureWindowState, HotspotWindow, PageCapture, WaitSample
-from tdescope.app.probe.limits import CaptureLimits
+from tdescope.app.gdb.guard import GuardReport
+from tdescope.app.probe.backend import Happened
+from tdescope.app.probe.limits import CaptureLimits, StopLimits
+from tdescope.app.probe.stats import EbpfStats, GdbStats, WindowCounts
 from tdescope.app.probe.window import CaptureSummary
 from tdescope.app.remote.protocol import CAPTURE_ROW, ProtocolError
 from tdescope.app.system.critical import CriticalProcess
 
 __all__ = ["batch_key", "captures_frame", "captures_of", "limits_of", "recipe_fields", "recipe_of", "rules_of", "state_of",
-           "hotspots_of", "summary_of", "to_fields", "waits_of", "waits_rows"]
+           "hotspots_of", "summary_fields", "summary_of", "to_fields", "waits_of", "waits_rows"]
 
 
 def to_fields(obj) -> dict:
@@ -34,12 +38,29 @@ def _build(cls, fields: object, what: str):
         raise ProtocolError(f"{what}: {exc}") from None
 
 
+_REFS = ("before", "length", "after", "pgno", "context")
+
+
 def _ref(fields):
-    return None if fields is None else _build(ArgRef, fields, "argument reference")
+    if fields is None:
+        return None
+    if not isinstance(fields, dict):
+        raise ProtocolError("argument reference is not an object")
+    try:
+        return ref_of(fields)
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"argument reference: {exc}") from None
 
 
 def recipe_fields(recipe: ProbeRecipe) -> dict:
-    return to_fields(recipe)
+    """A recipe as a request carries it: its argument references in their flat form
+    (:func:`~tdescope.app.engines.argref.ref_fields`), the condition as ``[ref, value]``."""
+    out = {f.name: getattr(recipe, f.name) for f in dataclasses.fields(recipe)}
+    for key in _REFS:
+        out[key] = None if out[key] is None else ref_fields(out[key])
+    out["symbols"] = list(recipe.symbols)
+    out["condition"] = None if recipe.condition is None else [ref_fields(recipe.condition[0]), recipe.condition[1]]
+    return out
 
 
 def recipe_of(fields: object) -> ProbeRecipe:
@@ -47,7 +68,7 @@ def recipe_of(fields: object) -> ProbeRecipe:
     if not isinstance(fields, dict):
         raise ProtocolError("recipe is not an object")
     f = dict(fields)
-    for key in ("before", "length", "after", "pgno", "context"):
+    for key in _REFS:
         f[key] = _ref(f.get(key))
     f["symbols"] = tuple(f.get("symbols") or ())
     cond = f.get("condition")
@@ -56,7 +77,13 @@ def recipe_of(fields: object) -> ProbeRecipe:
 
 
 def limits_of(fields: object) -> CaptureLimits:
-    return _build(CaptureLimits, fields, "limits")
+    """The :class:`CaptureLimits` a request carries (:func:`to_fields`' form: its ``stops`` an object)."""
+    if not isinstance(fields, dict):
+        raise ProtocolError("limits is not an object")
+    f = dict(fields)
+    if "stops" in f:
+        f["stops"] = _build(StopLimits, f["stops"], "stop limits")
+    return _build(CaptureLimits, f, "limits")
 
 
 def rules_of(items: object) -> tuple[CriticalProcess, ...]:
@@ -174,7 +201,36 @@ def state_of(fields: dict) -> CaptureWindowState:
         raise ProtocolError(f"window state: {exc}") from None
 
 
+#: The probe counts a summary may carry, by the ``kind`` its frame tags them with.
+_STATS = {"gdb": GdbStats, "ebpf": EbpfStats}
+
+
+def summary_fields(summary: CaptureSummary) -> dict:
+    """A summary as its ``SUMMARY`` frame carries it: the probe's counts tagged with their ``kind``,
+    ``ended_by`` in its words."""
+    out = to_fields(summary)
+    if summary.counters is not None:
+        out["counters"]["probe"]["kind"] = "ebpf" if isinstance(summary.counters.probe, EbpfStats) else "gdb"
+    out["ended_by"] = None if summary.ended_by is None else summary.ended_by.value
+    return out
+
+
 def summary_of(fields: dict) -> CaptureSummary:
+    """The :class:`CaptureSummary` of a ``SUMMARY`` frame (:func:`summary_fields`' form)."""
     f = dict(fields)
     f["locations"] = tuple(f.get("locations") or ())
+    if f.get("guard") is not None:
+        f["guard"] = _build(GuardReport, f["guard"], "guard report")
+    if f.get("counters") is not None:
+        counts = _build(dict, f["counters"], "window counts")
+        probe = _build(dict, counts.get("probe"), "probe counts")
+        stats = _STATS.get(probe.pop("kind", None))
+        if stats is None:
+            raise ProtocolError("capture summary: counts of no known probe")
+        counts["probe"] = _build(stats, probe, "probe counts")
+        f["counters"] = _build(WindowCounts, counts, "window counts")
+    try:
+        f["ended_by"] = None if f.get("ended_by") is None else Happened(f["ended_by"])
+    except ValueError as exc:
+        raise ProtocolError(f"capture summary: {exc}") from None
     return _build(CaptureSummary, f, "capture summary")

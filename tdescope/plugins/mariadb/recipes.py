@@ -18,7 +18,7 @@ Facts: ``../shared/research/mariadb-tde.md``.
 
 from __future__ import annotations
 
-from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.engines.api import ProbeRecipe, Read, Register, StackSlot
 
 __all__ = ["ENCRYPTED_TABLESPACES", "MAX_PAGE", "PAGE_HEADER_CLEAR", "PAGE_TRAILER_CLEAR", "recipes"]
 
@@ -30,13 +30,13 @@ PAGE_HEADER_CLEAR = 26
 PAGE_TRAILER_CLEAR = 4
 #: InnoDB's largest page (``innodb_page_size`` = 64k): a bound on a copy, never its length.
 MAX_PAGE = 65536
-_PAGE = ArgRef(stack=16)  # [rsp+8] holds the space id; the decrypted page says it too (FIL header)
+_PAGE = Read(StackSlot(16))  # [rsp+8] holds the space id; the decrypted page says it too (FIL header)
 
 
 def recipes() -> list[ProbeRecipe]:
     """Decrypt (the default), encrypt, and the libcrypto-level fallback; every length from the call."""
-    whole = ArgRef(register="rsi", offset=PAGE_HEADER_CLEAR + PAGE_TRAILER_CLEAR)  # slen + the clear bytes
-    src, dst = ArgRef(register="rdi", offset=-PAGE_HEADER_CLEAR), ArgRef(register="rdx", offset=-PAGE_HEADER_CLEAR)
+    whole = Read(Register("rsi"), offset=PAGE_HEADER_CLEAR + PAGE_TRAILER_CLEAR)  # slen + the clear bytes
+    src, dst = Read(Register("rdi"), offset=-PAGE_HEADER_CLEAR), Read(Register("rdx"), offset=-PAGE_HEADER_CLEAR)
     return [
         ProbeRecipe(key="mariadb.page_decrypt", label="InnoDB page decrypted on read (encryption_scheme_decrypt)",
                     symbols=("encryption_scheme_decrypt",), before=src, after=dst, length=whole, pgno=_PAGE,
@@ -45,7 +45,7 @@ def recipes() -> list[ProbeRecipe]:
                     symbols=("encryption_scheme_encrypt",), before=src, after=dst, length=whole, pgno=_PAGE,
                     direction="encrypt", max_length=MAX_PAGE, requires=ENCRYPTED_TABLESPACES),
         ProbeRecipe(key="mariadb.evp_cipher", label="Cipher call in libcrypto (EVP_CipherUpdate: encrypted range only)",
-                    symbols=("EVP_CipherUpdate",), before=ArgRef(register="rcx"), after=ArgRef(register="rsi"),
-                    length=ArgRef(register="r8"), direction="decrypt", library="libcrypto", max_length=MAX_PAGE,
+                    symbols=("EVP_CipherUpdate",), before=Read(Register("rcx")), after=Read(Register("rsi")),
+                    length=Read(Register("r8")), direction="decrypt", library="libcrypto", max_length=MAX_PAGE,
                     plaintext_side="both"),  # the same call encrypts on writes
     ]

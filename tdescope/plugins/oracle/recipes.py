@@ -33,7 +33,7 @@ databases), bounded like every capture window.
 
 from __future__ import annotations
 
-from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.engines.api import ArgRef, Constant, ProbeRecipe, Read, Register
 
 __all__ = ["BLOCK_SIZE_SQL", "block_recipes", "fit_block_recipe", "oracle_recipes", "wait_recipes",
            "PGA_MEMORY_OPERATION_122"]
@@ -41,13 +41,13 @@ __all__ = ["BLOCK_SIZE_SQL", "block_recipes", "fit_block_recipe", "oracle_recipe
 #: V$EVENT_NAME.EVENT# of 'PGA memory operation' on the 12.2 instance of seed 003.
 PGA_MEMORY_OPERATION_122 = 524
 
-_RDI, _RSI, _RDX, _RCX = (ArgRef(register=r) for r in ("rdi", "rsi", "rdx", "rcx"))
-_RSP = ArgRef(register="rsp")  # markers copy 0 bytes from a readable address
+_RDI, _RSI, _RDX, _RCX = (Read(Register(r)) for r in ("rdi", "rsi", "rdx", "rcx"))
+_RSP = Read(Register("rsp"))  # markers copy 0 bytes from a readable address
 
 
 def block_recipes(block_size: int = 8192) -> list[ProbeRecipe]:
     """Recipes that copy data blocks (encrypted, decrypted, or both sides of a call)."""
-    size = ArgRef(constant=block_size)
+    size = Constant(block_size)
     return [
         ProbeRecipe(
             key="oracle.block_decrypted",
@@ -95,7 +95,7 @@ def wait_recipes(event_number: int | None = PGA_MEMORY_OPERATION_122) -> list[Pr
 
     ``event_number`` None catches every wait (busy: thousands per second).
     """
-    empty = ArgRef(constant=0)
+    empty = Constant(0)
 
     def cond(reg: ArgRef):
         return None if event_number is None else (reg, int(event_number))

@@ -20,7 +20,7 @@ unverified on a real server (none can be built here).
 
 from __future__ import annotations
 
-from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.engines.api import Constant, Deref, ProbeRecipe, Read, Register
 from tdescope.app.events import ContextKind
 
 __all__ = ["BLOCK_DECRYPT", "RECIPES", "TUPLE_DECRYPT"]
@@ -33,16 +33,16 @@ TUPLE_DECRYPT = ProbeRecipe(
     key="pg_tde.tuple-decrypt",
     label="pg_tde tuple decrypt (pg_tde_crypt_tuple, tde_heap_basic)",
     symbols=("pg_tde_crypt_tuple",),
-    before=ArgRef(register="rdi", field=_T_DATA),
-    length=ArgRef(register="rdi", field=_T_LEN, width=4),
-    after=ArgRef(register="rsi", field=_T_DATA),
-    pgno=ArgRef(register="rdi", field=_T_SELF, width=4, block_id=True),
-    condition=(ArgRef(register="rcx", field=0, width=4), _DECRYPT_CONTEXT),
+    before=Read(Register("rdi"), Deref(_T_DATA)),
+    length=Read(Register("rdi"), Deref(_T_LEN, width=4)),
+    after=Read(Register("rsi"), Deref(_T_DATA)),
+    pgno=Read(Register("rdi"), Deref(_T_SELF, width=4, block_id=True)),
+    condition=(Read(Register("rcx"), Deref(0, width=4)), _DECRYPT_CONTEXT),
     direction="decrypt",
     library="pg_tde",
     max_length=8192,
     requires="pg_tde",
-    context=ArgRef(register="rdi", field=_T_TABLE_OID, width=4),
+    context=Read(Register("rdi"), Deref(_T_TABLE_OID, width=4)),
     context_kind=ContextKind.RELATION.value,
 )
 
@@ -53,11 +53,11 @@ BLOCK_DECRYPT = ProbeRecipe(
     key="pg_tde.block-decrypt",
     label="pg_tde page decrypt (tde_decrypt_smgr_block, pg_tde 2.x / open_pg_tde; unverified)",
     symbols=("tde_decrypt_smgr_block",),
-    before=ArgRef(register="rcx"),
-    length=ArgRef(constant=8192),
-    after=ArgRef(register="r8"),
-    pgno=ArgRef(register="rdx"),
-    condition=(ArgRef(register="rsi"), 0),
+    before=Read(Register("rcx")),
+    length=Constant(8192),
+    after=Read(Register("r8")),
+    pgno=Read(Register("rdx")),
+    condition=(Read(Register("rsi")), 0),
     direction="decrypt",
     library="pg_tde",
     max_length=8192,

@@ -7,7 +7,7 @@ machinery breaks at ``*symbol`` when every reference is a register).
 
 from __future__ import annotations
 
-from tdescope.app.engines.api import ArgRef, ProbeRecipe
+from tdescope.app.engines.api import Constant, Deref, ProbeRecipe, Read, Register
 from tdescope.app.events import ContextKind
 
 __all__ = ["PGP_DECRYPT", "EVP_DECRYPT", "PAGE_READ", "RECIPES"]
@@ -23,13 +23,13 @@ PGP_DECRYPT = ProbeRecipe(
     key="postgres.pgp-decrypt",
     label="pgcrypto PGP decrypt (pgp_cfb_decrypt)",
     symbols=("pgp_cfb_decrypt",),
-    before=ArgRef(register="rsi"),
-    length=ArgRef(register="rdx"),
-    after=ArgRef(register="rcx"),
+    before=Read(Register("rsi")),
+    length=Read(Register("rdx")),
+    after=Read(Register("rcx")),
     direction="decrypt",
     library="pgcrypto",
     requires="pgcrypto",
-    context=ArgRef(register="rdi", field=_CFB_BLOCK_NO, width=4),
+    context=Read(Register("rdi"), Deref(_CFB_BLOCK_NO, width=4)),
     context_kind=ContextKind.CIPHER_BLOCK.value,
 )
 
@@ -38,9 +38,9 @@ EVP_DECRYPT = ProbeRecipe(
     key="postgres.evp-decrypt",
     label="pgcrypto raw decrypt (EVP_DecryptUpdate in libcrypto)",
     symbols=("EVP_DecryptUpdate",),
-    before=ArgRef(register="rcx"),
-    length=ArgRef(register="r8"),
-    after=ArgRef(register="rsi"),
+    before=Read(Register("rcx")),
+    length=Read(Register("r8")),
+    after=Read(Register("rsi")),
     direction="decrypt",
     library="libcrypto",
 )
@@ -52,13 +52,13 @@ PAGE_READ = ProbeRecipe(
     key="postgres.page-read",
     label="Page read from disk (mdread, 8 KB)",
     symbols=("mdread",),
-    before=ArgRef(register="rcx"),
-    length=ArgRef(constant=8192),
-    after=ArgRef(register="rcx"),
-    pgno=ArgRef(register="rdx"),
-    condition=(ArgRef(register="rsi"), 0),
+    before=Read(Register("rcx")),
+    length=Constant(8192),
+    after=Read(Register("rcx")),
+    pgno=Read(Register("rdx")),
+    condition=(Read(Register("rsi")), 0),
     direction="read",
-    context=ArgRef(register="rdi", field=8, width=4),
+    context=Read(Register("rdi"), Deref(8, width=4)),
     context_kind=ContextKind.RELFILENODE.value,
 )
 

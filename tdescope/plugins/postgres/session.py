@@ -13,7 +13,7 @@ import functools
 import threading
 from collections.abc import Callable
 
-from tdescope.app.engines.api import ArgRef, Inventory, ProbeRecipe, TargetChoice, Workload
+from tdescope.app.engines.api import Constant, Inventory, ProbeRecipe, TargetChoice, Workload
 from tdescope.app.errors import UserError
 from tdescope.app.system.process_table import LOCAL, ProcessTable
 from tdescope.plugins.postgres import statements
@@ -188,9 +188,9 @@ class PostgresSession:
     def fit_recipe(self, recipe: ProbeRecipe) -> ProbeRecipe:
         """``recipe`` with this server's block size where it copies a block the call gives no length for
         (``postgres.page-read``: ``mdread``); the other recipes take the call's own length."""
-        if recipe.length is None or recipe.length.constant is None:
+        if not isinstance(recipe.length, Constant):
             return recipe
-        return dataclasses.replace(recipe, length=ArgRef(constant=self.block_size), max_length=self.block_size)
+        return dataclasses.replace(recipe, length=Constant(self.block_size), max_length=self.block_size)
 
     def require_extension(self, name: str) -> None:
         """UserError when ``name`` is not created in the connected database.

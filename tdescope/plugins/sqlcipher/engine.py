@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 
-from tdescope.app.engines.api import ArgRef, ConnectParams, PageDecoder, ProbeRecipe
+from tdescope.app.engines.api import ConnectParams, PageDecoder, ProbeRecipe, Read, Register, StackSlot
 from tdescope.app.engines.capabilities import Ability
 
 __all__ = ["SqlcipherEngine", "DECRYPT", "ENCRYPT"]
@@ -21,11 +21,11 @@ def _page_cipher(mode: int, direction: str) -> ProbeRecipe:
         key=f"sqlcipher.page_{direction}",
         label=f"Page {direction} (sqlcipher_page_cipher, mode {mode})",
         symbols=("sqlcipher_page_cipher",),
-        before=ArgRef(register="r9"),
-        after=ArgRef(stack=8),
-        length=ArgRef(register="r8"),
-        pgno=ArgRef(register="rdx"),
-        condition=(ArgRef(register="rcx"), mode),
+        before=Read(Register("r9")),
+        after=Read(StackSlot(8)),
+        length=Read(Register("r8")),
+        pgno=Read(Register("rdx")),
+        condition=(Read(Register("rcx")), mode),
         direction=direction,
     )
 

@@ -32,7 +32,7 @@ class LabSession:
     """A running lab worker: the target process and its two databases.
 
     ``own_target``: the worker is ours alone, so probes may stop it more than a
-    production process (``tdescope.app.probe.window.LAB_STOP_BUDGET``).
+    production process (``tdescope.app.probe.limits.LAB_STOP_BUDGET``).
 
     Parameters
     ----------

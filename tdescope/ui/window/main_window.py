@@ -246,8 +246,7 @@ class MainWindow(QMainWindow):
             return
         self.remote.last_run = (name, params, recipe, max_captures, rounds)
         limits = CaptureLimits(max_captures=max_captures, max_seconds=300.0, first_seq=self.live.first_capture_seq(),
-                               max_kept_per_s=KEEP_PER_S,  # `record` keeps the same
-                               **stop_budget(self.session.own_target))
+                               max_kept_per_s=KEEP_PER_S, stops=stop_budget(self.session.own_target))
         capture = CaptureSpec(recipe=recipe, limits=limits, backend=backend, isolated=True,
                               allow_critical=self.allow_critical, windows=host.window if host else None) \
             if recipe is not None else None

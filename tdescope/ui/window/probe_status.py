@@ -41,7 +41,7 @@ class ProbeStatus:
     def show_state(self, ev: CaptureWindowState, limits: CaptureLimits | None) -> None:
         """Show what the capture window reports; ``limits`` of the running experiment, if any."""
         self.set_armed(ev.state is WindowState.ARMED, ev.message, paused=ev.state is WindowState.PAUSED, backend=ev.backend)
-        budget = f" (budget {limits.max_busy_fraction:.0%} of wall time)" if limits else ""
+        budget = f" (budget {limits.stops.max_busy_fraction:.0%} of wall time)" if limits else ""
         self.stopped_label.setStyleSheet("")
         if ev.backend == "ebpf":
             # nothing stops: a rate, the ring's losses, and what the probes added to the target's calls

@@ -16,7 +16,7 @@ import os
 import struct
 from importlib import resources
 
-from tdescope.app.engines.api import ArgRef
+from tdescope.app.engines.api import ArgRef, Constant, Register
 from tdescope.app.errors import UserError
 from tdescope.app.probe.frames import Frame, FrameKind
 from tdescope.app.probe.spec import ProbeSpec
@@ -97,14 +97,14 @@ def unsupported(spec: ProbeSpec) -> str | None:
     """Why ``spec`` cannot run on eBPF (None: it can): a DWARF argument name, an unknown register."""
     for label, ref in (("input buffer", spec.before), ("output buffer", spec.after), ("length", spec.length),
                        ("page number", spec.pgno), ("context", spec.context), ("condition", spec.condition[0] if spec.condition else None)):
-        if ref is None:
+        if ref is None or isinstance(ref, Constant):
             continue
-        if ref.constant is None and ref.stack is None and ref.register is None:
-            return f"the recipe's {label} is a debug-info argument ({ref.name}): eBPF reads registers and stack only"
-        if ref.register is not None and ref.constant is None and ref.stack is None and ref.register not in REGISTERS:
-            return f"the recipe's {label} is in register {ref.register}, which the eBPF probe does not read"
-        if ref.field is not None and ref.width not in (2, 4, 8):
-            return f"the recipe's {label} is a {ref.width}-byte field: the eBPF probe reads 2, 4 or 8"
+        where = ref.location
+        if where is None:
+            return (f"the recipe's {label} is a debug-info argument ({ref.source.name}): "
+                    "eBPF reads registers and stack only")
+        if isinstance(where, Register) and where.name not in REGISTERS:
+            return f"the recipe's {label} is in register {where.name}, which the eBPF probe does not read"
     if spec.max_length > MAX_BUFFER:
         return f"the recipe copies up to {spec.max_length} bytes; the eBPF probe copies at most {MAX_BUFFER}"
     return None
@@ -113,13 +113,14 @@ def unsupported(spec: ProbeSpec) -> str | None:
 def _loc(ref: ArgRef | None) -> ArgLoc:
     if ref is None:
         return ArgLoc(_ARG_NONE, 0, 0, 0)
-    adjust = int(ref.offset)
-    deref = (0, 0, 0) if ref.field is None else (int(ref.field), int(ref.width), 1 if ref.block_id else 0)
-    if ref.constant is not None:
-        return ArgLoc(_ARG_CONST, 0, int(ref.constant), adjust, *deref)
-    if ref.stack is not None:
-        return ArgLoc(_ARG_STACK, 0, int(ref.stack), adjust, *deref)
-    return ArgLoc(_ARG_REG, REGISTERS.index(ref.register), 0, adjust, *deref)
+    if isinstance(ref, Constant):
+        return ArgLoc(_ARG_CONST, 0, int(ref.value), 0)
+    d = ref.deref
+    deref = (0, 0, 0) if d is None else (int(d.field), int(d.width), 1 if d.block_id else 0)
+    where = ref.location  # unsupported() has refused a read without one
+    if isinstance(where, Register):
+        return ArgLoc(_ARG_REG, REGISTERS.index(where.name), 0, int(ref.offset), *deref)
+    return ArgLoc(_ARG_STACK, 0, int(where.offset), int(ref.offset), *deref)
 
 
 def config_of(spec: ProbeSpec, sample_every: int = 1, max_bytes_per_s: float = 0.0) -> Config:
