@@ -226,5 +226,6 @@ def test_the_words_read_back_the_same_and_typed():
     assert encode(result).payload.count('"total"') == 2
     assert f"{EndReason.MAX_SECONDS}" == "limit: max seconds" and Happened.TARGET_EXITED == "target exited"
     summary = CaptureSummary(captures=0, reason="target exited", armed_symbol=None, locations=(), stopped_s=0.0,
-                             elapsed_s=0.0)  # as the agent's JSON brings it back
+                             elapsed_s=0.0, ended_by=Happened.TARGET_EXITED)  # as the agent's wire brings it back
     assert summary.target_exited
+    assert not dataclasses.replace(summary, ended_by=None).target_exited  # the words alone say nothing
