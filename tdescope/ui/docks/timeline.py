@@ -1,10 +1,9 @@
 """The Timeline dock: workload phases, hotspot windows, wait density and captures on one axis.
 
 Lanes, top to bottom: the runs' names, workload sides (encrypted / plain spans), hotspot
-windows (shaded by their share of crypto), non-idle wait density, capture
-ticks, and notes as markers. The axis shows the session's activity (runs,
-captures, notes), not the idle time since the window opened: it zooms to the
-last run when one ends; "Run" and "All" zoom back; time never goes below 0.
+windows (shaded by their share of crypto), non-idle wait density, capture ticks, and notes as markers.
+The axis shows the session's activity (runs, captures, notes), not the idle time since the window
+opened: it zooms to the last run when one ends; "Run" and "All" zoom back; time never goes below 0.
 Tick "Filter to range" and drag the shaded region: the hotspot and wait views
 narrow to it (``rangeChanged``); the region starts on the last run.
 """
@@ -17,7 +16,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from tdescope.app.hotspots.profile import Profile, crypto_pct
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.report.plots import SIDE_COLORS
 from tdescope.ui.docks.waits import class_brush
@@ -29,6 +27,13 @@ _OTHER_BRUSH = pg.mkBrush(120, 120, 120, 150)
 _LANES = {"runs": 4.0, "workload": 3.0, "hotspots": 2.0, "waits": 1.0, "captures": 0.0}
 #: Pixels kept between two labels of one row.
 _LABEL_GAP = 6
+_WINDOW_BRUSHES = [pg.mkBrush(120, 110, 230, 40 + 2 * pct) for pct in range(101)]
+
+
+def window_brush(crypto: float):
+    """A hotspot window's brush: alpha 40 + 2 per % of its time in crypto, one per shade (a seek draws
+    thousands of windows; a brush each held the GUI thread)."""
+    return _WINDOW_BRUSHES[min(max(int(crypto), 0), 100)]
 
 
 class TimelineDock(QDockWidget):
@@ -44,8 +49,7 @@ class TimelineDock(QDockWidget):
         self._seen: tuple = ()
         self._note_x: list[float] = []
         self._note_list: list = []
-        self._win_crypto: list[float] = []  # crypto % per window, computed once each
-        self._win_brushes: list = []
+        self._win_brushes: list = []  # one per window drawn, shared by the windows of one shade
         self.plot = pg.PlotWidget(background="w")
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.hideButtons()
@@ -345,10 +349,7 @@ class TimelineDock(QDockWidget):
 
     def _draw_windows(self, t0: float) -> None:
         wins = self.run.windows
-        for w in wins[len(self._win_crypto):]:
-            c = crypto_pct(Profile.from_stacks(w.stacks))
-            self._win_crypto.append(c)
-            self._win_brushes.append(pg.mkBrush(120, 110, 230, int(40 + 2 * c)))
+        self._win_brushes += [window_brush(c) for c in self.run.window_crypto[len(self._win_brushes):]]
         y = _LANES["hotspots"]
         self.windows.setOpts(
             x0=[w.start - t0 for w in wins], width=[w.ts - w.start for w in wins],
@@ -383,7 +384,6 @@ class TimelineDock(QDockWidget):
     def reset(self) -> None:
         """Forget what was drawn (the run was cleared)."""
         self._seen = ()
-        self._win_crypto.clear()
         self._win_brushes.clear()
         for item in self._labels + self._marker_lines + [label for _x, label in self._run_labels]:
             self.plot.removeItem(item)

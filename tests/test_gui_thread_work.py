@@ -1,0 +1,80 @@
+"""What a replay's seek costs the GUI thread, kept bounded: a batch of events is drawn once, never once
+per event, and the hour's thousands of hotspot windows are not recounted on each redraw (issue #25, item 5).
+The stall figures themselves are bench_seek's and bench_gui's (bench/)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject
+
+from tdescope.app.events import HotspotWindow, PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.hotspots import profile
+from tdescope.app.observe.observed import ObservedRun
+from tdescope.ui.docks.timeline import TimelineDock, window_brush
+from tdescope.ui.docks.workload import WorkloadDock
+
+T0 = 1_700_000_000.0
+
+
+def _result(k: int) -> WorkloadResult:
+    return WorkloadResult(T0 + k, "ab_dml", {"groups": 4},
+                          (PhaseTiming("encrypted", "total", 1.5), PhaseTiming("plain", "total", 1.0)), {})
+
+
+def test_a_batch_of_results_is_drawn_once_and_the_last_is_shown(qtbot, monkeypatch):
+    dock = WorkloadDock()
+    qtbot.addWidget(dock)
+    view = dock.results
+    drawn = []
+    real = view.show_single
+    monkeypatch.setattr(view, "show_single", lambda r: (drawn.append(r), real(r)))
+    batch = [_result(k) for k in range(100)]
+    dock.show_results(batch)
+    assert drawn == [batch[-1]]  # one chart for the hundred runs a seek brings, not a hundred
+    assert view.runs() == batch and view.history.count() == 100 and view.history.currentIndex() == 99
+    assert dock.progress.value() == 100 and dock.status.text().startswith("Done")
+    dock.show_results([_result(100)])  # one more: drawn too
+    assert drawn[-1].ts == T0 + 100 and view.history.currentIndex() == 100
+    view.history.setCurrentIndex(3)  # picking an older run still shows it
+    assert drawn[-1] is batch[3]
+
+
+class _Paints(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt API
+        self.n += event.type() == QEvent.Type.Paint
+        return False
+
+
+def test_progress_is_set_at_once_and_drawn_with_the_next_frame(qtbot):
+    dock = WorkloadDock()
+    qtbot.addWidget(dock)
+    dock.show()
+    qtbot.waitExposed(dock)
+    paints = _Paints()
+    dock.progress.installEventFilter(paints)
+    dock.show_progress([WorkloadProgress(T0, "ab_dml", "encrypted", 1, 4, "group 1/4")])
+    assert dock.progress.value() == 12 and dock.progress.updatesEnabled()
+    qtbot.waitUntil(lambda: paints.n > 0)  # and it is drawn
+
+
+def test_windows_are_counted_once_as_they_arrive_not_on_each_redraw(qtbot, monkeypatch):
+    run = ObservedRun()
+    wins = [HotspotWindow(T0 + s + 1, T0 + s, 1, {"main;f;AES_encrypt": 30, "main;g": 10}, {}) for s in range(50)]
+    run.add_windows(wins)
+    assert run.window_crypto == [75.0] * 50
+    dock = TimelineDock(run)
+    qtbot.addWidget(dock)
+    counted = []
+    real = profile.Profile.from_stacks
+    monkeypatch.setattr(profile.Profile, "from_stacks",
+                        classmethod(lambda cls, *a, **k: (counted.append(1), real(*a, **k))[1]))
+    dock.refresh(force=True)
+    dock.refresh(force=True)
+    assert counted == []
+    assert dock._win_brushes == [window_brush(75.0)] * 50 and window_brush(75.0) is window_brush(75.9)
+    assert window_brush(-1) is window_brush(0) and window_brush(250) is window_brush(100)
+    run.clear()
+    assert run.window_crypto == []
