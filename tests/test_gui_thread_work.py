@@ -78,3 +78,32 @@ def test_windows_are_counted_once_as_they_arrive_not_on_each_redraw(qtbot, monke
     assert window_brush(-1) is window_brush(0) and window_brush(250) is window_brush(100)
     run.clear()
     assert run.window_crypto == []
+
+
+def test_a_seek_back_hides_the_timeline_items_and_draws_with_them_again(qtbot, monkeypatch):
+    from tdescope.app.events import Marker
+
+    run = ObservedRun()
+    for k in range(20):
+        run.add_markers([Marker(T0 + 10 * k, f"ab_dml run {k} start"), Marker(T0 + 10 * k + 5, f"ab_dml run {k} end")])
+        run.add_progress([WorkloadProgress(T0 + 10 * k + i, "ab_dml", "encrypted" if i < 3 else "plain", i, 5)
+                          for i in range(1, 6)])
+    dock = TimelineDock(run)
+    qtbot.addWidget(dock)
+    dock.show()
+    dock.refresh(force=True)
+    lines, labels = dock._marker_lines.used, dock._labels.used
+    assert len(lines) == 40 and len(dock._run_labels) == 20 and labels
+    removed = []
+    monkeypatch.setattr(dock.plot, "removeItem", removed.append)
+    dock.reset()  # a replay seeking back
+    assert removed == [] and not any(item.isVisible() for item in lines + labels)
+    added = []
+    monkeypatch.setattr(dock.plot, "addItem", added.append)
+    run.clear()
+    for k in range(10):  # fed again, up to the new play head
+        run.add_markers([Marker(T0 + 10 * k, f"ab_dml run {k} start"), Marker(T0 + 10 * k + 5, f"ab_dml run {k} end")])
+    dock.refresh(force=True)
+    assert added == [] and dock._marker_lines.used == lines[:20]  # the same items, shown again
+    assert [line.value() for line in dock._marker_lines.used[:2]] == [0.0, 5.0]
+    assert not any(line.isVisible() for line in lines[20:])

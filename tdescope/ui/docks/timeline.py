@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QPush
 
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.report.plots import SIDE_COLORS
+from tdescope.ui.docks.timeline_items import ItemPool, text_width
 from tdescope.ui.docks.waits import class_brush
 
 __all__ = ["TimelineDock"]
@@ -72,8 +73,10 @@ class TimelineDock(QDockWidget):
         self.captures = pg.ScatterPlotItem(symbol="s", size=4, pen=None, brush=pg.mkBrush(60, 60, 60, 200))
         for item in (self.sides, self.windows, self.density, self.wait_spans, self.captures):
             self.plot.addItem(item)
-        self._labels: list[pg.TextItem] = []
-        self._marker_lines: list[pg.InfiniteLine] = []
+        self._labels = ItemPool(self.plot, lambda: pg.TextItem(anchor=(0, 0.5), color=(30, 30, 30)))
+        self._marker_lines = ItemPool(self.plot, lambda: pg.InfiniteLine(
+            0.0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine)))
+        self._run_label_pool = ItemPool(self.plot, lambda: pg.TextItem(anchor=(0, 0.5), color=(60, 60, 60)))
         self._run_labels: list[tuple[float, pg.TextItem]] = []  # (x, label): runs' names in their own row
         self.notes = pg.ScatterPlotItem(symbol="t", size=11, pen=pg.mkPen(120, 80, 0),
                                         brush=pg.mkBrush(255, 193, 7), hoverable=True, tip=self._note_tip)
@@ -189,14 +192,13 @@ class TimelineDock(QDockWidget):
             self.captures.setData(ts, np.full(len(ts), _LANES["captures"] + 0.4))
         new_marks = run.markers[len(self._marker_lines):]
         for m in new_marks:
-            line = pg.InfiniteLine(m.ts - t0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine))
+            line = self._marker_lines.take()
+            line.setValue(m.ts - t0)
             line.setToolTip(m.label)
-            self.plot.addItem(line)
-            self._marker_lines.append(line)
             if m.label.endswith(" start"):  # the run's name in the "runs" row, above the sides' names
-                label = pg.TextItem("▶ " + m.label[:-6], anchor=(0, 0.5), color=(60, 60, 60))
+                label = self._run_label_pool.take()
+                label.setText("▶ " + m.label[:-6])
                 label.setPos(m.ts - t0, _LANES["runs"] + 0.4)
-                self.plot.addItem(label)
                 self._run_labels.append((m.ts - t0, label))
         if new_marks:
             self._fit_labels()
@@ -321,11 +323,10 @@ class TimelineDock(QDockWidget):
             y0=[y + 0.1] * len(spans), height=[0.6] * len(spans),
             brushes=[_SIDE_BRUSHES.get(s.side, _OTHER_BRUSH) for s in spans], pen=pg.mkPen(None),
         )
+        self._labels.release(keep=len(spans))
         while len(self._labels) < len(spans):
-            label = pg.TextItem(anchor=(0, 0.5), color=(30, 30, 30))
-            self.plot.addItem(label)
-            self._labels.append(label)
-        for label, s in zip(self._labels, spans):
+            self._labels.take()
+        for label, s in zip(self._labels.used, spans):
             label.setText(f"{s.side}")
             label.setPos(s.start - t0, y + 0.4)
         self._fit_labels()
@@ -336,8 +337,8 @@ class TimelineDock(QDockWidget):
         vb = self.plot.getViewBox()
         (x0, x1), px = vb.viewRange()[0], max(vb.width(), 1.0)
         per_px = (x1 - x0) / px
-        for label, s in zip(self._labels, self.run.spans):
-            need = label.boundingRect().width() + _LABEL_GAP  # text width in pixels (the item ignores zoom)
+        for label, s in zip(self._labels.used, self.run.spans):
+            need = text_width(label) + _LABEL_GAP
             label.setVisible((s.end - s.start) / per_px >= need if per_px > 0 else False)
         free_from = float("-inf")  # where, in pixels, the row is free again
         for x, label in sorted(self._run_labels, key=lambda item: item[0]):
@@ -345,7 +346,7 @@ class TimelineDock(QDockWidget):
             fits = per_px > 0 and left >= free_from
             label.setVisible(fits)
             if fits:
-                free_from = left + label.boundingRect().width() + _LABEL_GAP
+                free_from = left + text_width(label) + _LABEL_GAP
 
     def _draw_windows(self, t0: float) -> None:
         wins = self.run.windows
@@ -385,10 +386,8 @@ class TimelineDock(QDockWidget):
         """Forget what was drawn (the run was cleared)."""
         self._seen = ()
         self._win_brushes.clear()
-        for item in self._labels + self._marker_lines + [label for _x, label in self._run_labels]:
-            self.plot.removeItem(item)
-        self._labels.clear()
-        self._marker_lines.clear()
+        for pool in (self._labels, self._marker_lines, self._run_label_pool):
+            pool.release()  # hidden, and used again: removing and making them held a seek back
         self._run_labels.clear()
         self.filter.setChecked(False)
         for item in (self.sides, self.windows, self.wait_spans):
