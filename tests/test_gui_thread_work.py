@@ -107,3 +107,31 @@ def test_a_seek_back_hides_the_timeline_items_and_draws_with_them_again(qtbot, m
     assert added == [] and dock._marker_lines.used == lines[:20]  # the same items, shown again
     assert [line.value() for line in dock._marker_lines.used[:2]] == [0.0, 5.0]
     assert not any(line.isVisible() for line in lines[20:])
+
+
+def test_wait_spans_are_bars_of_one_brush_per_class_and_captures_are_appended(qtbot, monkeypatch):
+    from tdescope.app.events import WaitSpan, WaitSpans
+
+    run = ObservedRun()
+    classes = ("Sync", "File I/O", "Idle")
+    run.add_spans([WaitSpans(T0 + 1, 7, tuple(WaitSpan(T0 + i / 100, 0.001, 7, classes[i % 3], "x")
+                                             for i in range(300)))])
+    run.add_captures([T0 + i / 10 for i in range(50)])
+    dock = TimelineDock(run)
+    qtbot.addWidget(dock)
+    dock.refresh(force=True)
+    bars = dock.wait_spans.items
+    assert sorted(bars) == ["File I/O", "Sync"]  # Idle left out
+    # one brush per item: Qt draws its bars in one call (a brush per bar was drawn from Python, bar by bar)
+    assert all(item.opts["brushes"] is None and len(item.opts["x0"]) == 100 for item in bars.values())
+    assert len(dock.captures.data) == 50
+    set_data = []
+    monkeypatch.setattr(dock.captures, "setData", lambda *a, **k: set_data.append(a))
+    run.add_spans([WaitSpans(T0 + 4, 7, (WaitSpan(T0 + 3.5, 0.01, 7, "Sync", "fsync"),))])
+    run.add_captures([T0 + 6.0])
+    dock.refresh()
+    assert len(bars["Sync"].opts["x0"]) == 101 and bars["Sync"].opts["x0"][-1] == 3.5
+    assert set_data == [] and len(dock.captures.data) == 51  # the new point appended, not all made again
+    monkeypatch.undo()
+    dock.reset()
+    assert all(len(item.opts["x0"]) == 0 for item in bars.values()) and len(dock.captures.data) == 0

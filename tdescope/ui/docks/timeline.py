@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QPush
 
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.report.plots import SIDE_COLORS
-from tdescope.ui.docks.timeline_items import ItemPool, text_width
+from tdescope.ui.docks.timeline_items import ItemPool, WaitSpanBars, text_width
 from tdescope.ui.docks.waits import class_brush
 
 __all__ = ["TimelineDock"]
@@ -51,6 +51,7 @@ class TimelineDock(QDockWidget):
         self._note_x: list[float] = []
         self._note_list: list = []
         self._win_brushes: list = []  # one per window drawn, shared by the windows of one shade
+        self._captures_drawn = 0
         self.plot = pg.PlotWidget(background="w")
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.hideButtons()
@@ -69,9 +70,9 @@ class TimelineDock(QDockWidget):
         self.density.setDownsampling(auto=True, method="peak")
         self.density.setClipToView(True)
         # exact waits (the eBPF tracer's sample of the long ones), a thin strip on top of the waits lane
-        self.wait_spans = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[], pen=None)
+        self.wait_spans = WaitSpanBars(self.plot, _LANES["waits"] + 0.82, 0.14, class_brush)
         self.captures = pg.ScatterPlotItem(symbol="s", size=4, pen=None, brush=pg.mkBrush(60, 60, 60, 200))
-        for item in (self.sides, self.windows, self.density, self.wait_spans, self.captures):
+        for item in (self.sides, self.windows, self.density, self.captures):
             self.plot.addItem(item)
         self._labels = ItemPool(self.plot, lambda: pg.TextItem(anchor=(0, 0.5), color=(30, 30, 30)))
         self._marker_lines = ItemPool(self.plot, lambda: pg.InfiniteLine(
@@ -184,12 +185,16 @@ class TimelineDock(QDockWidget):
         if lanes["density"] != seen.get("density"):
             self._draw_density()
         if lanes["spans"] != seen.get("spans"):
-            self._draw_wait_spans(t0)
+            self.wait_spans.update(run.wait_spans, t0)
         if lanes["marks"] == seen.get("marks"):
             return
-        if run.capture_ts:
-            ts = np.asarray(run.capture_ts) - t0
-            self.captures.setData(ts, np.full(len(ts), _LANES["captures"] + 0.4))
+        if len(run.capture_ts) < self._captures_drawn:  # the run was cleared under the dock
+            self.captures.setData([], [])
+            self._captures_drawn = 0
+        new_ts = run.capture_ts[self._captures_drawn:]
+        if new_ts:  # the new ones only: setData made every point again (thousands in an eBPF storm)
+            self.captures.addPoints(x=np.asarray(new_ts) - t0, y=np.full(len(new_ts), _LANES["captures"] + 0.4))
+            self._captures_drawn = len(run.capture_ts)
         new_marks = run.markers[len(self._marker_lines):]
         for m in new_marks:
             line = self._marker_lines.take()
@@ -372,16 +377,6 @@ class TimelineDock(QDockWidget):
         x = np.arange(n) * self.run.bucket_s
         self.density.setData(x, _LANES["waits"] + 0.8 * busy / peak)
 
-    def _draw_wait_spans(self, t0: float) -> None:
-        """Each sampled exact wait as a bar as long as the wait, coloured by class (Idle left out)."""
-        spans = [s for s in self.run.wait_spans if s.wait_class != "Idle"]
-        y = _LANES["waits"] + 0.82
-        self.wait_spans.setOpts(
-            x0=[s.start - t0 for s in spans], width=[max(s.duration_s, 1e-4) for s in spans],
-            y0=[y] * len(spans), height=[0.14] * len(spans),
-            brushes=[class_brush(s.wait_class) for s in spans],
-        )
-
     def reset(self) -> None:
         """Forget what was drawn (the run was cleared)."""
         self._seen = ()
@@ -390,10 +385,12 @@ class TimelineDock(QDockWidget):
             pool.release()  # hidden, and used again: removing and making them held a seek back
         self._run_labels.clear()
         self.filter.setChecked(False)
-        for item in (self.sides, self.windows, self.wait_spans):
+        for item in (self.sides, self.windows):
             item.setOpts(x0=[], width=[], y0=[], height=[], brushes=[])
+        self.wait_spans.clear()
         self.density.setData([], [])
         self.captures.setData([], [])
+        self._captures_drawn = 0
         self.notes.setData([], [])
         self._note_x = []
         self.head.hide()  # placed again once the replayed events give the axis its origin
