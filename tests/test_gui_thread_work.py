@@ -4,7 +4,7 @@ The stall figures themselves are bench_seek's and bench_gui's (bench/)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Qt
 
 from tdescope.app.events import HotspotWindow, PhaseTiming, WorkloadProgress, WorkloadResult
 from tdescope.app.hotspots import profile
@@ -135,3 +135,24 @@ def test_wait_spans_are_bars_of_one_brush_per_class_and_captures_are_appended(qt
     monkeypatch.undo()
     dock.reset()
     assert all(len(item.opts["x0"]) == 0 for item in bars.values()) and len(dock.captures.data) == 0
+
+
+def test_the_live_hotspot_table_drops_and_adds_symbols_without_a_reset(qtbot, qtmodeltester):
+    from tdescope.app.hotspots.profile import SymbolStat
+    from tdescope.ui.models.hotspots import HotspotModel, SymbolFilter
+
+    def stat(sym: str, pct: float) -> SymbolStat:
+        return SymbolStat(sym, "/lib/libx.so", 1, 1, pct, pct)
+
+    model, proxy = HotspotModel(lambda _s: ""), SymbolFilter()
+    proxy.setSourceModel(model)
+    proxy.sort(3, Qt.SortOrder.DescendingOrder)
+    resets = []
+    model.modelReset.connect(lambda: resets.append(1))
+    model.set_rows([stat(s, p) for s, p in zip("abcdef", (6, 5, 4, 3, 2, 1))])
+    model.set_rows([stat(s, p) for s, p in zip("fgbe", (9, 8, 7, 1))])  # a, c, d gone; g new; the rest moved
+    assert resets == []  # a reset re-sorted and re-filtered all 300 rows of a storm's table, 10 times a second
+    assert [r.symbol for r in model.rows] == ["b", "e", "f", "g"] and model.row_of("g") == 3
+    assert [proxy.index(i, 0).data() for i in range(proxy.rowCount())] == ["f", "g", "b", "e"]
+    assert model.rows[model.row_of("f")].total_pct == 9
+    qtmodeltester.check(model)
