@@ -220,12 +220,15 @@ class WorkloadDock(QDockWidget):
         else:
             index = 0 if ev.side == "encrypted" else 1
             frac = (index + ev.done / max(ev.total, 1)) / 2
+        self._set_progress(int(frac * 100))
+        self.status.setText(ev.message or f"{ev.side}: {ev.done}/{ev.total}")
+
+    def _set_progress(self, value: int) -> None:
         # QProgressBar.setValue repaints at once; with updates off it is drawn with the next frame instead
         # (a replay's seek advances it in every one of its ticks)
         self.progress.setUpdatesEnabled(False)
-        self.progress.setValue(int(frac * 100))
+        self.progress.setValue(value)
         self.progress.setUpdatesEnabled(True)
-        self.status.setText(ev.message or f"{ev.side}: {ev.done}/{ev.total}")
 
     def show_results(self, batch: list[WorkloadResult]) -> None:
         """Single runs (or an A/B run's capture round): kept in the history, the last shown."""
@@ -234,7 +237,7 @@ class WorkloadDock(QDockWidget):
             if result.capture_round:
                 self.status.setText("Capture round done; timed rounds follow with the probe disarmed…")
             else:
-                self.progress.setValue(100)  # finished, cancelled or not: the status line says which
+                self._set_progress(100)  # finished, cancelled or not: the status line says which
                 self.progress.setFormat("cancelled" if result.cancelled else "%p%")
                 head = "Cancelled — partial results" if result.cancelled else "Done"
                 self.status.setText(f"{head}: encrypted / plain = {ratio_cell(ratio).text} (one run)"
