@@ -156,3 +156,41 @@ def test_the_live_hotspot_table_drops_and_adds_symbols_without_a_reset(qtbot, qt
     assert [proxy.index(i, 0).data() for i in range(proxy.rowCount())] == ["f", "g", "b", "e"]
     assert model.rows[model.row_of("f")].total_pct == 9
     qtmodeltester.check(model)
+
+
+def test_while_the_pump_catches_up_the_observation_docks_are_redrawn_one_at_a_time(qtbot, monkeypatch):
+    from PySide6.QtWidgets import QMainWindow
+
+    from tdescope.ui.gui_thread.event_pump import EventPump
+    from tdescope.ui.gui_thread.tasks import TaskRunner
+    from tdescope.ui.window import observation as observation_module
+    from tdescope.ui.window.observation import ObservationController
+
+    class _Engine:
+        name = label = "test"
+
+        def glossary(self):
+            return {}
+
+    pump, tasks, parent = EventPump(), TaskRunner(), QMainWindow()
+    qtbot.addWidget(parent)
+    obs = ObservationController(_Engine(), pump.put, pump, tasks, parent)
+    obs.timer.stop()
+    drawn = []
+    for dock in obs.docks:
+        monkeypatch.setattr(dock, "refresh", lambda force=False, d=dock: drawn.append(d))
+        monkeypatch.setattr(dock, "isVisible", lambda: True)
+    monkeypatch.setattr(observation_module, "CATCH_UP_REFRESH_S", 0.0)
+    for _ in range(1000):  # a backlog: a replay seeking
+        pump.put(object())
+    assert pump.catching_up
+    for _ in range(6):
+        obs.refresh()
+    assert len(drawn) == 6 and set(drawn[:3]) == set(obs.docks) and drawn[3:] == drawn[:3]  # in turn, one each time
+    pump.discard()
+    drawn.clear()
+    obs.refresh()
+    assert sorted(map(id, drawn)) == sorted(map(id, obs.docks))  # caught up: all of them at once
+    obs.shutdown()
+    tasks.shutdown()
+    pump.stop()
