@@ -92,6 +92,34 @@ def test_commits_while_recording(tmp_path):
     rec.close()
 
 
+def test_a_close_that_times_out_leaves_the_connection_to_the_writer(tmp_path, monkeypatch):
+    # close() used to close the connection from the caller's thread after its join timed out, under a writer
+    # still inserting: a segfault (seen in bench_seek on a loaded machine). The writer now closes it itself.
+    import threading
+
+    path = tmp_path / "s.tds"
+    rec = SessionRecorder(path, SessionMeta.collect("sqlcipher", "SQLCipher"))
+    real_write, writing, go_on = rec._write, threading.Event(), threading.Event()
+
+    def slow_write(items):
+        writing.set()
+        go_on.wait(10)
+        real_write(items)
+
+    monkeypatch.setattr(rec, "_write", slow_write)
+    events = every_kind(time.time())
+    for e in events:
+        rec.record(e)
+    assert writing.wait(10)
+    rec.close(timeout=0.05)  # returns while the writer is held in the middle of a batch
+    assert rec._thread.is_alive()
+    go_on.set()
+    rec._thread.join(10)
+    assert not rec._thread.is_alive()
+    with SessionReader(path) as reader:
+        assert list(reader.events()) == events
+
+
 def test_notes_round_trip_in_time_order(tmp_path):
     path = tmp_path / "s.tds"
     SessionRecorder(path, SessionMeta()).close()

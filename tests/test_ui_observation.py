@@ -292,8 +292,9 @@ def test_exact_waits_table_adds_up_batches_and_follows_the_range(qtbot, qtmodelt
     timeline = TimelineDock(run)
     qtbot.addWidget(timeline)
     timeline.refresh()
-    assert list(timeline.wait_spans.opts["x0"]) == [pytest.approx(1.5)]
-    assert list(timeline.wait_spans.opts["width"]) == [pytest.approx(0.25)]
+    assert list(timeline.wait_spans.items) == ["Sync"]  # one item per class, Idle left out
+    assert list(timeline.wait_spans.items["Sync"].opts["x0"]) == [pytest.approx(1.5)]
+    assert list(timeline.wait_spans.items["Sync"].opts["width"]) == [pytest.approx(0.25)]
 
 
 def test_main_window_observes_a_real_run(qtbot, qsettings):

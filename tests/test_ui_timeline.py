@@ -89,7 +89,7 @@ def test_labels_of_runs_and_sides_never_collide(qtbot):
     dock.zoom_run.click()
     qtbot.wait(20)
     shown = [label for _x, label in dock._run_labels if label.isVisible()]
-    sides = [label for label in dock._labels if label.isVisible()]
+    sides = [label for label in dock._labels.used if label.isVisible()]
     assert shown and sides
     rects = [label.sceneBoundingRect() for label in shown + sides]
     for i, a in enumerate(rects):

@@ -16,6 +16,7 @@ The pieces, from raw to ranked:
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -64,6 +65,14 @@ class SymbolStat:
     total_pct: float
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _frames(stack: str) -> tuple[str, frozenset[str]]:
+    """A folded stack's leaf and its functions, each once (a recursive one counts once per sample in "total").
+    Cached: a target's stacks repeat from window to window, and a replay's seek counts an hour of them."""
+    names = stack.split(";")
+    return names[-1], frozenset(names)
+
+
 @dataclass(frozen=True)
 class Profile:
     """Self and total sample counts per symbol.
@@ -81,17 +90,16 @@ class Profile:
     @classmethod
     def from_stacks(cls, stacks: dict[str, int], dsos: dict[str, str] | None = None) -> Profile:
         """Count a folded-stack mapping (outermost first, ``;``-joined)."""
-        self_c: Counter[str] = Counter()
-        total_c: Counter[str] = Counter()
+        self_c: dict[str, int] = {}
+        total_c: dict[str, int] = {}
         n = 0
         for stack, count in stacks.items():
-            names = stack.split(";")
+            leaf, names = _frames(stack)
             n += count
-            self_c[names[-1]] += count
-            # A recursive function counts once per sample in "total".
-            for name in set(names):
-                total_c[name] += count
-        return cls(n, dict(self_c), dict(total_c), dict(dsos or {}))
+            self_c[leaf] = self_c.get(leaf, 0) + count
+            for name in names:
+                total_c[name] = total_c.get(name, 0) + count
+        return cls(n, self_c, total_c, dict(dsos or {}))
 
     @classmethod
     def from_samples(

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from tdescope.app.events import (HotspotLeaves, HotspotWindow, Marker, WaitFigure, WaitFigures, WaitSample, WaitSpan,
                                  WaitSpans, WorkloadProgress)
-from tdescope.app.hotspots.profile import Profile
+from tdescope.app.hotspots.profile import Profile, crypto_pct
 from tdescope.app.waits.counter import WaitCounter
 from tdescope.app.waits.exact import merge
 from tdescope.app.observe.timeline import SideSpan, SpanCutter, side_of
@@ -46,6 +46,8 @@ class ObservedRun:
         self.bucket_s = bucket_s
         self.t0: float | None = None
         self.windows: list[HotspotWindow] = []
+        #: Time in crypto per window, %, beside :attr:`windows` (counted once, as each arrives).
+        self.window_crypto: list[float] = []
         self._self: Counter[str] = Counter()
         self._total: Counter[str] = Counter()
         self._dsos: dict[str, str] = {}
@@ -80,6 +82,7 @@ class ObservedRun:
             self._seen(w.start)
             self.windows.append(w)
             p = Profile.from_stacks(w.stacks, w.dsos)
+            self.window_crypto.append(crypto_pct(p))
             self._samples += p.samples
             self._stacks.update(w.stacks)
             self._self.update(p.self_counts)

@@ -125,18 +125,17 @@ class SessionRecorder:
         if done.error:
             raise UserError(done.error)
 
-    def close(self) -> None:
-        """Commit what is queued and close the file. Safe to call twice."""
+    def close(self, timeout: float = 30.0) -> None:
+        """Commit what is queued and close the file; safe to call twice.
+
+        The writer thread checkpoints and closes its connection itself: a writer still busy after
+        ``timeout`` s goes on and closes the file when done (the connection is never closed under it).
+        """
         if self._closed:
             return
         self._closed = True
         self._queue.put(_STOP)
-        self._thread.join(30)
-        try:
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except DB_ERRORS:
-            pass
-        self._conn.close()
+        self._thread.join(timeout)
 
     def __enter__(self) -> "SessionRecorder":
         return self
@@ -223,6 +222,11 @@ class SessionRecorder:
                     rekey.error = str(exc)
             for w in waiters:
                 w.set()
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except DB_ERRORS:
+            pass
+        self._conn.close()
 
 
 class _Rekey(threading.Event):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from operator import attrgetter
 
 from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QDockWidget, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
@@ -15,6 +16,9 @@ __all__ = ["CapturesDock", "CapturesModel", "EMPTY_TEXTS"]
 
 _COLUMNS = ("Time", "#", "Page", "Direction", "Plaintext", "Symbol", "Page type", "Cells", "Entropy before",
             "Entropy after", "Stop µs")
+#: Each column's sort key, from the record (the time is the capture's).
+_SORT_KEYS = (None, *map(attrgetter, ("seq", "pgno", "direction", "plaintext_side", "symbol", "page_type", "cells",
+                                      "before_entropy", "after_entropy", "stop_us")))
 #: The columns a class reads from the back of the room (presentation mode).
 TEACHING_COLUMNS = ("#", "Page", "Page type", "Cells", "Entropy before", "Entropy after")
 
@@ -42,9 +46,8 @@ class CapturesModel(RowTableModel):
                 rec.page_type if page else f"buffer, {rec.size} B", rec.cells if page else "",
                 f"{rec.before_entropy:.2f}", f"{rec.after_entropy:.2f}", f"{rec.stop_us:.0f}",
             )[col]
-        if role == Qt.ItemDataRole.UserRole:  # sort key
-            return (cap.ts, rec.seq, rec.pgno, rec.direction, rec.plaintext_side, rec.symbol, rec.page_type,
-                    rec.cells, rec.before_entropy, rec.after_entropy, rec.stop_us)[col]
+        if role == Qt.ItemDataRole.UserRole:  # sort key: the sorting proxy asks for it per comparison
+            return cap.ts if col == 0 else _SORT_KEYS[col](rec)
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (1, 2, 7, 8, 9, 10):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ToolTipRole and col == 4:
@@ -105,6 +108,9 @@ class CapturesDock(QDockWidget):
         # Interactive, not ResizeToContents: that would measure every row on every batch.
         self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
+        # resizeColumnsToContents on the first batch measures the rows in sight and 50 more, not 1000 (a storm's
+        # first batch is hundreds of rows, each a Python data() call per column)
+        self.view.horizontalHeader().setResizeContentsPrecision(50)
         # the symbol is the same on every row of a run: last, so page type and cells show in a narrow dock
         self.view.horizontalHeader().moveSection(_COLUMNS.index("Symbol"), len(_COLUMNS) - 1)
         self.view.selectionModel().currentRowChanged.connect(self._on_current)

@@ -1,10 +1,9 @@
 """The Timeline dock: workload phases, hotspot windows, wait density and captures on one axis.
 
 Lanes, top to bottom: the runs' names, workload sides (encrypted / plain spans), hotspot
-windows (shaded by their share of crypto), non-idle wait density, capture
-ticks, and notes as markers. The axis shows the session's activity (runs,
-captures, notes), not the idle time since the window opened: it zooms to the
-last run when one ends; "Run" and "All" zoom back; time never goes below 0.
+windows (shaded by their share of crypto), non-idle wait density, capture ticks, and notes as markers.
+The axis shows the session's activity (runs, captures, notes), not the idle time since the window
+opened: it zooms to the last run when one ends; "Run" and "All" zoom back; time never goes below 0.
 Tick "Filter to range" and drag the shaded region: the hotspot and wait views
 narrow to it (``rangeChanged``); the region starts on the last run.
 """
@@ -17,9 +16,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from tdescope.app.hotspots.profile import Profile, crypto_pct
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.report.plots import SIDE_COLORS
+from tdescope.ui.docks.timeline_items import ItemPool, WaitSpanBars, text_width
 from tdescope.ui.docks.waits import class_brush
 
 __all__ = ["TimelineDock"]
@@ -29,6 +28,13 @@ _OTHER_BRUSH = pg.mkBrush(120, 120, 120, 150)
 _LANES = {"runs": 4.0, "workload": 3.0, "hotspots": 2.0, "waits": 1.0, "captures": 0.0}
 #: Pixels kept between two labels of one row.
 _LABEL_GAP = 6
+_WINDOW_BRUSHES = [pg.mkBrush(120, 110, 230, 40 + 2 * pct) for pct in range(101)]
+
+
+def window_brush(crypto: float):
+    """A hotspot window's brush: alpha 40 + 2 per % of its time in crypto, one per shade (a seek draws
+    thousands of windows; a brush each held the GUI thread)."""
+    return _WINDOW_BRUSHES[min(max(int(crypto), 0), 100)]
 
 
 class TimelineDock(QDockWidget):
@@ -44,8 +50,8 @@ class TimelineDock(QDockWidget):
         self._seen: tuple = ()
         self._note_x: list[float] = []
         self._note_list: list = []
-        self._win_crypto: list[float] = []  # crypto % per window, computed once each
-        self._win_brushes: list = []
+        self._win_brushes: list = []  # one per window drawn, shared by the windows of one shade
+        self._captures_drawn = 0
         self.plot = pg.PlotWidget(background="w")
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.hideButtons()
@@ -64,12 +70,14 @@ class TimelineDock(QDockWidget):
         self.density.setDownsampling(auto=True, method="peak")
         self.density.setClipToView(True)
         # exact waits (the eBPF tracer's sample of the long ones), a thin strip on top of the waits lane
-        self.wait_spans = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brushes=[], pen=None)
+        self.wait_spans = WaitSpanBars(self.plot, _LANES["waits"] + 0.82, 0.14, class_brush)
         self.captures = pg.ScatterPlotItem(symbol="s", size=4, pen=None, brush=pg.mkBrush(60, 60, 60, 200))
-        for item in (self.sides, self.windows, self.density, self.wait_spans, self.captures):
+        for item in (self.sides, self.windows, self.density, self.captures):
             self.plot.addItem(item)
-        self._labels: list[pg.TextItem] = []
-        self._marker_lines: list[pg.InfiniteLine] = []
+        self._labels = ItemPool(self.plot, lambda: pg.TextItem(anchor=(0, 0.5), color=(30, 30, 30)))
+        self._marker_lines = ItemPool(self.plot, lambda: pg.InfiniteLine(
+            0.0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine)))
+        self._run_label_pool = ItemPool(self.plot, lambda: pg.TextItem(anchor=(0, 0.5), color=(60, 60, 60)))
         self._run_labels: list[tuple[float, pg.TextItem]] = []  # (x, label): runs' names in their own row
         self.notes = pg.ScatterPlotItem(symbol="t", size=11, pen=pg.mkPen(120, 80, 0),
                                         brush=pg.mkBrush(255, 193, 7), hoverable=True, tip=self._note_tip)
@@ -177,22 +185,25 @@ class TimelineDock(QDockWidget):
         if lanes["density"] != seen.get("density"):
             self._draw_density()
         if lanes["spans"] != seen.get("spans"):
-            self._draw_wait_spans(t0)
+            self.wait_spans.update(run.wait_spans, t0)
         if lanes["marks"] == seen.get("marks"):
             return
-        if run.capture_ts:
-            ts = np.asarray(run.capture_ts) - t0
-            self.captures.setData(ts, np.full(len(ts), _LANES["captures"] + 0.4))
+        if len(run.capture_ts) < self._captures_drawn:  # the run was cleared under the dock
+            self.captures.setData([], [])
+            self._captures_drawn = 0
+        new_ts = run.capture_ts[self._captures_drawn:]
+        if new_ts:  # the new ones only: setData made every point again (thousands in an eBPF storm)
+            self.captures.addPoints(x=np.asarray(new_ts) - t0, y=np.full(len(new_ts), _LANES["captures"] + 0.4))
+            self._captures_drawn = len(run.capture_ts)
         new_marks = run.markers[len(self._marker_lines):]
         for m in new_marks:
-            line = pg.InfiniteLine(m.ts - t0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine))
+            line = self._marker_lines.take()
+            line.setValue(m.ts - t0)
             line.setToolTip(m.label)
-            self.plot.addItem(line)
-            self._marker_lines.append(line)
             if m.label.endswith(" start"):  # the run's name in the "runs" row, above the sides' names
-                label = pg.TextItem("▶ " + m.label[:-6], anchor=(0, 0.5), color=(60, 60, 60))
+                label = self._run_label_pool.take()
+                label.setText("▶ " + m.label[:-6])
                 label.setPos(m.ts - t0, _LANES["runs"] + 0.4)
-                self.plot.addItem(label)
                 self._run_labels.append((m.ts - t0, label))
         if new_marks:
             self._fit_labels()
@@ -317,11 +328,10 @@ class TimelineDock(QDockWidget):
             y0=[y + 0.1] * len(spans), height=[0.6] * len(spans),
             brushes=[_SIDE_BRUSHES.get(s.side, _OTHER_BRUSH) for s in spans], pen=pg.mkPen(None),
         )
+        self._labels.release(keep=len(spans))
         while len(self._labels) < len(spans):
-            label = pg.TextItem(anchor=(0, 0.5), color=(30, 30, 30))
-            self.plot.addItem(label)
-            self._labels.append(label)
-        for label, s in zip(self._labels, spans):
+            self._labels.take()
+        for label, s in zip(self._labels.used, spans):
             label.setText(f"{s.side}")
             label.setPos(s.start - t0, y + 0.4)
         self._fit_labels()
@@ -332,8 +342,8 @@ class TimelineDock(QDockWidget):
         vb = self.plot.getViewBox()
         (x0, x1), px = vb.viewRange()[0], max(vb.width(), 1.0)
         per_px = (x1 - x0) / px
-        for label, s in zip(self._labels, self.run.spans):
-            need = label.boundingRect().width() + _LABEL_GAP  # text width in pixels (the item ignores zoom)
+        for label, s in zip(self._labels.used, self.run.spans):
+            need = text_width(label) + _LABEL_GAP
             label.setVisible((s.end - s.start) / per_px >= need if per_px > 0 else False)
         free_from = float("-inf")  # where, in pixels, the row is free again
         for x, label in sorted(self._run_labels, key=lambda item: item[0]):
@@ -341,14 +351,11 @@ class TimelineDock(QDockWidget):
             fits = per_px > 0 and left >= free_from
             label.setVisible(fits)
             if fits:
-                free_from = left + label.boundingRect().width() + _LABEL_GAP
+                free_from = left + text_width(label) + _LABEL_GAP
 
     def _draw_windows(self, t0: float) -> None:
         wins = self.run.windows
-        for w in wins[len(self._win_crypto):]:
-            c = crypto_pct(Profile.from_stacks(w.stacks))
-            self._win_crypto.append(c)
-            self._win_brushes.append(pg.mkBrush(120, 110, 230, int(40 + 2 * c)))
+        self._win_brushes += [window_brush(c) for c in self.run.window_crypto[len(self._win_brushes):]]
         y = _LANES["hotspots"]
         self.windows.setOpts(
             x0=[w.start - t0 for w in wins], width=[w.ts - w.start for w in wins],
@@ -370,31 +377,20 @@ class TimelineDock(QDockWidget):
         x = np.arange(n) * self.run.bucket_s
         self.density.setData(x, _LANES["waits"] + 0.8 * busy / peak)
 
-    def _draw_wait_spans(self, t0: float) -> None:
-        """Each sampled exact wait as a bar as long as the wait, coloured by class (Idle left out)."""
-        spans = [s for s in self.run.wait_spans if s.wait_class != "Idle"]
-        y = _LANES["waits"] + 0.82
-        self.wait_spans.setOpts(
-            x0=[s.start - t0 for s in spans], width=[max(s.duration_s, 1e-4) for s in spans],
-            y0=[y] * len(spans), height=[0.14] * len(spans),
-            brushes=[class_brush(s.wait_class) for s in spans],
-        )
-
     def reset(self) -> None:
         """Forget what was drawn (the run was cleared)."""
         self._seen = ()
-        self._win_crypto.clear()
         self._win_brushes.clear()
-        for item in self._labels + self._marker_lines + [label for _x, label in self._run_labels]:
-            self.plot.removeItem(item)
-        self._labels.clear()
-        self._marker_lines.clear()
+        for pool in (self._labels, self._marker_lines, self._run_label_pool):
+            pool.release()  # hidden, and used again: removing and making them held a seek back
         self._run_labels.clear()
         self.filter.setChecked(False)
-        for item in (self.sides, self.windows, self.wait_spans):
+        for item in (self.sides, self.windows):
             item.setOpts(x0=[], width=[], y0=[], height=[], brushes=[])
+        self.wait_spans.clear()
         self.density.setData([], [])
         self.captures.setData([], [])
+        self._captures_drawn = 0
         self.notes.setData([], [])
         self._note_x = []
         self.head.hide()  # placed again once the replayed events give the axis its origin

@@ -235,20 +235,29 @@ class WorkloadDock(QDockWidget):
         else:
             index = 0 if ev.side == Side.ENCRYPTED else 1
             frac = (index + ev.done / max(ev.total, 1)) / 2
-        self.progress.setValue(int(frac * 100))
+        self._set_progress(int(frac * 100))
         self.status.setText(ev.message or f"{ev.side}: {ev.done}/{ev.total}")
 
-    def show_result(self, result: WorkloadResult) -> None:
-        """A single run (or an A/B run's capture round): kept in the history and shown."""
-        ratio = result.ratio()
-        if result.capture_round:
-            self.status.setText("Capture round done; timed rounds follow with the probe disarmed…")
-        else:
-            self.progress.setValue(100)  # finished, cancelled or not: the status line says which
-            self.progress.setFormat("cancelled" if result.cancelled else "%p%")
-            head = "Cancelled — partial results" if result.cancelled else "Done"
-            self.status.setText(f"{head}: encrypted / plain = {ratio_cell(ratio).text} (one run)" if ratio else head)
-        self.results.add(result)
+    def _set_progress(self, value: int) -> None:
+        # QProgressBar.setValue repaints at once; with updates off it is drawn with the next frame instead
+        # (a replay's seek advances it in every one of its ticks)
+        self.progress.setUpdatesEnabled(False)
+        self.progress.setValue(value)
+        self.progress.setUpdatesEnabled(True)
+
+    def show_results(self, batch: list[WorkloadResult]) -> None:
+        """Single runs (or an A/B run's capture round): kept in the history, the last shown."""
+        for result in batch:
+            ratio = result.ratio()
+            if result.capture_round:
+                self.status.setText("Capture round done; timed rounds follow with the probe disarmed…")
+            else:
+                self._set_progress(100)  # finished, cancelled or not: the status line says which
+                self.progress.setFormat("cancelled" if result.cancelled else "%p%")
+                head = "Cancelled — partial results" if result.cancelled else "Done"
+                self.status.setText(f"{head}: encrypted / plain = {ratio_cell(ratio).text} (one run)"
+                                    if ratio else head)
+        self.results.add(*batch)
 
     def show_ab_result(self, result: ABResult) -> None:
         """An A/B run: the median ratio with its interval in the status line, the run in the history."""

@@ -30,6 +30,17 @@ def _crypto(symbol: str) -> bool:
     return is_crypto(symbol)
 
 
+def _runs(descending: list[int]) -> list[tuple[int, int]]:
+    """Contiguous ``(first, last)`` ranges of the row numbers ``descending``, last range first."""
+    out: list[tuple[int, int]] = []
+    for i in descending:
+        if out and out[-1][0] == i + 1:
+            out[-1] = (i, out[-1][1])
+        else:
+            out.append((i, i))
+    return out
+
+
 class _RowsModel(RowTableModel):
     """Rows keyed by symbol, updated in place."""
 
@@ -45,12 +56,13 @@ class _RowsModel(RowTableModel):
     def set_rows(self, rows: Sequence) -> None:
         """Show ``rows`` (each with a ``.symbol``)."""
         new_index = {r.symbol: i for i, r in enumerate(rows)}
-        if not set(self._index) <= set(new_index):
-            self.beginResetModel()
-            self.rows = list(rows)
-            self._index = new_index
-            self.endResetModel()
-            return
+        gone = sorted((i for symbol, i in self._index.items() if symbol not in new_index), reverse=True)
+        if gone:  # removed, not reset: a reset re-sorted and re-filtered every row (a live storm: 10 times a second)
+            for first, last in _runs(gone):
+                self.beginRemoveRows(QModelIndex(), first, last)
+                del self.rows[first:last + 1]
+                self.endRemoveRows()
+            self._index = {r.symbol: i for i, r in enumerate(self.rows)}
         old = self.rows
         appended = [r for r in rows if r.symbol not in self._index]
         merged = list(old)

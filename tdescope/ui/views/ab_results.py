@@ -87,11 +87,17 @@ class ABResultsView(QWidget):
         lay.addWidget(self.note)
 
     # -- history ---------------------------------------------------------------
-    def add(self, result: ABResult | WorkloadResult) -> None:
-        """Keep ``result`` and show it."""
-        self._runs.append(result)
-        self.history.addItem(run_title(result))
+    def add(self, *results: ABResult | WorkloadResult) -> None:
+        """Keep ``results`` and show the last: drawn once, however many came (a replay's seek brings
+        a hundred runs in one batch; drawing each held the GUI thread)."""
+        if not results:
+            return
+        self._runs.extend(results)
+        self.history.blockSignals(True)
+        self.history.addItems([run_title(r) for r in results])
         self.history.setCurrentIndex(len(self._runs) - 1)
+        self.history.blockSignals(False)
+        self._on_pick(len(self._runs) - 1)
 
     def clear(self) -> None:
         """Forget every run (a replay restarting from its beginning)."""

@@ -129,7 +129,7 @@ class MainWindow(QMainWindow):
         self.pump.subscribe(Captured, self._on_captures)
         self.pump.subscribe(CaptureWindowState, self._on_window_state)
         self.pump.subscribe(WorkloadProgress, self._on_progress)
-        self.pump.subscribe(WorkloadResult, lambda batch: [self.workload_dock.show_result(r) for r in batch])
+        self.pump.subscribe(WorkloadResult, self.workload_dock.show_results)
         self.pump.subscribe(ABResult, lambda batch: [self.workload_dock.show_ab_result(r) for r in batch])
         self.pump.subscribe(Problem, self._on_problems)
         self.pump.subscribe(LostConnection, self._on_problems)

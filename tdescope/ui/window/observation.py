@@ -82,6 +82,7 @@ class ObservationController(QObject):
         self._refreshed = 0.0  # time.monotonic() of the last refresh
         self.stop_error = ""  # what the last stop said, once it ended ("" when it went well)
         self.stopped.connect(self._on_stopped)
+        self._turn = 0  # the dock refreshed last while the pump catches up
         self.hotspots_dock = HotspotsDock(self.run, glossary_of(engine), parent)
         self.waits_dock = WaitsDock(self.run, parent=parent)
         self.timeline_dock = TimelineDock(self.run, parent)
@@ -230,15 +231,20 @@ class ObservationController(QObject):
         self.waits_dock.set_range(rng)
 
     def refresh(self) -> None:
-        """Update the docks that are visible and got new data (once a second while the pump catches up)."""
-        if self.pump.catching_up and time.monotonic() - self._refreshed < CATCH_UP_REFRESH_S:
-            return
+        """Update the docks that are visible and got new data. While the pump catches up, each dock once a
+        second, one dock per refresh (the three together were one long stall of a replay's seek)."""
+        docks = self.docks
+        if self.pump.catching_up:
+            if time.monotonic() - self._refreshed < CATCH_UP_REFRESH_S / len(docks):
+                return
+            self._turn = (self._turn + 1) % len(docks)
+            docks = (docks[self._turn],)
         self._refreshed = time.monotonic()
         t = time.perf_counter()
         obs = self.observation
         if obs is not None and obs.exact_problem != self.waits_dock.exact_note:
             self.waits_dock.set_exact_note(obs.exact_problem)
-        for dock in self.docks:
+        for dock in docks:
             if dock.isVisible():
                 dock.refresh()
         self.refresh_ms.append((time.perf_counter() - t) * 1000.0)

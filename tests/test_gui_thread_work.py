@@ -1,0 +1,196 @@
+"""What a replay's seek costs the GUI thread, kept bounded: a batch of events is drawn once, never once
+per event, and the hour's thousands of hotspot windows are not recounted on each redraw (issue #25, item 5).
+The stall figures themselves are bench_seek's and bench_gui's (bench/)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject, Qt
+
+from tdescope.app.events import HotspotWindow, PhaseTiming, WorkloadProgress, WorkloadResult
+from tdescope.app.hotspots import profile
+from tdescope.app.observe.observed import ObservedRun
+from tdescope.ui.docks.timeline import TimelineDock, window_brush
+from tdescope.ui.docks.workload import WorkloadDock
+
+T0 = 1_700_000_000.0
+
+
+def _result(k: int) -> WorkloadResult:
+    return WorkloadResult(T0 + k, "ab_dml", {"groups": 4},
+                          (PhaseTiming("encrypted", "total", 1.5), PhaseTiming("plain", "total", 1.0)), {})
+
+
+def test_a_batch_of_results_is_drawn_once_and_the_last_is_shown(qtbot, monkeypatch):
+    dock = WorkloadDock()
+    qtbot.addWidget(dock)
+    view = dock.results
+    drawn = []
+    real = view.show_single
+    monkeypatch.setattr(view, "show_single", lambda r: (drawn.append(r), real(r)))
+    batch = [_result(k) for k in range(100)]
+    dock.show_results(batch)
+    assert drawn == [batch[-1]]  # one chart for the hundred runs a seek brings, not a hundred
+    assert view.runs() == batch and view.history.count() == 100 and view.history.currentIndex() == 99
+    assert dock.progress.value() == 100 and dock.status.text().startswith("Done")
+    dock.show_results([_result(100)])  # one more: drawn too
+    assert drawn[-1].ts == T0 + 100 and view.history.currentIndex() == 100
+    view.history.setCurrentIndex(3)  # picking an older run still shows it
+    assert drawn[-1] is batch[3]
+
+
+class _Paints(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt API
+        self.n += event.type() == QEvent.Type.Paint
+        return False
+
+
+def test_progress_is_set_at_once_and_drawn_with_the_next_frame(qtbot):
+    dock = WorkloadDock()
+    qtbot.addWidget(dock)
+    dock.show()
+    qtbot.waitExposed(dock)
+    paints = _Paints()
+    dock.progress.installEventFilter(paints)
+    dock.show_progress([WorkloadProgress(T0, "ab_dml", "encrypted", 1, 4, "group 1/4")])
+    assert dock.progress.value() == 12 and dock.progress.updatesEnabled()
+    qtbot.waitUntil(lambda: paints.n > 0)  # and it is drawn
+
+
+def test_windows_are_counted_once_as_they_arrive_not_on_each_redraw(qtbot, monkeypatch):
+    run = ObservedRun()
+    wins = [HotspotWindow(T0 + s + 1, T0 + s, 1, {"main;f;AES_encrypt": 30, "main;g": 10}, {}) for s in range(50)]
+    run.add_windows(wins)
+    assert run.window_crypto == [75.0] * 50
+    dock = TimelineDock(run)
+    qtbot.addWidget(dock)
+    counted = []
+    real = profile.Profile.from_stacks
+    monkeypatch.setattr(profile.Profile, "from_stacks",
+                        classmethod(lambda cls, *a, **k: (counted.append(1), real(*a, **k))[1]))
+    dock.refresh(force=True)
+    dock.refresh(force=True)
+    assert counted == []
+    assert dock._win_brushes == [window_brush(75.0)] * 50 and window_brush(75.0) is window_brush(75.9)
+    assert window_brush(-1) is window_brush(0) and window_brush(250) is window_brush(100)
+    run.clear()
+    assert run.window_crypto == []
+
+
+def test_a_seek_back_hides_the_timeline_items_and_draws_with_them_again(qtbot, monkeypatch):
+    from tdescope.app.events import Marker
+
+    run = ObservedRun()
+    for k in range(20):
+        run.add_markers([Marker(T0 + 10 * k, f"ab_dml run {k} start"), Marker(T0 + 10 * k + 5, f"ab_dml run {k} end")])
+        run.add_progress([WorkloadProgress(T0 + 10 * k + i, "ab_dml", "encrypted" if i < 3 else "plain", i, 5)
+                          for i in range(1, 6)])
+    dock = TimelineDock(run)
+    qtbot.addWidget(dock)
+    dock.show()
+    dock.refresh(force=True)
+    lines, labels = dock._marker_lines.used, dock._labels.used
+    assert len(lines) == 40 and len(dock._run_labels) == 20 and labels
+    removed = []
+    monkeypatch.setattr(dock.plot, "removeItem", removed.append)
+    dock.reset()  # a replay seeking back
+    assert removed == [] and not any(item.isVisible() for item in lines + labels)
+    added = []
+    monkeypatch.setattr(dock.plot, "addItem", added.append)
+    run.clear()
+    for k in range(10):  # fed again, up to the new play head
+        run.add_markers([Marker(T0 + 10 * k, f"ab_dml run {k} start"), Marker(T0 + 10 * k + 5, f"ab_dml run {k} end")])
+    dock.refresh(force=True)
+    assert added == [] and dock._marker_lines.used == lines[:20]  # the same items, shown again
+    assert [line.value() for line in dock._marker_lines.used[:2]] == [0.0, 5.0]
+    assert not any(line.isVisible() for line in lines[20:])
+
+
+def test_wait_spans_are_bars_of_one_brush_per_class_and_captures_are_appended(qtbot, monkeypatch):
+    from tdescope.app.events import WaitSpan, WaitSpans
+
+    run = ObservedRun()
+    classes = ("Sync", "File I/O", "Idle")
+    run.add_spans([WaitSpans(T0 + 1, 7, tuple(WaitSpan(T0 + i / 100, 0.001, 7, classes[i % 3], "x")
+                                             for i in range(300)))])
+    run.add_captures([T0 + i / 10 for i in range(50)])
+    dock = TimelineDock(run)
+    qtbot.addWidget(dock)
+    dock.refresh(force=True)
+    bars = dock.wait_spans.items
+    assert sorted(bars) == ["File I/O", "Sync"]  # Idle left out
+    # one brush per item: Qt draws its bars in one call (a brush per bar was drawn from Python, bar by bar)
+    assert all(item.opts["brushes"] is None and len(item.opts["x0"]) == 100 for item in bars.values())
+    assert len(dock.captures.data) == 50
+    set_data = []
+    monkeypatch.setattr(dock.captures, "setData", lambda *a, **k: set_data.append(a))
+    run.add_spans([WaitSpans(T0 + 4, 7, (WaitSpan(T0 + 3.5, 0.01, 7, "Sync", "fsync"),))])
+    run.add_captures([T0 + 6.0])
+    dock.refresh()
+    assert len(bars["Sync"].opts["x0"]) == 101 and bars["Sync"].opts["x0"][-1] == 3.5
+    assert set_data == [] and len(dock.captures.data) == 51  # the new point appended, not all made again
+    monkeypatch.undo()
+    dock.reset()
+    assert all(len(item.opts["x0"]) == 0 for item in bars.values()) and len(dock.captures.data) == 0
+
+
+def test_the_live_hotspot_table_drops_and_adds_symbols_without_a_reset(qtbot, qtmodeltester):
+    from tdescope.app.hotspots.profile import SymbolStat
+    from tdescope.ui.models.hotspots import HotspotModel, SymbolFilter
+
+    def stat(sym: str, pct: float) -> SymbolStat:
+        return SymbolStat(sym, "/lib/libx.so", 1, 1, pct, pct)
+
+    model, proxy = HotspotModel(lambda _s: ""), SymbolFilter()
+    proxy.setSourceModel(model)
+    proxy.sort(3, Qt.SortOrder.DescendingOrder)
+    resets = []
+    model.modelReset.connect(lambda: resets.append(1))
+    model.set_rows([stat(s, p) for s, p in zip("abcdef", (6, 5, 4, 3, 2, 1))])
+    model.set_rows([stat(s, p) for s, p in zip("fgbe", (9, 8, 7, 1))])  # a, c, d gone; g new; the rest moved
+    assert resets == []  # a reset re-sorted and re-filtered all 300 rows of a storm's table, 10 times a second
+    assert [r.symbol for r in model.rows] == ["b", "e", "f", "g"] and model.row_of("g") == 3
+    assert [proxy.index(i, 0).data() for i in range(proxy.rowCount())] == ["f", "g", "b", "e"]
+    assert model.rows[model.row_of("f")].total_pct == 9
+    qtmodeltester.check(model)
+
+
+def test_while_the_pump_catches_up_the_observation_docks_are_redrawn_one_at_a_time(qtbot, monkeypatch):
+    from PySide6.QtWidgets import QMainWindow
+
+    from tdescope.ui.gui_thread.event_pump import EventPump
+    from tdescope.ui.gui_thread.tasks import TaskRunner
+    from tdescope.ui.window import observation as observation_module
+    from tdescope.ui.window.observation import ObservationController
+
+    class _Engine:
+        name = label = "test"
+
+        def glossary(self):
+            return {}
+
+    pump, tasks, parent = EventPump(), TaskRunner(), QMainWindow()
+    qtbot.addWidget(parent)
+    obs = ObservationController(_Engine(), pump.put, pump, tasks, parent)
+    obs.timer.stop()
+    drawn = []
+    for dock in obs.docks:
+        monkeypatch.setattr(dock, "refresh", lambda force=False, d=dock: drawn.append(d))
+        monkeypatch.setattr(dock, "isVisible", lambda: True)
+    monkeypatch.setattr(observation_module, "CATCH_UP_REFRESH_S", 0.0)
+    for _ in range(1000):  # a backlog: a replay seeking
+        pump.put(object())
+    assert pump.catching_up
+    for _ in range(6):
+        obs.refresh()
+    assert len(drawn) == 6 and set(drawn[:3]) == set(obs.docks) and drawn[3:] == drawn[:3]  # in turn, one each time
+    pump.discard()
+    drawn.clear()
+    obs.refresh()
+    assert sorted(map(id, drawn)) == sorted(map(id, obs.docks))  # caught up: all of them at once
+    obs.shutdown()
+    tasks.shutdown()
+    pump.stop()
