@@ -67,7 +67,7 @@ class SymbolStat:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _frames(stack: str) -> tuple[str, frozenset[str]]:
-    """A folded stack's leaf and its functions, each once (a recursive one counts once per sample in "total").
+    """A folded stack's leaf and its functions, each once (a recursive one counts once per sample in its total).
     Cached: a target's stacks repeat from window to window, and a replay's seek counts an hour of them."""
     names = stack.split(";")
     return names[-1], frozenset(names)

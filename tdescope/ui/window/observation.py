@@ -15,8 +15,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QMenu, QWidget
 
@@ -43,6 +44,23 @@ REFRESH_MS = 100
 CATCH_UP_REFRESH_S = 1.0
 
 
+@dataclass
+class StopOutcome:
+    """How stopping one observation's samplers ended: :attr:`done` once they have (perf gone, temp files
+    removed), :attr:`error` "" or one line saying why not. Filled on the stopping thread."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    error: str = ""
+
+    def stop(self, obs: Observation | HostObservation) -> None:
+        """On the stopping thread: stop ``obs``, then say so."""
+        try:
+            obs.stop()
+        except Exception as exc:  # noqa: BLE001 - a lost host's agent: one line, never a traceback
+            self.error = f"stopping the samplers: {describe(exc)}"
+        self.done.set()
+
+
 class ObservationController(QObject):
     """Owns the observed run, its docks and the running Observation of one window.
 
@@ -61,10 +79,6 @@ class ObservationController(QObject):
         Parent of the docks (the window).
     """
 
-    #: The samplers of a stopped observation have ended (perf gone, temp files removed): "" or, when stopping
-    #: failed, one line saying why. Emitted from the stopping thread, received on the GUI thread.
-    stopped = Signal(str)
-
     def __init__(self, engine: Engine, publish: Callable[[Event], None], pump: EventPump, tasks: TaskRunner,
                  parent: QWidget) -> None:
         super().__init__(parent)
@@ -80,8 +94,7 @@ class ObservationController(QObject):
         self._generation = 0  # bumped by stop(): a wait source that opens later starts nothing
         self.refresh_ms: list[float] = []  # GUI time of each refresh, for the bench
         self._refreshed = 0.0  # time.monotonic() of the last refresh
-        self.stop_error = ""  # what the last stop said, once it ended ("" when it went well)
-        self.stopped.connect(self._on_stopped)
+        self.stopping: StopOutcome | None = None  # the last stop's outcome, filled by its thread
         self._turn = 0  # the dock refreshed last while the pump catches up
         self.hotspots_dock = HotspotsDock(self.run, glossary_of(engine), parent)
         self.waits_dock = WaitsDock(self.run, parent=parent)
@@ -192,24 +205,12 @@ class ObservationController(QObject):
         obs, self.observation = self.observation, None
         if obs is None:
             return None
-        thread = threading.Thread(target=self._stop_samplers, args=(obs,), name="observation-stop", daemon=False)
+        self.stopping = outcome = StopOutcome()
+        # the thread holds the outcome, never this QObject: the window may be gone (and its C++ objects
+        # deleted) before perf has ended, and a signal emitted on a deleted object crashed the process
+        thread = threading.Thread(target=outcome.stop, args=(obs,), name="observation-stop", daemon=False)
         thread.start()
         return thread
-
-    def _stop_samplers(self, obs: Observation | HostObservation) -> None:
-        """On the stopping thread: stop, then tell."""
-        try:
-            obs.stop()
-            error = ""
-        except Exception as exc:  # noqa: BLE001 - a lost host's agent: one line, never a traceback
-            error = f"stopping the samplers: {describe(exc)}"
-        try:
-            self.stopped.emit(error)
-        except RuntimeError:  # the window (and this controller) went while the samplers stopped
-            pass
-
-    def _on_stopped(self, error: str) -> None:
-        self.stop_error = error
 
     def shutdown(self, wait: bool = False) -> None:
         """Stop refreshing and sampling (window close); ``wait``: until the samplers ended (perf gone)."""
