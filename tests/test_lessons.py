@@ -160,7 +160,7 @@ def test_cold_warm_on_sqlcipher_costs_cold_not_warm(sqlcipher_lab):
 
 
 def _memory_card_checks(card, figures: dict) -> None:
-    assert card["verdict"] in ("same direction", "different", "inconclusive"), card
+    assert card["verdict"] in ("same direction", "different", "inconclusive"), (card, card.get("verdict_text"))
     assert (card["verdict"] == "inconclusive") == (not figures["calls"]), card  # inconclusive: nothing mapped
     assert 0 <= figures["memory_pct"] <= 100 and figures["syscall_us"] > 0
     assert any("131072" in p for p in card["published"])
@@ -207,7 +207,8 @@ def mariadb_lab():
 @pytest.mark.ebpf
 def test_pga_memory_operation_on_mariadb_traces_the_server_sorting(mariadb_lab):
     card, _ = _run("pga-memory-operation", "mariadb", mariadb_lab)
-    as_dict = {"verdict": card.verdict, "published": card.published, "ours": card.ours, "evidence": card.evidence}
+    as_dict = {"verdict": card.verdict, "published": card.published, "ours": card.ours, "evidence": card.evidence,
+               "verdict_text": card.verdict_text}
     _memory_card_checks(as_dict, card.figures)
     assert "sort_buffer_size" in card.note
 

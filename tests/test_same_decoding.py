@@ -23,7 +23,7 @@ from tdescope.commands.report import decoder_for
 RECORDED = {
     "sqlcipher": (["--lab", "sqlcipher"], "abc_"),
     # the system tablespace's pages come first: enough captures to reach scan_tde's, made by the workload
-    "mariadb": (["--lab", "mariadb", "--workload", "cold_warm", "--captures", "400"], "tdescope-innodb-marker"),
+    "mariadb": (["--lab", "mariadb", "--workload", "cold_warm", "--captures", "1200"], "tdescope-innodb-marker"),
     "pg-tde": (["--lab", "pg-tde"], "WOMBAT-TDE-ROW-"),
     "postgres": (None, None),  # --dsn on the session's cluster, filled in by the test (its blocks name their table)
 }

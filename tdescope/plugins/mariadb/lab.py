@@ -41,6 +41,7 @@ socket={dir}/mariadbd.sock
 port={port}
 bind-address=127.0.0.1
 pid-file={dir}/mariadbd.pid
+tmpdir={dir}/tmp
 log-error={dir}/error.log
 user={user}
 skip-log-bin
@@ -115,6 +116,7 @@ class MariaLab:
             fd = os.open(keys, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as fh:
                 fh.write("".join(f"{i};{secrets.token_hex(32)}\n" for i in (1, 2)))
+            (self.dir / "tmp").mkdir(mode=0o700)  # sort files and temporary tables: the lab's own, never /tmp's
             self.config = self.dir / "my.cnf"
             user = "root" if os.geteuid() == 0 else ""
             self.config.write_text(_CONFIG.format(dir=self.dir, port=self.port, pool=buffer_pool, user=user,
