@@ -254,17 +254,3 @@ def sshd_cut(sshd):
     finally:
         net.stop()
 
-
-#: The test files that take longest (minutes each: their own servers, labs, sshds), run first: `make test`'s two
-#: workers take a file at a time (--dist loadfile) in collection order, and a long file left for the end ran
-#: alone while the other worker idled (924 s against ~620 s balanced).
-LONG_FILES = ("test_ssh_dsn.py", "test_pgtde.py", "test_lessons.py", "test_ssh_gui_dsn.py", "test_ssh_capture.py",
-              "test_mariadb.py", "test_safety.py", "test_same_decoding.py", "test_ebpf_capture.py", "test_ssh_gui.py",
-              "test_watch_mode.py", "test_ssh_observe.py", "test_ssh_gdb.py", "test_dist.py", "test_ebpf_waits.py")
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """The long files first, in :data:`LONG_FILES` order; each file's tests stay together and in order."""
-    rank = {name: i for i, name in enumerate(LONG_FILES)}
-    order = {id(item): n for n, item in enumerate(items)}
-    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), order[id(item)]))

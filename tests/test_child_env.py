@@ -162,6 +162,9 @@ def test_pgbench_and_perf_on_a_password_role(pg_cluster):
     """``top --workload pgbench`` as a role with a scram password given in PGPASSWORD: pgbench logs in
     (through a 0600 passfile) and neither it nor perf nor the reaper holds the password."""
     pg_cluster.psql(f"ALTER ROLE {PASSWORD_ROLE} CREATEDB")
+    # the cluster is the session's: another file's pgbench may have left its scratch database, owned by
+    # another role, which this role could neither use nor drop (seen when the suite ran in two workers)
+    pg_cluster.psql("DROP DATABASE IF EXISTS tdescope_pgbench WITH (FORCE)")
     dsn = pg_cluster.dsn(user=PASSWORD_ROLE, host="127.0.0.1")
     watch, done = _run_watched(["top", "--engine", "postgres", "--dsn", dsn, "--workload", "pgbench",
                                 "--seconds", "2", "--cleanup"], PASSWORD, timeout=180)
@@ -212,6 +215,9 @@ def test_pgbench_with_a_password_typed_at_the_prompt(pg_cluster):
     import termios
 
     pg_cluster.psql(f"ALTER ROLE {PASSWORD_ROLE} CREATEDB")
+    # the cluster is the session's: another file's pgbench may have left its scratch database, owned by
+    # another role, which this role could neither use nor drop (seen when the suite ran in two workers)
+    pg_cluster.psql("DROP DATABASE IF EXISTS tdescope_pgbench WITH (FORCE)")
     env = {k: v for k, v in os.environ.items() if k not in WAYS and k != "PGPASSFILE"}
     env["PGPASSFILE"] = os.devnull  # no ~/.pgpass of the machine's user answers for us
     master, slave = pty.openpty()
