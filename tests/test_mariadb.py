@@ -177,6 +177,11 @@ def test_the_lab_leaves_nothing_behind():
     folder, pid = session.lab.dir, session.server_pid()
     assert oct(os.stat(folder).st_mode & 0o777) == "0o700"
     assert oct(os.stat(folder / "keys").st_mode & 0o777) == "0o600"
+    # sort files and temporary tables hold table bytes: the lab's own 0700 folder, not the machine's /tmp
+    assert oct(os.stat(folder / "tmp").st_mode & 0o777) == "0o700"
+    cur = session.control.cursor()
+    cur.execute("SELECT @@tmpdir")
+    assert cur.fetchone()[0] == str(folder / "tmp")
     session.close()
     assert not folder.exists() and not os.path.exists(f"/proc/{pid}")
 
