@@ -30,23 +30,30 @@ def _entropy(data: bytes) -> float:
 
 
 def _captures_of_a_cold_scan(session, backend: str, count: int) -> list:
+    """The captures of one cold scan of ``scan_tde``; a scan that found its pages still in the buffer
+    pool (the eviction is the server's LRU, and a loaded machine can keep a page young) is evicted
+    and run again, twice at most: no disk read means no decrypt, whatever the probe."""
     conn = session.conn
-    wl.evict(conn, LAB_DATABASE)
-    got = []
-    limits = CaptureLimits(max_captures=count, max_seconds=60, max_hits_per_s=1_000_000,
-                           stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10, accept_stop=True))
-    window = CaptureWindow(session.server_pid(), recipes()[0], limits, "mariadb", got.append,
-                           backend=probe_backend(backend))
-    summary = []
-    thread = threading.Thread(target=lambda: summary.append(window.run()))
-    thread.start()
-    assert window.armed.wait(30)
-    try:
-        wl.scan(conn, LAB_DATABASE)
-    finally:
-        window.cancel("the workload finished", drain=True)  # what the probe caught comes, however far behind
-        thread.join(60)
-    assert summary[0].error is None, summary[0].error
+    for _attempt in range(3):
+        wl.evict(conn, LAB_DATABASE)
+        got = []
+        limits = CaptureLimits(max_captures=count, max_seconds=60, max_hits_per_s=1_000_000,
+                               stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10, accept_stop=True))
+        window = CaptureWindow(session.server_pid(), recipes()[0], limits, "mariadb", got.append,
+                               backend=probe_backend(backend))
+        summary = []
+        thread = threading.Thread(target=lambda: summary.append(window.run()))
+        thread.start()
+        assert window.armed.wait(30)
+        try:
+            _seconds, disk_reads = wl.scan(conn, LAB_DATABASE)
+        finally:
+            window.cancel("the workload finished", drain=True)  # what the probe caught comes, however far behind
+            thread.join(60)
+        assert summary[0].error is None, summary[0].error
+        if disk_reads:
+            break
+    assert got, f"{backend}: nothing captured of a scan that read {disk_reads} pages from disk: {summary[0]}"
     return got
 
 
@@ -72,7 +79,6 @@ def test_each_side_is_the_page_whatever_the_page_size(page_size, backends):
         decoder = InnoDbPageDecoder()
         for backend in backends:
             caps = _captures_of_a_cold_scan(session, backend, 100000 if backend == "ebpf" else 12)
-            assert caps, f"{backend}: nothing captured"
             for c in caps:  # every page of every table: no side may be longer than the server's pages
                 assert len(c.before) == len(c.after) == page_size, (backend, len(c.before), len(c.after))
             mine = [c for c in caps if int.from_bytes(c.after[34:38], "big") == space]

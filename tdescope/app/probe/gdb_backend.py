@@ -177,7 +177,7 @@ class GdbHandle:
         self.arming_stop_s = max(self._resumed_at - self._attached_at, felt)
         self._wait_inserted()
 
-    def _wait_inserted(self, timeout: float = 1.0) -> None:
+    def _wait_inserted(self, timeout: float = 5.0) -> None:
         """Return once the probe's ``int3`` is in the target's code (read from /proc/PID/mem), at most
         ``timeout`` s: gdb writes it as the target resumes, up to tens of ms after it answered
         ``^running``, and "armed" must be true when said. A pending probe has no address yet."""
