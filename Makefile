@@ -51,11 +51,11 @@ dist-check: dist
 run: setup
 	$(VENV)/bin/tdescope gui --lab sqlcipher
 
-# Two workers (these machines have two cores), a test file per worker at a time: a file's servers and labs
-# (module fixtures) start once. TEST_WORKERS=0 runs in one process.
+# Two workers (these machines have two cores), tests handed out one batch at a time (a file's tests may run in
+# both: its servers and labs then start in each, and the pg_tde build is locked). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: setup
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist load
 	$(VENV)/bin/lint-imports
 
 lint: setup

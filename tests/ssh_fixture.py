@@ -78,7 +78,7 @@ class SshServer:
                 self.proc.kill()
                 self.proc.wait(5)
         for name in self.accounts.values():
-            subprocess.run(["userdel", "-r", "-f", name], capture_output=True)
+            _account_tool(["userdel", "-r", "-f", name], check=False)
         self.accounts.clear()
         if self.sudoers is not None:
             self.sudoers.unlink(missing_ok=True)
@@ -86,11 +86,24 @@ class SshServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def _account_tool(cmd: list[str], check: bool = True) -> None:
+    """useradd/usermod/userdel, again while another test worker holds /etc/passwd's lock (they refuse
+    at once with "cannot lock"; two workers start their sshd at the same time)."""
+    deadline = time.monotonic() + 30
+    while True:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode == 0 or "lock" not in done.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {done.stderr.strip()}")
+
+
 def _useradd(server: SshServer, role: str, pubkey: str) -> str:
     name = f"tds{role[:6]}{server.suffix}"
-    subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True, capture_output=True)
+    _account_tool(["useradd", "-m", "-s", "/bin/sh", name])
     server.accounts[role] = name
-    subprocess.run(["usermod", "-p", "*", name], check=True, capture_output=True)
+    _account_tool(["usermod", "-p", "*", name])
     home = Path(f"/home/{name}")
     ssh_dir = home / ".ssh"
     ssh_dir.mkdir(mode=0o700)

@@ -13,6 +13,7 @@ Facts: ``../shared/research/postgres-tde.md``.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import os
@@ -111,8 +112,20 @@ def prepared_server(source: str | os.PathLike | None = None,
     done = PgTdeServer(root, str(src))
     if (root / ".complete").exists() and done.library.exists():
         return done
-    wheel = _wheel_root()
     root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f".{key}.lock", "a") as lock:  # one builder at a time; the others take its build
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (root / ".complete").exists() and done.library.exists():
+            return done
+        _build(src, root, say)
+    say("pg-tde lab: pg_tde built and cached")
+    return done
+
+
+def _build(src: Path, root: Path, say: Callable[[str], None]) -> None:
+    """Build into a temporary folder beside ``root``, then put it in ``root``'s place."""
+    key = root.name
+    wheel = _wheel_root()
     work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root.parent))
     try:
         say("pg-tde lab: copying the pgserver wheel's PostgreSQL 16.2…")
@@ -142,8 +155,6 @@ def prepared_server(source: str | os.PathLike | None = None,
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    say("pg-tde lab: pg_tde built and cached")
-    return done
 
 
 def _make(tree: Path, args: list[str]) -> None:
