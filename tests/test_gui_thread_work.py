@@ -194,3 +194,54 @@ def test_while_the_pump_catches_up_the_observation_docks_are_redrawn_one_at_a_ti
     obs.shutdown()
     tasks.shutdown()
     pump.stop()
+
+
+def test_a_window_published_from_a_producer_thread_is_profiled_there_not_on_the_gui_thread(qtbot, qsettings,
+                                                                                           monkeypatch):
+    import threading
+
+    from tdescope.app.engines import discover_engines
+    from tdescope.app.observe.observed import ProfiledWindow
+    from tdescope.ui.window.main_window import MainWindow
+
+    win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
+    qtbot.addWidget(win)
+    gui = threading.get_ident()
+    counted_on = []
+    real = profile.Profile.from_stacks
+    monkeypatch.setattr(profile.Profile, "from_stacks",
+                        classmethod(lambda cls, *a, **k: (counted_on.append(threading.get_ident()), real(*a, **k))[1]))
+    queued = []
+    monkeypatch.setattr(win.pump, "put", queued.append)
+    wins = [HotspotWindow(T0 + s + 1, T0 + s, 1, {"main;f;AES_encrypt": 30, "main;g": 10}, {}) for s in range(5)]
+    producer = threading.Thread(target=lambda: [win.live.publish(w) for w in wins])
+    producer.start()
+    producer.join()
+    assert [type(q) for q in queued] == [ProfiledWindow] * 5 and [q.window for q in queued] == wins
+    assert len(counted_on) == 5 and gui not in counted_on  # counted on the producer's thread
+    counted_on.clear()
+    win.observation.run.add_profiled(queued)  # what the pump's subscriber does on the GUI thread
+    assert counted_on == [] and win.observation.run.window_crypto == [75.0] * 5
+    win.shutdown()
+
+
+def test_the_results_chart_is_drawn_when_it_is_seen_not_for_each_batch_behind_the_table(qtbot, monkeypatch):
+    dock = WorkloadDock()
+    qtbot.addWidget(dock)
+    dock.show()
+    qtbot.waitExposed(dock)
+    view = dock.results
+    plotted = []
+    real = view._plot_bars
+    monkeypatch.setattr(view, "_plot_bars", lambda r: (plotted.append(r), real(r)))
+    for k in range(5):  # five batches while the Table tab is up: the chart behind it is not drawn
+        dock.show_results([_result(k)])
+    assert plotted == [] and view.table.rowCount() > 0
+    view.tabs.setCurrentWidget(view.chart)  # the user looks at the chart: the chosen run's, once
+    assert plotted == [view.runs()[-1]]
+    dock.show_results([_result(5)])  # while it is seen: drawn at once
+    assert plotted[-1].ts == T0 + 5 and len(plotted) == 2
+    view.tabs.setCurrentWidget(view.table)
+    view.clear()
+    view.tabs.setCurrentWidget(view.chart)  # nothing left to draw after a clear
+    assert len(plotted) == 2

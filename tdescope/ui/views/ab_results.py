@@ -10,10 +10,11 @@ as the capture round) stay in the history too, marked as what they are.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QComboBox, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget,
@@ -74,6 +75,8 @@ class ABResultsView(QWidget):
         self.chart.setMenuEnabled(False)
         self.chart.setMouseEnabled(x=False, y=False)
         self.chart.hideButtons()
+        self._chart_pending: Callable[[], None] | None = None  # the chosen run's chart, drawn once it is seen
+        self.chart.installEventFilter(self)
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -105,6 +108,7 @@ class ABResultsView(QWidget):
         self.history.clear()
         self.table.setRowCount(0)
         self.chart.clear()
+        self._chart_pending = None
         self.note.clear()
 
     def runs(self) -> list[ABResult | WorkloadResult]:
@@ -121,7 +125,7 @@ class ABResultsView(QWidget):
         """Table, ratio chart and the run's circumstances."""
         table = ab_table(result)
         self._fill(table)
-        self._plot_ratios(result)
+        self._when_chart_seen(lambda: self._plot_ratios(result))
         text = " · ".join(table.facts)
         if table.warnings:
             text += "<br><b style='color:#b35900'>⚠ " + "; ".join(table.warnings) + "</b>"
@@ -132,7 +136,7 @@ class ABResultsView(QWidget):
     def show_single(self, result: WorkloadResult) -> None:
         """A single run: its own table, or phases with encrypted/plain bars."""
         self._fill(single_table(result))
-        self._plot_bars(result)
+        self._when_chart_seen(lambda: self._plot_bars(result))
         counts = "  ".join(f"<b>{side}</b>: " + ", ".join(f"{k} = {v}" for k, v in c.items())
                            for side, c in result.counts.items())
         kind = ("Capture round: probes were armed, so these times are not the measurement."
@@ -140,6 +144,21 @@ class ABResultsView(QWidget):
         legend = " ".join(f"<span style='color:#{r:02x}{g:02x}{b:02x}'>■</span> {side}"
                           for side, (r, g, b) in _SIDE_COLORS.items())  # under the chart, never over the bars
         self.note.setText(f"{kind} Chart: {legend}" + (f"<br>{counts}" if counts else ""))
+
+    def _when_chart_seen(self, draw: Callable[[], None]) -> None:
+        """Draw the chart now if it is on screen, else when it is shown (its tab picked, the dock raised):
+        a replay's seek brings runs by the hundred, and the chart behind the Table tab was drawn for each."""
+        if self.chart.isVisible():
+            self._chart_pending = None
+            draw()
+        else:
+            self._chart_pending = draw
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt API
+        if obj is self.chart and event.type() == QEvent.Type.Show and self._chart_pending is not None:
+            draw, self._chart_pending = self._chart_pending, None
+            draw()
+        return False
 
     def _fill(self, table: ResultTable) -> None:
         self.table.clear()

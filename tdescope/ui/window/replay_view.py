@@ -52,8 +52,8 @@ class ReplayView(QObject):
         self.update_empty_texts()
 
     def head_moved(self, ts: float | None) -> None:
-        """The replay moved (play, slider, a note): its events reach the views, then the timeline follows."""
-        self.window.pump.drain()
+        """The replay moved (play, slider, a note): the timeline's play head follows at once; the events up to
+        it reach the views with the pump's next ticks (draining them here too made one tick two)."""
         self.window.observation.timeline_dock.show_play_head(ts)
 
     def update_empty_texts(self) -> None:
