@@ -190,7 +190,9 @@ def test_while_the_pump_catches_up_the_observation_docks_are_redrawn_one_at_a_ti
     pump.discard()
     drawn.clear()
     obs.refresh()
-    assert sorted(map(id, drawn)) == sorted(map(id, obs.docks))  # caught up: all of them at once
+    assert drawn == [obs.docks[0]]  # caught up: all of them, each in its own turn of the event loop
+    qtbot.waitUntil(lambda: len(drawn) == 3)
+    assert sorted(map(id, drawn)) == sorted(map(id, obs.docks))
     obs.shutdown()
     tasks.shutdown()
     pump.stop()

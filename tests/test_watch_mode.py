@@ -183,4 +183,7 @@ def test_top_with_pgbench_watches_a_pgbench_client_backend(pg_cluster):
     assert out.returncode == 0, out.stderr
     assert "watching pgbench's client backend pid" in out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert sum(r.get("samples", 0) for r in rows) > 100, rows[:3]  # a busy backend, not tdescope's idle one
+    # a busy backend, not tdescope's idle one (which perf never samples on the CPU): ~300 samples on a quiet
+    # machine, 89 once beside two test runs; the server's own code among them
+    assert sum(r.get("samples", 0) for r in rows) > 30, rows[:3]
+    assert any(r.get("dso", "").endswith("/postgres") for r in rows), rows[:5]

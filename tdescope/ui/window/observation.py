@@ -92,10 +92,15 @@ class ObservationController(QObject):
         self._session: EngineSession | None = None
         self.observation: Observation | HostObservation | None = None
         self._generation = 0  # bumped by stop(): a wait source that opens later starts nothing
-        self.refresh_ms: list[float] = []  # GUI time of each refresh, for the bench
+        self.refresh_ms: list[float] = []  # GUI time of each dock's refresh, for the bench
         self._refreshed = 0.0  # time.monotonic() of the last refresh
         self.stopping: StopOutcome | None = None  # the last stop's outcome, filled by its thread
         self._turn = 0  # the dock refreshed last while the pump catches up
+        self._due: list = []  # docks this refresh has still to redraw, one per turn of the event loop
+        self._next_dock = QTimer(self)
+        self._next_dock.setSingleShot(True)
+        self._next_dock.setInterval(0)
+        self._next_dock.timeout.connect(self._refresh_next)
         self.hotspots_dock = HotspotsDock(self.run, glossary_of(engine), parent)
         self.waits_dock = WaitsDock(self.run, parent=parent)
         self.timeline_dock = TimelineDock(self.run, parent)
@@ -216,6 +221,8 @@ class ObservationController(QObject):
     def shutdown(self, wait: bool = False) -> None:
         """Stop refreshing and sampling (window close); ``wait``: until the samplers ended (perf gone)."""
         self.timer.stop()
+        self._next_dock.stop()
+        self._due = []
         stopping = self.stop()
         if stopping is not None and wait:
             stopping.join()
@@ -233,8 +240,9 @@ class ObservationController(QObject):
         self.waits_dock.set_range(rng)
 
     def refresh(self) -> None:
-        """Update the docks that are visible and got new data. While the pump catches up, each dock once a
-        second, one dock per refresh (the three together were one long stall of a replay's seek)."""
+        """Update the docks that are visible and got new data, each in its own turn of the event loop (the
+        three in one turn were one long stall in a capture storm). While the pump catches up, each dock once
+        a second, one dock per refresh (a replay's seek)."""
         docks = self.docks
         if self.pump.catching_up:
             if time.monotonic() - self._refreshed < CATCH_UP_REFRESH_S / len(docks):
@@ -242,13 +250,22 @@ class ObservationController(QObject):
             self._turn = (self._turn + 1) % len(docks)
             docks = (docks[self._turn],)
         self._refreshed = time.monotonic()
-        t = time.perf_counter()
         obs = self.observation
         if obs is not None and obs.exact_problem != self.waits_dock.exact_note:
             self.waits_dock.set_exact_note(obs.exact_problem)
-        for dock in docks:
-            if dock.isVisible():
-                dock.refresh()
-        self.refresh_ms.append((time.perf_counter() - t) * 1000.0)
-        if len(self.refresh_ms) > 2000:
-            del self.refresh_ms[:1000]
+        self._due = list(docks)
+        self._refresh_next()
+
+    def _refresh_next(self) -> None:
+        """Refresh the next due dock; the one after it comes in the next turn of the event loop."""
+        if not self._due:
+            return
+        dock = self._due.pop(0)
+        if dock.isVisible():
+            t = time.perf_counter()
+            dock.refresh()
+            self.refresh_ms.append((time.perf_counter() - t) * 1000.0)
+            if len(self.refresh_ms) > 2000:
+                del self.refresh_ms[:1000]
+        if self._due:
+            self._next_dock.start()
