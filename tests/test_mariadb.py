@@ -65,7 +65,7 @@ def _captured_during(session, backend: str, action, count: int = 100000) -> list
     try:
         action()
     finally:
-        window.cancel()
+        window.cancel("the workload finished", drain=True)  # all it caught, however far behind
         thread.join(60)
     assert summary[0].error is None, summary[0].error
     return got
@@ -269,7 +269,7 @@ def test_the_libcrypto_level_recipe_sees_the_encrypted_range(lab):
     thread.start()
     assert window.armed.wait(30)
     wl.scan(conn, LAB_DATABASE)
-    window.cancel()
+    window.cancel("the workload finished", drain=True)  # all it caught, however far behind
     thread.join(30)
     pages = [c for c in got if len(c.before) == PAGE - 26 - 4]  # full_crc32: bytes 26..size-5
     assert pages and any(wl.MARKER.encode() in c.after for c in pages)

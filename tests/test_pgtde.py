@@ -41,7 +41,7 @@ def _captured_during(session, backend: str, action, count: int = 50) -> list:
     try:
         action()
     finally:
-        window.cancel()
+        window.cancel("the workload finished", drain=True)  # all it caught, however far behind
         thread.join(60)
     assert summary[0].error is None, summary[0].error
     return got
