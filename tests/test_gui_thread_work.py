@@ -247,3 +247,31 @@ def test_the_results_chart_is_drawn_when_it_is_seen_not_for_each_batch_behind_th
     view.clear()
     view.tabs.setCurrentWidget(view.chart)  # nothing left to draw after a clear
     assert len(plotted) == 2
+
+
+def test_the_captures_table_measures_its_columns_once_and_draws_a_cell_from_its_column_only(qtbot, monkeypatch):
+    from tdescope.app.events import PageCapture
+    from tdescope.app.probe.capture_record import CaptureRecord
+    from tdescope.ui.docks import captures as captures_module
+    from tdescope.ui.docks.captures import CapturesDock
+
+    def row(seq):
+        cap = PageCapture(T0 + seq, seq, "sqlcipher_page_cipher", "decrypt", seq, b"\0" * 64, b"\1" * 64, 1.0, "sqlcipher")
+        return cap, CaptureRecord(seq, cap.ts, seq, cap.symbol, "decrypt", 64, 8.0, 1.0, "index leaf", 3, "", "", 1.0)
+
+    dock = CapturesDock()
+    qtbot.addWidget(dock)
+    dock.show()
+    sized = []
+    real = dock.view.resizeColumnsToContents
+    monkeypatch.setattr(dock.view, "resizeColumnsToContents", lambda: (sized.append(1), real()))
+    dock.add([row(k) for k in range(1, 30)])
+    dock.model.clear()  # a replay seeking back
+    dock.add([row(k) for k in range(1, 30)])
+    assert sized == [1]  # fitted to the first batch once, not again after each seek back
+    formatted = []
+    monkeypatch.setattr(captures_module.time, "strftime", lambda *a: (formatted.append(1), "12:00:00")[1])
+    model = dock.model
+    texts = [model.data(model.index(0, col)) for col in range(1, model.columnCount())]
+    assert formatted == [] and texts[:2] == [1, 1] and "index leaf" in texts  # no time formatted for other cells
+    assert model.data(model.index(0, 0)).startswith("12:00:00.") and formatted == [1]

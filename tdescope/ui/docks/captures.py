@@ -19,6 +19,21 @@ _COLUMNS = ("Time", "#", "Page", "Direction", "Plaintext", "Symbol", "Page type"
 #: Each column's sort key, from the record (the time is the capture's).
 _SORT_KEYS = (None, *map(attrgetter, ("seq", "pgno", "direction", "plaintext_side", "symbol", "page_type", "cells",
                                       "before_entropy", "after_entropy", "stop_us")))
+#: Each column's text. A data buffer (a pgcrypto value) has no page number, type or cells. The time is to the
+#: microsecond: an eBPF probe's hits (stamped in the kernel) come microseconds apart.
+_CELLS = (
+    lambda cap, rec: time.strftime("%H:%M:%S", time.localtime(cap.ts)) + f".{int(cap.ts * 1e6) % 1_000_000:06d}",
+    lambda cap, rec: rec.seq,
+    lambda cap, rec: rec.pgno if rec.is_page else "—",
+    lambda cap, rec: rec.direction,
+    lambda cap, rec: rec.plaintext_side,
+    lambda cap, rec: rec.symbol,
+    lambda cap, rec: rec.page_type if rec.is_page else f"buffer, {rec.size} B",
+    lambda cap, rec: rec.cells if rec.is_page else "",
+    lambda cap, rec: f"{rec.before_entropy:.2f}",
+    lambda cap, rec: f"{rec.after_entropy:.2f}",
+    lambda cap, rec: f"{rec.stop_us:.0f}",
+)
 #: The columns a class reads from the back of the room (presentation mode).
 TEACHING_COLUMNS = ("#", "Page", "Page type", "Cells", "Entropy before", "Entropy after")
 
@@ -38,14 +53,7 @@ class CapturesModel(RowTableModel):
         cap, rec = self.rows[index.row()]
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
-            page = rec.is_page  # a data buffer (a pgcrypto value) has no page number, type or cells
-            return (
-                # to the microsecond: an eBPF probe's hits (stamped in the kernel) come microseconds apart
-                time.strftime("%H:%M:%S", time.localtime(cap.ts)) + f".{int(cap.ts * 1e6) % 1_000_000:06d}",
-                rec.seq, rec.pgno if page else "—", rec.direction, rec.plaintext_side, rec.symbol,
-                rec.page_type if page else f"buffer, {rec.size} B", rec.cells if page else "",
-                f"{rec.before_entropy:.2f}", f"{rec.after_entropy:.2f}", f"{rec.stop_us:.0f}",
-            )[col]
+            return _CELLS[col](cap, rec)  # this cell only: the view asks cell by cell
         if role == Qt.ItemDataRole.UserRole:  # sort key: the sorting proxy asks for it per comparison
             return cap.ts if col == 0 else _SORT_KEYS[col](rec)
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (1, 2, 7, 8, 9, 10):
@@ -127,6 +135,7 @@ class CapturesDock(QDockWidget):
         self.setWidget(body)
         self.view.hide()
         self._seeking = True  # until the user picks a row: move to the first page with user rows
+        self._sized = False  # the columns were fitted to the first batch
         self._selecting = False
 
     def set_teaching(self, on: bool) -> None:
@@ -149,7 +158,8 @@ class CapturesDock(QDockWidget):
         self.empty.hide()
         self.view.show()
         self.count_label.setText(f"{self.model.rowCount()} captures")
-        if first == 0:
+        if not self._sized:  # once: after a replay's seek back the columns keep their widths (measuring the
+            self._sized = True  # first batch again, cell by cell, was the seek's longest GUI-thread step)
             self.view.resizeColumnsToContents()
         if self._seeking:
             # the first page a class should see holds the user's rows (not a bitmap or the change buffer)

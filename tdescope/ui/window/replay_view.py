@@ -25,6 +25,8 @@ class ReplayView(QObject):
     def __init__(self, window) -> None:
         super().__init__(window)
         self.window = window
+        self._head: float | None = None  # the play head the timeline shows once the pump is idle
+        self._head_waits = False  # a when_idle call for it is pending
         window.replay.entered.connect(self.entered)
         window.replay.headMoved.connect(self.head_moved)
         window.replay.left.connect(self.left)
@@ -52,9 +54,18 @@ class ReplayView(QObject):
         self.update_empty_texts()
 
     def head_moved(self, ts: float | None) -> None:
-        """The replay moved (play, slider, a note): the timeline's play head follows at once; the events up to
-        it reach the views with the pump's next ticks (draining them here too made one tick two)."""
+        """The replay moved (play, slider, a note): the timeline's play head follows at once, and again once the
+        events queued up to it reached the views (the timeline's origin may come with them). Draining the pump
+        here instead made one of its ticks two."""
         self.window.observation.timeline_dock.show_play_head(ts)
+        self._head = ts
+        if not self._head_waits:
+            self._head_waits = True
+            self.window.pump.when_idle(self._head_after_events)
+
+    def _head_after_events(self) -> None:
+        self._head_waits = False
+        self.window.observation.timeline_dock.show_play_head(self._head)
 
     def update_empty_texts(self) -> None:
         """What the empty Captures dock and page view say: true for a replay, and for the box's state."""
