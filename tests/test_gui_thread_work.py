@@ -198,32 +198,29 @@ def test_while_the_pump_catches_up_the_observation_docks_are_redrawn_one_at_a_ti
     pump.stop()
 
 
-def test_a_window_published_from_a_producer_thread_is_profiled_there_not_on_the_gui_thread(qtbot, qsettings,
-                                                                                           monkeypatch):
+def test_a_window_published_from_a_producer_thread_is_counted_by_the_pump_not_on_that_thread(qtbot, qsettings,
+                                                                                             monkeypatch):
+    """Counting a window's stacks on the producer's thread (a replay's feeder) was tried and measured: the
+    feeder then held the GIL the GUI thread waits for, and bench_seek's p99 stall went from 120 ms to
+    155-228 ms. Python work belongs on the GUI thread in the pump's budget, or in another process."""
     import threading
 
     from tdescope.app.engines import discover_engines
-    from tdescope.app.observe.observed import ProfiledWindow
     from tdescope.ui.window.main_window import MainWindow
 
     win = MainWindow(discover_engines()[0]["sqlcipher"], qsettings)
     qtbot.addWidget(win)
-    gui = threading.get_ident()
     counted_on = []
     real = profile.Profile.from_stacks
     monkeypatch.setattr(profile.Profile, "from_stacks",
                         classmethod(lambda cls, *a, **k: (counted_on.append(threading.get_ident()), real(*a, **k))[1]))
-    queued = []
-    monkeypatch.setattr(win.pump, "put", queued.append)
     wins = [HotspotWindow(T0 + s + 1, T0 + s, 1, {"main;f;AES_encrypt": 30, "main;g": 10}, {}) for s in range(5)]
     producer = threading.Thread(target=lambda: [win.live.publish(w) for w in wins])
     producer.start()
     producer.join()
-    assert [type(q) for q in queued] == [ProfiledWindow] * 5 and [q.window for q in queued] == wins
-    assert len(counted_on) == 5 and gui not in counted_on  # counted on the producer's thread
-    counted_on.clear()
-    win.observation.run.add_profiled(queued)  # what the pump's subscriber does on the GUI thread
-    assert counted_on == [] and win.observation.run.window_crypto == [75.0] * 5
+    assert counted_on == []  # nothing counted on the producer's thread
+    qtbot.waitUntil(lambda: len(win.observation.run.windows) == 5)
+    assert set(counted_on) == {threading.get_ident()} and win.observation.run.window_crypto == [75.0] * 5
     win.shutdown()
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from tdescope.app.events import (HotspotLeaves, HotspotWindow, Marker, WaitFigure, WaitFigures, WaitSample, WaitSpan,
                                  WaitSpans, WorkloadProgress)
@@ -26,23 +25,7 @@ from tdescope.app.waits.counter import WaitCounter
 from tdescope.app.waits.exact import merge
 from tdescope.app.observe.timeline import SideSpan, SpanCutter, side_of
 
-__all__ = ["ObservedRun", "ProfiledWindow"]
-
-
-@dataclass(frozen=True, slots=True)
-class ProfiledWindow:
-    """A hotspot window with its profile and its time in crypto, counted where it arrived: a window's
-    producer makes it, so the GUI thread only adds it up (:meth:`ObservedRun.add_profiled`)."""
-
-    window: HotspotWindow
-    profile: Profile
-    crypto: float
-
-    @classmethod
-    def of(cls, window: HotspotWindow) -> ProfiledWindow:
-        """Count ``window``'s stacks (any thread)."""
-        profile = Profile.from_stacks(window.stacks, window.dsos)
-        return cls(window, profile, crypto_pct(profile))
+__all__ = ["ObservedRun"]
 
 
 class ObservedRun:
@@ -95,15 +78,11 @@ class ObservedRun:
     # -- adding ------------------------------------------------------------------
     def add_windows(self, batch: Iterable[HotspotWindow]) -> None:
         """Count hotspot windows into the running totals."""
-        self.add_profiled(ProfiledWindow.of(w) for w in batch)
-
-    def add_profiled(self, batch: Iterable[ProfiledWindow]) -> None:
-        """Count hotspot windows whose profiles were made already (on a producer's thread, not the GUI's)."""
-        for pw in batch:
-            w, p = pw.window, pw.profile
+        for w in batch:
             self._seen(w.start)
             self.windows.append(w)
-            self.window_crypto.append(pw.crypto)
+            p = Profile.from_stacks(w.stacks, w.dsos)
+            self.window_crypto.append(crypto_pct(p))
             self._samples += p.samples
             self._stacks.update(w.stacks)
             self._self.update(p.self_counts)

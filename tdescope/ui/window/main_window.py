@@ -19,10 +19,9 @@ from tdescope.app.engines.api import ConnectParams, Engine, EngineSession, PageD
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.engines.registry import open_session, recorded_decoder
 from tdescope.app.errors import UserError
-from tdescope.app.events import (ABResult, CaptureWindowState, HotspotWindow, LostConnection, PageCapture, Problem,
-                                 WorkloadProgress, WorkloadResult, is_ab)
+from tdescope.app.events import (ABResult, CaptureWindowState, LostConnection, PageCapture, Problem, WorkloadProgress,
+                                 WorkloadResult, is_ab)
 from tdescope.app.experiment import ABRun, CaptureSpec, Experiment, WorkloadRun
-from tdescope.app.observe.observed import ProfiledWindow
 from tdescope.app.probe.capture_record import CaptureRecord, describe_capture
 from tdescope.app.probe.window import KEEP_PER_S, CaptureLimits, stop_budget
 from tdescope.app.remote.host_engine import open_host_session
@@ -292,8 +291,6 @@ class MainWindow(QMainWindow):
         if isinstance(event, PageCapture):
             record, _ = describe_capture(event, self.decoder, full=False)
             self.pump.put(Captured(event, record))
-        elif isinstance(event, HotspotWindow):
-            self.pump.put(ProfiledWindow.of(event))
         else:
             self.pump.put(event)
 

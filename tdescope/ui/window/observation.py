@@ -25,7 +25,7 @@ from tdescope.app.engines.api import Engine, EngineSession
 from tdescope.app.engines.capabilities import Ability, has_ability
 from tdescope.app.hotspots.perf_record import DEFAULT_HZ
 from tdescope.app.events import Event, HotspotLeaves, HotspotWindow, Marker, WaitFigures, WaitSample, WaitSpans, WorkloadProgress
-from tdescope.app.observe.observed import ObservedRun, ProfiledWindow
+from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.observe.sampling import ENGINE_WAIT_HZ, Observation, engine_poll_text
 from tdescope.app.remote.host_observation import HostObservation
 from tdescope.app.remote.host_session import HostSession
@@ -111,8 +111,7 @@ class ObservationController(QObject):
         self.waits_action.toggled.connect(lambda on: self._toggle("waits", on))
         self.clear_action = QAction("&Clear observed data", self, triggered=self.clear)
 
-        pump.subscribe(ProfiledWindow, self.run.add_profiled)  # the window's _to_pump profiles on the producer's thread
-        pump.subscribe(HotspotWindow, self.run.add_windows)  # one put on the pump as it is: profiled here
+        pump.subscribe(HotspotWindow, self.run.add_windows)
         pump.subscribe(HotspotLeaves, self.run.add_leaves)
         pump.subscribe(WaitSample, self.run.add_waits)
         pump.subscribe(WaitFigures, self.run.add_exact)
