@@ -152,10 +152,40 @@ def test_the_live_hotspot_table_drops_and_adds_symbols_without_a_reset(qtbot, qt
     model.set_rows([stat(s, p) for s, p in zip("abcdef", (6, 5, 4, 3, 2, 1))])
     model.set_rows([stat(s, p) for s, p in zip("fgbe", (9, 8, 7, 1))])  # a, c, d gone; g new; the rest moved
     assert resets == []  # a reset re-sorted and re-filtered all 300 rows of a storm's table, 10 times a second
-    assert [r.symbol for r in model.rows] == ["b", "e", "f", "g"] and model.row_of("g") == 3
+    assert [r.symbol for r in model.rows] == ["f", "g", "b", "e"] and model.row_of("g") == 1  # kept in the sort order
     assert [proxy.index(i, 0).data() for i in range(proxy.rowCount())] == ["f", "g", "b", "e"]
     assert model.rows[model.row_of("f")].total_pct == 9
     qtmodeltester.check(model)
+
+
+def test_the_hotspot_table_is_sorted_in_python_once_per_refresh_not_by_the_proxy_per_comparison(qtbot):
+    from tdescope.app.hotspots.profile import SymbolStat
+    from tdescope.ui.docks.hotspots import MAX_ROWS, _table
+    from tdescope.ui.models.hotspots import SORT_ROLE, HotspotModel, SymbolFilter
+
+    model, proxy = HotspotModel(lambda _s: ""), SymbolFilter()
+    view = _table(model, proxy)
+    qtbot.addWidget(view)
+    view.sortByColumn(3, Qt.SortOrder.DescendingOrder)  # as the dock does (a header click calls the same)
+    asked = []
+    real = model.data
+    model.data = lambda index, role=Qt.ItemDataRole.DisplayRole: (asked.append(role), real(index, role))[1]
+    rows = [SymbolStat(f"f{k}", "/lib/x.so", k, k, (k * 37) % 100 / 1.0, (k * 53) % 100 / 1.0) for k in range(MAX_ROWS)]
+    model.set_rows(rows)
+    model.set_rows([SymbolStat(r.symbol, r.dso, r.self_samples, r.total_samples, r.self_pct, (r.total_pct * 7) % 100)
+                    for r in rows])  # every row's total changes: a storm's refresh
+    assert asked.count(SORT_ROLE) == 0  # the proxy no longer asks per comparison (~5,000 calls a refresh)
+    shown = [proxy.index(i, 3).data(SORT_ROLE) for i in range(proxy.rowCount())]
+    assert shown == sorted(shown, reverse=True) and len(shown) == MAX_ROWS
+    view.selectRow(0)
+    top = proxy.index(0, 0).data()
+    model.set_rows([SymbolStat(r.symbol, r.dso, r.self_samples, r.total_samples, r.self_pct,
+                               -1.0 if r.symbol == top else r.total_pct) for r in model.rows])
+    selected = view.selectionModel().selectedRows()
+    assert [i.data() for i in selected] == [top] and selected[0].row() == MAX_ROWS - 1  # the selection followed it
+    view.sortByColumn(0, Qt.SortOrder.AscendingOrder)  # a header click: by symbol
+    names = [proxy.index(i, 0).data() for i in range(proxy.rowCount())]
+    assert names == sorted(names)
 
 
 def test_while_the_pump_catches_up_the_observation_docks_are_redrawn_one_at_a_time(qtbot, monkeypatch):
