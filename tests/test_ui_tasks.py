@@ -70,24 +70,3 @@ def test_after_shutdown_nothing_is_called_back(qtbot, runner):
     go.set()
     qtbot.waitUntil(lambda: runner.running == 0, timeout=5000)
     assert seen == []
-
-
-def test_a_task_after_another_runs_on_an_idle_worker_and_tasks_that_wait_on_each_other_all_run(qtbot, runner):
-    from tdescope.ui.gui_thread import tasks
-
-    done: list = []
-    runner.run(lambda s: threading.get_ident(), name="first", on_done=done.append)
-    qtbot.waitUntil(lambda: len(done) == 1 and tasks._WORKERS._idle > 0, timeout=5000)
-    before = {t.ident for t in threading.enumerate()}
-    runner.run(lambda s: (threading.get_ident(), threading.current_thread().name), name="second", on_done=done.append)
-    qtbot.waitUntil(lambda: len(done) == 2, timeout=5000)
-    assert done[1][0] in before and done[1][1] == "second"  # no thread started (Thread.start waits), named for its task
-    # more tasks than idle workers, each waiting for all of them: every one gets a thread of its own
-    n = 12
-    barrier = threading.Barrier(n, timeout=10)
-    names: list = []
-    for k in range(n):
-        runner.run(lambda s, k=k: (barrier.wait(), threading.current_thread().name)[1], name=f"t{k}",
-                   on_done=names.append)
-    qtbot.waitUntil(lambda: len(names) == n, timeout=15000)
-    assert sorted(names) == sorted(f"t{k}" for k in range(n))

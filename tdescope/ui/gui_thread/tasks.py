@@ -11,7 +11,6 @@ implements ``on_done(result)``, ``on_exception(exc)`` and, if it wants,
 from __future__ import annotations
 
 import itertools
-import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,50 +38,6 @@ def describe(exc: BaseException) -> str:
     for flag, words in _GUI_WORDS.items():
         text = text.replace(flag, words)
     return text
-
-
-#: Idle worker threads kept for the next task, at most.
-MAX_IDLE_WORKERS = 4
-
-
-class _Workers:
-    """Daemon threads that take the next task when they finish one.
-
-    ``Thread.start`` waits until the new thread runs; on a loaded machine that held the GUI thread for
-    tens of milliseconds per task, and a click on a capture is one task (an eBPF storm: ten a second).
-    A task finds an idle worker instead, named for the task while it runs. Daemon threads, as before:
-    a task stuck in a gdb or database call never holds the interpreter's exit.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._idle = 0
-
-    def submit(self, job: Callable[[], None], name: str) -> None:
-        with self._lock:
-            reuse = self._idle > 0
-            self._idle -= reuse
-        if reuse:
-            self._jobs.put((job, name))
-        else:
-            threading.Thread(target=self._loop, args=(job, name), name=name, daemon=True).start()
-
-    def _loop(self, job: Callable[[], None], name: str) -> None:
-        me = threading.current_thread()
-        while True:
-            me.name = name
-            job()
-            job = name = None  # nothing of the task stays with an idle worker
-            me.name = "idle task worker"
-            with self._lock:
-                if self._idle >= MAX_IDLE_WORKERS:
-                    return
-                self._idle += 1
-            job, name = self._jobs.get()
-
-
-_WORKERS = _Workers()
 
 
 class TaskState:
@@ -165,7 +120,7 @@ class TaskRunner(QObject):
             except RuntimeError:  # the runner was deleted with its window
                 pass
 
-        _WORKERS.submit(work, name)
+        threading.Thread(target=work, name=name, daemon=True).start()
         return state
 
     @property
