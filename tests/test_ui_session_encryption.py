@@ -25,6 +25,10 @@ _generation = [0]  # dialog pollers stop when their test is over
 def data_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     _generation[0] += 1
+    yield
+    # and at its end: a poller left running walked the top-level widgets of the next test in this worker
+    # (another file's, with --dist load) while they were being deleted: a segfault
+    _generation[0] += 1
 
 
 @pytest.fixture
