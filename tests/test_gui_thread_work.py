@@ -302,3 +302,23 @@ def test_the_captures_table_measures_its_columns_once_and_draws_a_cell_from_its_
     texts = [model.data(model.index(0, col)) for col in range(1, model.columnCount())]
     assert formatted == [] and texts[:2] == [1, 1] and "index leaf" in texts  # no time formatted for other cells
     assert model.data(model.index(0, 0)).startswith("12:00:00.") and formatted == [1]
+
+
+def test_focusing_the_span_already_shown_moves_nothing(qtbot, monkeypatch):
+    from tdescope.app.events import Marker
+
+    run = ObservedRun()
+    run.add_markers([Marker(T0, "ab_dml run 1 start"), Marker(T0 + 5, "ab_dml run 1 end")])
+    run.add_progress([WorkloadProgress(T0 + 600, "ab_dml", "plain", 1, 5)])
+    dock = TimelineDock(run)
+    qtbot.addWidget(dock)
+    dock.show()
+    dock.refresh(force=True)
+    dock.focus(T0 + 2)  # the run the moment falls in
+    moves = []
+    real = dock.plot.setXRange
+    monkeypatch.setattr(dock.plot, "setXRange", lambda *a, **k: (moves.append(a), real(*a, **k)))
+    dock.focus(T0 + 3)  # the same run: a replay's refreshes ask again and again (each move re-lays every label)
+    assert moves == []
+    dock.focus(T0 + 500)  # elsewhere: it moves
+    assert len(moves) == 1

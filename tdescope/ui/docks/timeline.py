@@ -245,7 +245,11 @@ class TimelineDock(QDockWidget):
 
     def _show(self, lo: float, hi: float) -> None:
         pad = max((hi - lo) * 0.04, 0.2)
-        self.plot.setXRange(max(0.0, lo - pad), hi + pad, padding=0)
+        x0, x1 = max(0.0, lo - pad), hi + pad
+        (v0, v1), _ = self.plot.viewRange()
+        if abs(v0 - x0) + abs(v1 - x1) <= 1e-9 * max(1.0, x1 - x0):
+            return  # already shown: a replay's refreshes focus the same run again and again (every label re-laid)
+        self.plot.setXRange(x0, x1, padding=0)
 
     def zoom_to_run(self) -> None:
         """Show the last run, start to end."""
