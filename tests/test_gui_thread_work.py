@@ -322,3 +322,25 @@ def test_focusing_the_span_already_shown_moves_nothing(qtbot, monkeypatch):
     assert moves == []
     dock.focus(T0 + 500)  # elsewhere: it moves
     assert len(moves) == 1
+
+
+def test_side_labels_are_set_again_only_for_new_or_moved_spans(qtbot, monkeypatch):
+    import pyqtgraph as pg
+
+    run = ObservedRun()
+    run.add_progress([WorkloadProgress(T0 + i, "ab_dml", "encrypted" if i % 10 < 5 else "plain", i, 100)
+                      for i in range(0, 60)])
+    dock = TimelineDock(run)
+    qtbot.addWidget(dock)
+    dock.show()
+    dock.refresh(force=True)
+    shown = [(lbl.toPlainText(), lbl.pos().x()) for lbl in dock._labels.used]
+    assert len(shown) == len(run.spans) >= 10
+    texts = []
+    real = pg.TextItem.setText
+    monkeypatch.setattr(pg.TextItem, "setText", lambda self, *a, **k: (texts.append(a[0]), real(self, *a, **k)))
+    run.add_progress([WorkloadProgress(T0 + i, "ab_dml", "encrypted" if i % 10 < 5 else "plain", i, 100)
+                      for i in range(60, 66)])  # two new spans: 60-64 encrypted, 65 plain
+    dock.refresh(force=True)
+    assert [t for t in texts if t] == ["encrypted", "plain"]  # the new spans' labels only, not every label again
+    assert [(lbl.toPlainText(), lbl.pos().x()) for lbl in dock._labels.used][:len(shown)] == shown

@@ -75,6 +75,7 @@ class TimelineDock(QDockWidget):
         for item in (self.sides, self.windows, self.density, self.captures):
             self.plot.addItem(item)
         self._labels = ItemPool(self.plot, lambda: pg.TextItem(anchor=(0, 0.5), color=(30, 30, 30)))
+        self._label_keys: list[tuple[str, float]] = []  # (side, x) each side label shows, in the pool's order
         self._marker_lines = ItemPool(self.plot, lambda: pg.InfiniteLine(
             0.0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine)))
         self._run_label_pool = ItemPool(self.plot, lambda: pg.TextItem(anchor=(0, 0.5), color=(60, 60, 60)))
@@ -335,9 +336,18 @@ class TimelineDock(QDockWidget):
         self._labels.release(keep=len(spans))
         while len(self._labels) < len(spans):
             self._labels.take()
-        for label, s in zip(self._labels.used, spans):
+        keys = self._label_keys  # what each label shows: only a new or moved span's is set again (an hour's
+        del keys[len(spans):]  # replay has hundreds, and setText/setPos re-lay a label out each time)
+        for i, (label, s) in enumerate(zip(self._labels.used, spans)):
+            key = (s.side, s.start - t0)
+            if i < len(keys) and keys[i] == key:
+                continue
             label.setText(f"{s.side}")
-            label.setPos(s.start - t0, y + 0.4)
+            label.setPos(key[1], y + 0.4)
+            if i < len(keys):
+                keys[i] = key
+            else:
+                keys.append(key)
         self._fit_labels()
 
     def _fit_labels(self, *_args) -> None:
