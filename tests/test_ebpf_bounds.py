@@ -133,7 +133,9 @@ def test_on_a_storm_every_hit_is_counted_once(flood):
     assert summary.error is None, summary.error
     tally = tally_of(summary.counters)
     assert tally.adds_up, tally.line()
-    assert tally.captured == summary.captures == len(kept) > 0
+    # a one-second window on a busy machine may have delivered nothing yet (its deadline bounds delivery too):
+    # then what reached the ring was counted, not kept, and still adds up
+    assert tally.captured == summary.captures == len(kept) and summary.counters.probe.emitted > 0, tally.line()
     assert tally.sampled_out > 0 and tally.rate_capped > 0
     c = summary.counters
     # what the probe put in the ring is what the window kept or counted as not kept

@@ -44,6 +44,7 @@ def _captured_during(session, backend: str, action, count: int = 50) -> list:
         window.cancel("the workload finished", drain=True)  # all it caught, however far behind
         thread.join(60)
     assert summary[0].error is None, summary[0].error
+    print(f"{backend} window: {summary[0]}")  # shown when a test fails (its counts say where the hits went)
     return got
 
 

@@ -177,10 +177,11 @@ class GdbHandle:
         self.arming_stop_s = max(self._resumed_at - self._attached_at, felt)
         self._wait_inserted()
 
-    def _wait_inserted(self, timeout: float = 5.0) -> None:
-        """Return once the probe's ``int3`` is in the target's code (read from /proc/PID/mem), at most
-        ``timeout`` s: gdb writes it as the target resumes, up to tens of ms after it answered
-        ``^running``, and "armed" must be true when said. A pending probe has no address yet."""
+    def _wait_inserted(self, timeout: float = 15.0) -> None:
+        """Return once the probe's ``int3`` is in the target's code (read from /proc/PID/mem): gdb writes it
+        as the target resumes, up to tens of ms after it answered ``^running`` (seconds on a loaded machine),
+        and "armed" must be true when said. Not in after ``timeout`` s: GdbError (the window fails and takes
+        the probe out; armed it would have caught nothing). A pending probe has no address yet."""
         addresses = [int(a, 16) for a in self.armed.locations]
         if not addresses:
             return
@@ -198,6 +199,7 @@ class GdbHandle:
             return  # the target is gone: the window hears it next
         finally:
             os.close(fd)
+        raise GdbError(f"gdb did not put the probe into pid {self.pid}'s code within {timeout:g} s")
 
     def read_stats(self) -> None:
         """None: gdb's helper says its counts in notice frames (:class:`~tdescope.app.probe.stats.GdbStats`)."""
