@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QCheckBox, QDockWidget, QHBoxLayout, QLabel, QPush
 
 from tdescope.app.observe.observed import ObservedRun
 from tdescope.app.report.plots import SIDE_COLORS
-from tdescope.ui.docks.timeline_items import ItemPool, WaitSpanBars, text_width
+from tdescope.ui.docks.timeline_items import ItemPool, SideLabels, WaitSpanBars, text_width
 from tdescope.ui.docks.waits import class_brush
 
 __all__ = ["TimelineDock"]
@@ -74,8 +74,7 @@ class TimelineDock(QDockWidget):
         self.captures = pg.ScatterPlotItem(symbol="s", size=4, pen=None, brush=pg.mkBrush(60, 60, 60, 200))
         for item in (self.sides, self.windows, self.density, self.captures):
             self.plot.addItem(item)
-        self._labels = ItemPool(self.plot, lambda: pg.TextItem(anchor=(0, 0.5), color=(30, 30, 30)))
-        self._label_keys: list[tuple[str, float]] = []  # (side, x) each side label shows, in the pool's order
+        self._labels = SideLabels(self.plot)
         self._marker_lines = ItemPool(self.plot, lambda: pg.InfiniteLine(
             0.0, pen=pg.mkPen(90, 90, 90, style=Qt.PenStyle.DashLine)))
         self._run_label_pool = ItemPool(self.plot, lambda: pg.TextItem(anchor=(0, 0.5), color=(60, 60, 60)))
@@ -333,21 +332,7 @@ class TimelineDock(QDockWidget):
             y0=[y + 0.1] * len(spans), height=[0.6] * len(spans),
             brushes=[_SIDE_BRUSHES.get(s.side, _OTHER_BRUSH) for s in spans], pen=pg.mkPen(None),
         )
-        self._labels.release(keep=len(spans))
-        while len(self._labels) < len(spans):
-            self._labels.take()
-        keys = self._label_keys  # what each label shows: only a new or moved span's is set again (an hour's
-        del keys[len(spans):]  # replay has hundreds, and setText/setPos re-lay a label out each time)
-        for i, (label, s) in enumerate(zip(self._labels.used, spans)):
-            key = (s.side, s.start - t0)
-            if i < len(keys) and keys[i] == key:
-                continue
-            label.setText(f"{s.side}")
-            label.setPos(key[1], y + 0.4)
-            if i < len(keys):
-                keys[i] = key
-            else:
-                keys.append(key)
+        self._labels.place([(f"{s.side}", s.start - t0) for s in spans], y + 0.4)
         self._fit_labels()
 
     def _fit_labels(self, *_args) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pyqtgraph as pg
 
-__all__ = ["ItemPool", "text_width"]
+__all__ = ["ItemPool", "SideLabels", "text_width"]
 
 _WIDTHS: dict[str, float] = {}
 
@@ -71,6 +71,32 @@ class ItemPool:
         for item in self._items[keep:self._used]:
             item.hide()
         self._used = min(keep, self._used)
+
+
+class SideLabels(ItemPool):
+    """The workload sides' names, one label per span, set again only when their span is new or moved: an
+    hour's replay has hundreds, and ``setText``/``setPos`` re-lay a label out each time."""
+
+    def __init__(self, plot: pg.PlotWidget) -> None:
+        super().__init__(plot, lambda: pg.TextItem(anchor=(0, 0.5), color=(30, 30, 30)))
+        self._keys: list[tuple[str, float]] = []  # (side, x) each label shows, in the pool's order
+
+    def place(self, sides_at: list[tuple[str, float]], y: float) -> None:
+        """One label per ``(side, x)``, at height ``y``; the labels past them hidden."""
+        self.release(keep=len(sides_at))
+        while len(self) < len(sides_at):
+            self.take()
+        keys = self._keys
+        del keys[len(sides_at):]
+        for i, (label, key) in enumerate(zip(self.used, sides_at)):
+            if i < len(keys) and keys[i] == key:
+                continue
+            label.setText(key[0])
+            label.setPos(key[1], y)
+            if i < len(keys):
+                keys[i] = key
+            else:
+                keys.append(key)
 
 
 class WaitSpanBars:
