@@ -51,6 +51,15 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str
         time.sleep(interval)
 
 
+def replayed(qtbot, win, timeout_ms: int = 10000) -> None:
+    """Wait until a replay window's views hold every event up to its play head: the feeder's process has
+    handed over all it was asked for, and the pump has unpacked and delivered it (two drains at least)."""
+    player = win.replay.player
+    if player is not None:
+        qtbot.waitUntil(lambda: player.caught_up, timeout=timeout_ms)
+    qtbot.waitUntil(lambda: (win.pump.drain(), win.pump.idle)[1], timeout=timeout_ms)
+
+
 def tracer_pid(pid: int) -> int:
     """TracerPid of ``pid`` from /proc (0 = not traced)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -81,3 +81,21 @@ def test_discard_drops_the_backlog_and_room_comes_back(qtbot):
     assert not pump.has_room and pump.catching_up
     assert pump.discard() == 150
     assert pump.has_room and pump.idle and pump.drain() == 0 and seen == []
+
+
+def test_an_item_put_with_a_weight_counts_as_that_many_events(qtbot):
+    """A replay's batch is one item standing for hundreds of events: the room, the backlog and the drain's
+    limit count events, or a few thousand batches (the whole file) would queue as "room to spare"."""
+    pump = _pump(qtbot, room=1000)
+    taken = []
+    pump.subscribe(bytes, lambda batch: taken.extend(batch))
+    pump.subscribe(int, lambda batch: taken.extend(batch))
+    for i in range(3):
+        pump.put(bytes([i]), weight=256)
+    assert pump.queued == 768 and pump.has_room and pump.catching_up
+    pump.put(bytes([3]), weight=256)
+    assert pump.queued == 1024 and not pump.has_room  # four items, 1,024 events: over the room
+    pump._limit = 300  # a drain that may take 300 events takes two batches (256 + 256 reaches it), not 300
+    assert pump.drain() == 512 and taken == [b"\x00", b"\x01"] and pump.queued == 512
+    pump.put(7)  # weight 1, as every live event
+    assert pump.discard() == 513 and pump.queued == 0 and pump.idle and pump.has_room

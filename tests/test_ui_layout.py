@@ -7,6 +7,8 @@ import pytest
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QApplication
 
+from conftest import replayed
+
 from tdescope.app.engines import discover_engines
 from tdescope.app.events import ABResult, PhaseTiming, RoundTime, WorkloadResult
 from tdescope.app.ab.runner import summarize
@@ -80,7 +82,7 @@ def test_a_live_window_after_a_replay_shows_no_replay_toolbar(qtbot, qsettings, 
     replay.show()
     assert replay.replay.replay_bar.isVisible()
     replay.replay.player.seek(10.0)
-    replay.pump.drain()
+    replayed(qtbot, replay)
     qtbot.wait(20)
     assert replay.workload_dock.results.history.count() == 2  # the recorded A/B run is replayed too
     replay.close()  # saves its layout, the replay toolbar among it

@@ -8,6 +8,8 @@ import pytest
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 
+from conftest import replayed
+
 from tdescope.app.engines import discover_engines
 from tdescope.app.events import CaptureWindowState, Marker, PageCapture, PhaseTiming, WorkloadProgress, WorkloadResult
 from tdescope.app.session.notes import NoteStore, NoteTarget
@@ -49,10 +51,7 @@ def replay(qtbot, qsettings, session_file):
 
 
 def settle(qtbot, win):
-    player = win.replay.player
-    if player is not None:  # events are read from the file on the feeder's thread
-        qtbot.waitUntil(lambda: player.caught_up, timeout=10000)
-    win.pump.drain()
+    replayed(qtbot, win)  # events are read from the file in the feeder's process
     qtbot.wait(20)
     qtbot.waitUntil(lambda: win.capture_presenter.settled, timeout=5000)  # the selected capture decoded
 

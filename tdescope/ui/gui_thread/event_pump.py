@@ -9,11 +9,14 @@ update and one repaint per tick, never one per event.
 The time budget covers the subscribers' work, not only the taking: how many events a drain
 takes adapts to what the last drains cost, so a replay seeking to the end of an hour (hundreds
 of thousands of events queued at once) is delivered over many short ticks, never in one stall.
+An item that stands for many events (a replay's batch, unpacked by its subscriber) is put with its
+``weight``: the drain's limit and :attr:`EventPump.has_room` count events, not items.
 """
 
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -44,6 +47,9 @@ class EventPump(QObject):
                  room: int = 10000) -> None:
         super().__init__(parent)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._weights: dict[int, int] = {}  # id(item) -> its weight, for the items that weigh more than 1
+        self._extra = 0  # what those weigh beyond one each
+        self._weigh = threading.Lock()
         self._subscribers: dict[type, list[Callable[[list], None]]] = defaultdict(list)
         self._budget = budget_ms / 1000.0
         self._room = room
@@ -54,21 +60,38 @@ class EventPump(QObject):
         self._timer.timeout.connect(self.drain)
         self._timer.start()
 
-    def put(self, event: object) -> None:
-        """Queue ``event``; safe from any thread."""
+    def put(self, event: object, weight: int = 1) -> None:
+        """Queue ``event``, which stands for ``weight`` events; safe from any thread."""
+        if weight > 1:
+            with self._weigh:
+                self._weights[id(event)] = weight
+                self._extra += weight - 1
         self._queue.put(event)
+
+    def _taken(self, item: object) -> int:
+        if not self._weights:
+            return 1
+        with self._weigh:
+            weight = self._weights.pop(id(item), 1)
+            self._extra -= weight - 1
+        return weight
+
+    @property
+    def queued(self) -> int:
+        """The events queued (an item put with a weight counts as that many)."""
+        return self._queue.qsize() + self._extra
 
     @property
     def has_room(self) -> bool:
         """True while fewer than ``room`` events are queued; a producer that can wait (a replay's
         feeder) waits otherwise. Safe from any thread."""
-        return self._queue.qsize() < self._room
+        return self.queued < self._room
 
     @property
     def catching_up(self) -> bool:
         """True while a backlog waits: more queued than the smallest drain takes (a replay's seek; a live
         stream is drained as it comes)."""
-        return self._queue.qsize() > _MIN_BATCH
+        return self.queued > _MIN_BATCH
 
     @property
     def idle(self) -> bool:
@@ -95,7 +118,7 @@ class EventPump(QObject):
             except queue.Empty:
                 break
             batches[type(event)].append(event)
-            n += 1
+            n += self._taken(event)
         for kind, batch in batches.items():
             for handler in list(self._subscribers.get(kind, [])):
                 handler(batch)
@@ -123,10 +146,10 @@ class EventPump(QObject):
         n = 0
         while True:
             try:
-                self._queue.get_nowait()
+                item = self._queue.get_nowait()
             except queue.Empty:
                 return n
-            n += 1
+            n += self._taken(item)
 
     def stop(self) -> None:
         """Stop the timer (on window close)."""

@@ -4,9 +4,9 @@
 the session's clock and hands the events in each step to ``feed`` (the main
 window's event path, so the same docks show them). Seeking back clears the
 views through ``reset`` and replays from the start up to the new position.
-Events are read from the file step by step, never all at once, and on a thread of
+Events are read from the file step by step, never all at once, and decoded in a process of
 their own (:class:`~tdescope.app.session.feeder.SessionFeeder`): seeking to the end of
-an hour-long session does not hold the GUI thread while the file is read.
+an hour-long session does not hold the GUI thread (nor the GIL it needs) while the file is read.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLabel, QSlider, QStyle, QStyleOptionSlider, QToolBar, QToolButton
 
-from tdescope.app.session.feeder import SessionFeeder
+from tdescope.app.session.feeder import PackedEvents, SessionFeeder
 from tdescope.app.session.reader import SessionReader
 
 __all__ = ["ReplayBar", "ReplayPlayer", "SPEEDS"]
@@ -37,11 +37,12 @@ class ReplayPlayer(QObject):
     reader : SessionReader
         The file (its span; the feeder reads through a reader of its own).
     feed : callable
-        Receives each event in time order, on the feeder's thread.
+        Receives the events in time order, a :class:`~tdescope.app.session.feeder.PackedEvents` batch at a
+        time, on the feeder's thread.
     reset : callable
         Clears the views (before replaying from the start after a seek back), on the GUI thread.
-    open_reader : callable, optional
-        Opens the file again for the feeder's thread (default: ``reader``'s path, unencrypted).
+    passphrase : str, optional
+        Of an encrypted file (the feeder's process opens the file again).
     ready : callable, optional
         True while the views have room for more events (the feeder waits otherwise; any thread).
     """
@@ -54,8 +55,8 @@ class ReplayPlayer(QObject):
     failed = Signal(str)
     """Reading the file failed half way (one line); the replay stops there."""
 
-    def __init__(self, reader: SessionReader, feed: Callable[[object], None], reset: Callable[[], None],
-                 parent: QObject | None = None, open_reader: Callable[[], SessionReader] | None = None,
+    def __init__(self, reader: SessionReader, feed: Callable[[PackedEvents], None], reset: Callable[[], None],
+                 parent: QObject | None = None, passphrase: str | None = None,
                  ready: Callable[[], bool] | None = None) -> None:
         super().__init__(parent)
         self.reader = reader
@@ -67,7 +68,7 @@ class ReplayPlayer(QObject):
         self._asked: float | None = None  # absolute ts up to which events were asked for (exclusive)
         self._then: list[Callable[[], None]] = []
         self.caughtUp.connect(self._run_then, Qt.ConnectionType.QueuedConnection)
-        self.feeder = SessionFeeder(open_reader or (lambda: SessionReader(reader.path, writable=False)), feed,
+        self.feeder = SessionFeeder(reader.path, feed, passphrase=passphrase,
                                     on_caught_up=lambda: self._emit(self.caughtUp),
                                     on_error=lambda line: self._emit(self.failed, line), ready=ready)
         self.speed: float | None = 1.0

@@ -92,9 +92,7 @@ class MainWindow(QMainWindow):
         recent = RecentFiles(self.settings)
         self.recording = RecordingController(engine, lambda: self.session, self.live, self.pump,
                                              self.notes.dock, recent.add, self)
-        # a replay seeking back drops what was fed before unseen: the views are cleared and fed again
-        self.replay = ReplayController(self.feed, lambda: (self.pump.discard(), self._reset_views()), self.notes.dock,
-                                       recent.add, self, ready=lambda: self.pump.has_room)
+        self.replay = ReplayController(self.live.publish, self.pump, self._reset_views, self.notes.dock, recent.add, self)
         self.files = FileActions(self.recording, self.replay, recent, self.decoder, self.tasks,
                                  lambda path, passphrase: open_replay_window(path, self.settings, passphrase),
                                  lambda: self.session is not None, self._reset_views, self)
@@ -283,7 +281,7 @@ class MainWindow(QMainWindow):
         self.replay.seek_to(ts, lambda: self.pump.when_idle(shown))
 
     def feed(self, event) -> None:
-        """Publish ``event`` as a producer would (the replay player's feed; a replay records nothing)."""
+        """Publish ``event`` as a producer would (a replay records nothing)."""
         self.live.publish(event)
 
     def _to_pump(self, event) -> None:

@@ -16,10 +16,12 @@ from PySide6.QtWidgets import QWidget
 
 from tdescope.app.engines.api import DecodedPage
 from tdescope.app.errors import UserError
+from tdescope.app.session.feeder import PackedEvents
 from tdescope.app.session.reader import SessionReader
 from tdescope.app.session.meta import SessionMeta
 from tdescope.app.session.notes import NoteStore
 from tdescope.ui.docks.notes import NotesDock
+from tdescope.ui.gui_thread.event_pump import EventPump
 from tdescope.ui.views.replay_bar import ReplayBar, ReplayPlayer
 
 __all__ = ["ReplayController", "engine_for"]
@@ -58,20 +60,25 @@ def engine_for(meta: SessionMeta):
 class ReplayController(QObject):
     """The replayed file of one window, its player and the replay bar.
 
+    The replayed events reach the window's views as a live producer's do, through ``publish``, on the
+    GUI thread: the feeder's thread queues each batch on the ``pump`` still packed (unpickling is Python
+    work, and the GIL it holds is what the GUI thread would wait for), and the pump's tick unpacks it
+    within its budget.
+
     Parameters
     ----------
-    feed : callable
-        The window's event path: receives each replayed event.
+    publish : callable
+        The window's event path (its live session's ``publish``): receives each replayed event.
+    pump : EventPump
+        The window's pump: carries the packed batches, and its room bounds the feeder's backlog.
     reset_views : callable
-        Clears every view (a seek back replays from the start).
+        Clears every view (a seek back replays from the start; what was queued unseen is dropped first).
     notes_dock : NotesDock
         Shows the replayed file's notes.
     remember : callable
         Adds a path to the recent files.
     parent : QWidget
         Parent of the replay bar (the window adds it as a toolbar).
-    ready : callable, optional
-        True while the window's views have room for more replayed events (any thread).
     """
 
     entered = Signal(str, object)
@@ -83,12 +90,12 @@ class ReplayController(QObject):
     headMoved = Signal(object)
     """The play head moved (play, slider, a note): its timestamp, or None when the replay closed."""
 
-    def __init__(self, feed: Callable[[object], None], reset_views: Callable[[], None], notes_dock: NotesDock,
-                 remember: Callable[[str | Path], None], parent: QWidget,
-                 ready: Callable[[], bool] | None = None) -> None:
+    def __init__(self, publish: Callable[[object], None], pump: EventPump, reset_views: Callable[[], None],
+                 notes_dock: NotesDock, remember: Callable[[str | Path], None], parent: QWidget) -> None:
         super().__init__(parent)
-        self._ready = ready
-        self._feed = feed
+        self._publish = publish
+        self._pump = pump
+        pump.subscribe(PackedEvents, self._unpack)
         self._reset_views = reset_views
         self.notes_dock = notes_dock
         self._remember = remember
@@ -119,9 +126,8 @@ class ReplayController(QObject):
         self._passphrase = passphrase
         name = Path(path).name
         self.entered.emit(str(path), reader.meta)
-        self.player = ReplayPlayer(reader, self._feed, self._reset_views, self,
-                                   open_reader=lambda: SessionReader(path, writable=False, passphrase=passphrase),
-                                   ready=self._ready)
+        self.player = ReplayPlayer(reader, lambda pack: self._pump.put(pack, weight=pack.count), self._reset, self,
+                                   passphrase=passphrase, ready=lambda: self._pump.has_room)
         self.player.failed.connect(lambda line: self.status.emit(line, 15000))
         self.player.positionChanged.connect(lambda pos, p=self.player: self.headMoved.emit(p.t0 + pos))
         # and again once the events up to it are fed (on the feeder's thread): the views then hold them
@@ -132,6 +138,15 @@ class ReplayController(QObject):
         self._remember(path)
         self.player.seek(0.0)
         self.status.emit(f"Replaying {path}: press Space to play", 10000)
+
+    def _unpack(self, batch: list[PackedEvents]) -> None:
+        for pack in batch:
+            for event in pack.events():
+                self._publish(event)  # numbered and summarised, then queued for the views' next tick
+
+    def _reset(self) -> None:
+        self._pump.discard()  # what was fed before the seek back, unseen: the views are cleared and fed again
+        self._reset_views()
 
     def note_store(self) -> NoteStore | None:
         """Where notes about the replayed file go, or None when not replaying."""
