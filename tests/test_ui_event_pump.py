@@ -99,3 +99,22 @@ def test_an_item_put_with_a_weight_counts_as_that_many_events(qtbot):
     assert pump.drain() == 512 and taken == [b"\x00", b"\x01"] and pump.queued == 512
     pump.put(7)  # weight 1, as every live event
     assert pump.discard() == 513 and pump.queued == 0 and pump.idle and pump.has_room
+
+
+def test_a_backlog_is_drained_at_three_times_the_rate_and_the_rate_comes_back(qtbot):
+    """A seek's backlog: ticks come three times as often (each still within its budget), so the views hold
+    the hour about as soon as when the decoding ran in the window's process; a live stream keeps 15 Hz."""
+    pump = EventPump(interval_ms=66)
+    pump.subscribe(int, lambda batch: None)
+    try:
+        assert pump._timer.interval() == 66
+        pump._limit = 100
+        for i in range(1000):
+            pump.put(i)
+        pump.drain()
+        assert pump.catching_up and pump._timer.interval() == 22
+        while pump.drain():
+            pass
+        assert pump.idle and pump._timer.interval() == 66
+    finally:
+        pump.stop()
