@@ -55,7 +55,7 @@ run: setup
 # both: its servers and labs then start in each, and the pg_tde build is locked). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: setup
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist load
 	$(VENV)/bin/lint-imports
 
 lint: setup

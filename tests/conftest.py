@@ -51,31 +51,6 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str
         time.sleep(interval)
 
 
-def scan_table_cached(conn, db: str) -> int:
-    """How many of the MariaDB lab's ``scan_tde`` pages the buffer pool holds. ``INNODB_BUFFER_PAGE`` reads
-    the whole pool: fine on a lab's, never on a customer's."""
-    from tdescope.plugins.mariadb import workloads as wl
-
-    return int(wl._exec(conn, "SELECT COUNT(*) FROM information_schema.INNODB_BUFFER_PAGE WHERE TABLE_NAME = %s",
-                        (f"`{db}`.`scan_tde`",)).fetchone()[0])
-
-
-def evict_scan_table(conn, db: str, attempts: int = 5) -> None:
-    """Push the MariaDB lab's ``scan_tde`` out of the buffer pool, and check that it is. The eviction is the
-    server's LRU (on a loaded machine a page can stay young), and the server's disk-read counter cannot
-    tell: other tables' background reads land in it (a busy run: 36 "disk reads" during a scan that
-    decrypted nothing)."""
-    from tdescope.plugins.mariadb import workloads as wl
-
-    cached = None
-    for _attempt in range(attempts):
-        wl.evict(conn, db)
-        cached = scan_table_cached(conn, db)
-        if not cached:
-            return
-    raise AssertionError(f"scan_tde kept {cached} pages in the buffer pool through {attempts} evictions")
-
-
 def replayed(qtbot, win, timeout_ms: int = 10000) -> None:
     """Wait until a replay window's views hold every event up to its play head: the feeder's process has
     handed over all it was asked for, and the pump has unpacked and delivered it (two drains at least)."""

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import evict_scan_table, probe_backend, scan_table_cached
+from conftest import probe_backend
 from tdescope.app.engines.api import ConnectParams
 from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
@@ -23,12 +23,6 @@ from tdescope.plugins.mariadb.lab import LAB_DATABASE
 from tdescope.plugins.mariadb.pages import InnoDbPageDecoder
 from tdescope.plugins.mariadb.recipes import recipes
 
-# One pytest worker runs the MariaDB capture files: beside another worker's MariaDB lab, gdb armed on this
-# worker's lab (its int3 read back from the code, every thread traced) saw no hit of a cold scan that read
-# the table from disk, every time (`pytest -n 2 tests/test_mariadb.py tests/test_mariadb_page_sizes.py`),
-# never serially: an open bug, in the design notes ("gdb sees no hit beside another MariaDB lab").
-pytestmark = pytest.mark.xdist_group("mariadb")
-
 
 def _entropy(data: bytes) -> float:
     counts = Counter(data)
@@ -36,12 +30,12 @@ def _entropy(data: bytes) -> float:
 
 
 def _captures_of_a_cold_scan(session, backend: str, count: int) -> list:
-    """The captures of one cold scan of ``scan_tde``: no disk read means no decrypt, whatever the probe. Its
-    pages are evicted, and checked out of the buffer pool again once the probe is armed (a background thread
-    can read them in between, decrypted before the probe was there); found there, the window is run again."""
+    """The captures of one cold scan of ``scan_tde``; a scan that found its pages still in the buffer
+    pool (the eviction is the server's LRU, and a loaded machine can keep a page young) is evicted
+    and run again, twice at most: no disk read means no decrypt, whatever the probe."""
     conn = session.conn
     for _attempt in range(3):
-        evict_scan_table(conn, LAB_DATABASE)
+        wl.evict(conn, LAB_DATABASE)
         got = []
         limits = CaptureLimits(max_captures=count, max_seconds=60, max_hits_per_s=1_000_000,
                                stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10, accept_stop=True))
@@ -51,20 +45,16 @@ def _captures_of_a_cold_scan(session, backend: str, count: int) -> list:
         thread = threading.Thread(target=lambda: summary.append(window.run()))
         thread.start()
         assert window.armed.wait(30)
-        disk_reads = None
         try:
-            cached = scan_table_cached(conn, LAB_DATABASE)
-            if not cached:
-                _seconds, disk_reads = wl.scan(conn, LAB_DATABASE)
+            _seconds, disk_reads = wl.scan(conn, LAB_DATABASE)
         finally:
             window.cancel("the workload finished", drain=True)  # what the probe caught comes, however far behind
             thread.join(60)
         assert summary[0].error is None, summary[0].error
-        if cached:
-            continue
-        assert got, f"{backend}: nothing captured of a scan that read {disk_reads} pages from disk: {summary[0]}"
-        return got
-    raise AssertionError(f"scan_tde came back into the buffer pool before each of 3 scans ({cached} pages)")
+        if disk_reads:
+            break
+    assert got, f"{backend}: nothing captured of a scan that read {disk_reads} pages from disk: {summary[0]}"
+    return got
 
 
 @pytest.mark.parametrize("page_size, backends", [
