@@ -151,8 +151,11 @@ def test_a_feeder_waits_while_the_consumer_has_no_room_and_a_restart_wakes_it(re
         feeder.close()
 
 
-def test_the_passphrase_never_reaches_the_reading_process_command_line(tmp_path):
+def test_the_passphrase_never_reaches_the_reading_process_command_line(tmp_path, monkeypatch):
     from tdescope.app.session.schema import is_encrypted
+
+    monkeypatch.setenv("PGPASSWORD", "pg-secret-77")  # the window's own secrets stay out of the child too
+    monkeypatch.setenv("MYSQL_PWD", "my-secret-77")
 
     path = tmp_path / "locked.tds"
     with SessionRecorder(path, SessionMeta(), passphrase="correct horse 42") as rec:
@@ -169,6 +172,7 @@ def test_the_passphrase_never_reaches_the_reading_process_command_line(tmp_path)
         with open(f"/proc/{feeder._proc.pid}/environ", "rb") as fh:
             env = fh.read()
         assert b"horse" not in argv and b"horse" not in env and b"feed_worker" in argv
+        assert b"secret-77" not in env  # an allowlisted environment (child_env), no password variables
     finally:
         feeder.close()
     errors = []
