@@ -9,6 +9,7 @@ import subprocess
 import time
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,33 @@ def tracer_pid(pid: int) -> int:
         if line.startswith("TracerPid:"):
             return int(line.split()[1])
     raise AssertionError("no TracerPid line")
+
+
+def probe_in_code(window) -> str:
+    """Where a capture window's probe stands in its target, for a failure message: whether each armed
+    address still holds the ``int3`` (a gdb probe; eBPF's uprobe shows too) and which tracer each thread
+    has. Read while the window is armed, it tells a probe taken out from a decrypt that ran elsewhere."""
+    handle, pid = window.handle, window.pid
+    parts = []
+    try:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            for loc in (handle.armed.locations if handle is not None else ()):
+                mem.seek(int(loc, 16))
+                parts.append(f"{loc}: {mem.read(1).hex()}")
+        tracers = Counter(_thread_tracer(pid, t) for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError as exc:
+        return f"pid {pid}: {exc}"
+    return f"code bytes {', '.join(parts) or 'none armed'}; thread tracers {dict(tracers)}"
+
+
+def _thread_tracer(pid: int, tid: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
 
 
 def proc_state(pid: int) -> str:

@@ -76,17 +76,30 @@ def links_held_by_us() -> list[int]:
     return sorted(ids)
 
 
-def storm_window(pid: int, seconds: float, consumer, count: int = 100000):
+def run_delay_s(tid: int) -> float:
+    """How long thread ``tid`` of this process has waited for a CPU while runnable (``schedstat``'s run delay):
+    on a machine running three test suites on two cores, seconds that no code of the window's can shorten."""
+    return int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[1]) / 1e9
+
+
+def storm_window(pid: int, seconds: float, consumer, count: int = 100000, waits: dict | None = None):
     """A window on ``pid`` whose end state records, at that moment, the links still held (and its first armed
-    state, the links held then)."""
+    state, the links held then). ``waits`` gets the calling thread's run delay at the deadline and at the end."""
     states, at_end, armed_with = [], [], []
+    tid = threading.get_native_id()  # the window runs on the caller's thread
 
     def on_state(state):
         states.append(state)
         if state.state in ("disarmed", "failed"):
             at_end.append(links_held_by_us())
+            if waits is not None:
+                waits["end"] = run_delay_s(tid)
         elif state.state == "armed" and not armed_with:
             armed_with.append(links_held_by_us())  # the control: while armed, the links are seen
+            if waits is not None:  # sampled late on a loaded machine: then less is taken off, never more
+                timer = threading.Timer(seconds, lambda: waits.setdefault("deadline", run_delay_s(tid)))
+                timer.daemon = True
+                timer.start()
 
     limits = CaptureLimits(max_captures=count, max_seconds=seconds, max_hits_per_s=1_000_000,
                            stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10))
@@ -103,7 +116,8 @@ def test_a_window_under_a_storm_ends_and_detaches_within_half_a_second_of_its_ti
         kept.append(describe_capture(capture, decoder))
         calls.append((t0, time.time()))
 
-    window, states, at_end, armed_with = storm_window(flood.pid, 1.0, consume)
+    waits = {}
+    window, states, at_end, armed_with = storm_window(flood.pid, 1.0, consume, waits=waits)
     summary = window.run()
     assert summary.error is None and summary.reason == "limit: max seconds", summary
     armed = next(s.ts for s in states if s.state == "armed")
@@ -113,8 +127,12 @@ def test_a_window_under_a_storm_ends_and_detaches_within_half_a_second_of_its_ti
     # the consumer's time, not the window's (a call that starts after the deadline is the window's, and counts)
     deadline = armed + 1.0
     straddling = sum(t1 - deadline for t0, t1 in calls if t0 < deadline < t1)
-    assert end.ts - deadline - straddling <= END_WITHIN_S, \
-        f"window ended {end.ts - armed:.2f} s after arming ({straddling:.2f} s of it in a consumer call)"
+    # and the time the window's thread waited for a CPU after the deadline is the machine's (three suites on two
+    # cores: 2.36 s once); its own work after the deadline is what the bound is about
+    waited = waits["end"] - waits.get("deadline", waits["end"])
+    assert end.ts - deadline - straddling - waited <= END_WITHIN_S, \
+        (f"window ended {end.ts - armed:.2f} s after arming ({straddling:.2f} s of it in a consumer call, "
+         f"{waited:.2f} s waiting for a CPU)")
     assert at_end == [[]], "a uprobe was still attached when the window said it had ended"
     assert len(armed_with[0]) == 2  # entry and return seen while armed: the check above can fail
     assert kept and summary.counters.probe.hits > len(kept)  # it was a storm: more offered than kept

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import probe_backend
+from conftest import probe_backend, probe_in_code
 from tdescope.app.engines.api import ConnectParams
 from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
@@ -47,13 +47,15 @@ def _captures_of_a_cold_scan(session, backend: str, count: int) -> list:
         assert window.armed.wait(30)
         try:
             _seconds, disk_reads = wl.scan(conn, LAB_DATABASE)
+            where = probe_in_code(window)
         finally:
             window.cancel("the workload finished", drain=True)  # what the probe caught comes, however far behind
             thread.join(60)
         assert summary[0].error is None, summary[0].error
         if disk_reads:
             break
-    assert got, f"{backend}: nothing captured of a scan that read {disk_reads} pages from disk: {summary[0]}"
+    assert got, (f"{backend}: nothing captured of a scan that read {disk_reads} pages from disk: {summary[0]}; "
+                 f"after the scan: {where}")
     return got
 
 
