@@ -56,7 +56,7 @@ def _link_holders() -> dict[int, set[int]]:
 
 def _not_ours(pid: int) -> bool:
     """``pid`` is neither this test process nor one it started: another suite's, or another xdist worker's of
-    this same checkout (their captures run beside ours)."""
+    this same checkout (their captures run beside ours). A pid gone meanwhile holds nothing any more."""
     me = os.getpid()
     while pid > 1:
         if pid == me:
@@ -64,24 +64,38 @@ def _not_ours(pid: int) -> bool:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
-            return False  # gone meanwhile: counted as ours, the safe side for "nothing left behind"
+            return True
         pid = int(stat.rsplit(")", 1)[1].split()[1])
     return True
 
 
-def our_uprobe_links() -> list[dict]:
-    """Links the kernel holds for tdescope's capture program (by its program names), but for those that only
-    processes outside this test process's tree hold: other suites and workers run on this machine, and their
-    captures are not ours."""
-    out = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True, check=True).stdout
-    links = json.loads(out or "[]")
+def _capture_links() -> list[dict]:
+    """Links the kernel holds for tdescope's capture program (by its program names), whoever holds them."""
+    links = json.loads(subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True,
+                                      check=True).stdout or "[]")
     progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
                                       check=True).stdout or "[]")
     ours = {p["id"] for p in progs if p.get("name") in ("on_entry", "on_return")}
-    links = [ln for ln in links if ln.get("prog_id") in ours]
-    held = _link_holders() if links else {}
-    return [ln for ln in links
-            if not (held.get(ln["id"]) and all(_not_ours(pid) for pid in held[ln["id"]]))]
+    return [ln for ln in links if ln.get("prog_id") in ours]
+
+
+def our_uprobe_links(settle_s: float = 0.5) -> list[dict]:
+    """Capture links held by this test process or a process it started, and capture links nobody holds (left
+    behind) that are still there ``settle_s`` later. Other suites and workers run captures on this machine:
+    a link of theirs whose holder had just closed it was listed and then found held by nobody (two busy runs
+    side by side each failed on the other's link so); freed, it is gone on the second look."""
+    links = _capture_links()
+    if not links:
+        return []
+    held = _link_holders()
+    mine = [ln for ln in links if any(not _not_ours(pid) for pid in held.get(ln["id"], ()))]
+    unheld = {ln["id"] for ln in links if not held.get(ln["id"])}
+    if unheld:
+        time.sleep(settle_s)
+        again = {ln["id"]: ln for ln in _capture_links()}
+        held = _link_holders()
+        mine += [again[i] for i in sorted(unheld) if i in again and not held.get(i)]
+    return mine
 
 
 def run_window(pid, recipe, backend, **limits):
