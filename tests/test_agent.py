@@ -168,6 +168,13 @@ def _in_kernel(ids: set) -> set:
     return ids & now
 
 
+def _freed(held: set) -> None:
+    """Wait until the kernel lists none of ``held``: a dead process's programs and links are freed after an RCU
+    grace period, which a busy machine stretches (two suites side by side: a program still listed at the
+    agent's exit)."""
+    wait_for(lambda: not _in_kernel(held), timeout=10.0, what="the kernel freeing the programs and links held")
+
+
 def _capture(run_window, app_pid, limits):
     import threading
     got, states, summary = [], [], []
@@ -202,7 +209,7 @@ def test_an_ebpf_capture_through_the_agent_equals_a_local_one(agent, sqlcipher_a
     s, ls = summary[0], local[4][0]
     assert s.reason == ls.reason and s.captures == ls.captures == len(got) == len(local[2]) == 300
     assert s.backend == "ebpf" and s.error is None
-    assert not _in_kernel(held)  # (what it held when armed, if it was still armed then: the next test is strict)
+    _freed(held)  # (what it held when armed, if it was still armed then: the next test is strict)
     assert states[0].state.value == local[3][0].state.value == "armed"
     assert states[-1].state.value == local[3][-1].state.value == "disarmed" and states[-1].backend == "ebpf"
     assert type(got[0]) is type(local[2][0])
@@ -239,7 +246,7 @@ def test_stdin_closed_mid_capture_the_agent_disarms_and_exits_within_2_s(agent, 
     thread.join(5)
     # the agent disarmed and said so on its way out (stdout outlives stdin); a cut link says "connection lost"
     assert summary[0].reason == "the workbench went away" or "connection lost" in (summary[0].error or "")
-    assert not _in_kernel(held)  # bpftool lists none of its programs or links
+    _freed(held)  # bpftool lists none of its programs or links
     assert not os.path.exists(spool)
     assert app.proc.poll() is None  # the target survives
     app.stop()
@@ -315,7 +322,8 @@ def test_kill_9_of_the_workbench_mid_capture_the_agent_exits_within_2_s(agent, s
     wait_for(lambda: not os.path.exists(f"/proc/{agent_pid}") or
              open(f"/proc/{agent_pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
              timeout=2.0, what="the agent gone within 2 s of kill -9 of its workbench")
-    assert time.monotonic() - t0 < 2.0 and not _in_kernel(held)
+    assert time.monotonic() - t0 < 2.0
+    _freed(held)
     assert app.proc.poll() is None
 
 
@@ -343,7 +351,7 @@ def test_exact_waits_traced_with_ebpf_on_the_host_arrive_as_wait_totals(agent, s
     assert all(type(t) is WaitTotals for t in totals) and totals[-1].calls >= totals[0].calls
     assert totals[-1].aggs and not errors
     assert {w for w, _ in held} == {"prog", "link"}
-    wait_for(lambda: not _in_kernel(held), timeout=2.0, what="the tracer's programs freed (the kernel defers it)")
+    _freed(held)
 
 
 def test_a_big_perf_window_travels_packed_and_a_bomb_is_refused():

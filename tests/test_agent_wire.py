@@ -102,7 +102,7 @@ def test_a_summary_crosses_the_wire_typed(backend):
     from tdescope.app.probe.stats import EbpfStats, GdbStats, WindowCounts
     from tdescope.app.probe.window import CaptureSummary
 
-    probe = GdbStats(busy_s=0.1, hits=9) if backend == "gdb" else EbpfStats(busy_s=0.2, hits=9, lost=1, emitted=8)
+    probe = GdbStats(busy_s=0.1, hits=9, reinserted=2) if backend == "gdb" else EbpfStats(busy_s=0.2, hits=9, lost=1, emitted=8)
     summary = CaptureSummary(captures=5, reason="target exited", armed_symbol="f", locations=("0x1",), stopped_s=0.1,
                              elapsed_s=2.0, backend=backend, ended_by=Happened.TARGET_EXITED,
                              counters=WindowCounts(probe=probe, captured=5, thinned=1, not_kept=2, messages=0),

@@ -51,8 +51,9 @@ def _space_id(conn, table: str) -> int:
     return int(cur.fetchone()[0])
 
 
-def _captured_during(session, backend: str, action, count: int = 100000) -> list:
-    """Every decrypt capture while ``action()`` runs on the lab."""
+def _captured_during(session, backend: str, action, count: int = 100000, summaries: list | None = None) -> list:
+    """Every decrypt capture while ``action()`` runs on the lab (``action(window)`` when it takes one); the
+    window's summary goes to ``summaries``."""
     got = []
     limits = CaptureLimits(max_captures=count, max_seconds=60, max_hits_per_s=1_000_000,
                            stops=StopLimits(max_busy_fraction=1.0, max_burst_s=10, accept_stop=True))
@@ -63,13 +64,15 @@ def _captured_during(session, backend: str, action, count: int = 100000) -> list
     thread.start()
     assert window.armed.wait(30)
     try:
-        action()
+        action(window) if action.__code__.co_argcount else action()
         where = probe_in_code(window)
     finally:
         window.cancel("the workload finished", drain=True)  # all it caught, however far behind
         thread.join(60)
     assert summary[0].error is None, summary[0].error
     print(f"{backend} window: {summary[0]}; after the action: {where}")  # shown when a test fails
+    if summaries is not None:
+        summaries.append(summary[0])
     return got
 
 
@@ -113,6 +116,55 @@ def test_decrypted_pages_hold_the_rows_and_the_ciphertext_is_the_file(lab, backe
             fh.seek(c.pgno * PAGE)
             assert fh.read(PAGE) == c.before  # the ciphertext is the page as the file holds it
     assert tracer_pid(lab.server_pid()) == 0
+
+
+@pytest.mark.gdb
+def test_gdb_puts_its_probe_back_when_a_uprobe_on_another_server_ends(lab):
+    """Ending an eBPF uprobe on another ``mariadbd`` (the same binary, the same offset) makes the kernel write
+    the original byte back in every process mapping the file that none of its uprobes wants and that has had
+    a uprobe: over gdb's ``int3`` in this one. Beside another pytest worker's MariaDB lab, gdb then saw no hit of a cold scan
+    (busy runs: ci15, ci17, and on the last run "code bytes 55" after the scan). gdb's handle sees its probe
+    gone and has it written again; the scan after that is caught."""
+    from tdescope.app.probe.ebpf.backend import EbpfBackend
+    from tdescope.app.probe.spec import ProbeSpec
+    from tdescope.plugins.mariadb.lab import MariaLab
+
+    conn = lab.conn
+    wl.prepare_io_path(conn, LAB_DATABASE, rows=2000, evict_rows=60000)
+    spec = ProbeSpec.of(DECRYPT, CaptureLimits())
+    # the kernel only looks at processes that have had a uprobe (MMF_HAS_UPROBES, kept for the process's
+    # life): an eBPF window on the lab first, as the capture tests run one before gdb's
+    EbpfBackend().attach(lab.server_pid(), spec).close()
+    other = MariaLab()
+    try:
+        elsewhere = EbpfBackend().attach(other.pid, spec)
+        wl.evict(conn, LAB_DATABASE)
+        out = {}
+
+        def taken_out_then_scan(window):
+            address = int(window.handle.armed.locations[0], 16)
+            with open(f"/proc/{lab.server_pid()}/mem", "rb", buffering=0) as mem:
+                def byte():
+                    mem.seek(address)
+                    return mem.read(1)
+
+                assert byte() == b"\xcc"
+                # the other server's probe ends: each of its two links (entry, return) takes gdb's int3 out as
+                # it goes, and waits ~0.1 s for the kernel's grace period, long enough for the handle to put
+                # it back before close() returns. Without that, the byte stays 55 (what the busy runs had).
+                elsewhere.close()
+                wait_for(lambda: byte() == b"\xcc", timeout=10, what="gdb's probe written again")
+            out["reads"] = wl.scan(conn, LAB_DATABASE)[1]
+
+        summaries = []
+        caps = _captured_during(lab, "gdb", taken_out_then_scan, summaries=summaries)
+    finally:
+        other.close()
+    assert summaries[0].counters.probe.reinserted >= 1, summaries[0]  # the helper saw it out itself
+    from tdescope.commands.capture import summary_line
+
+    assert "the kernel took the probe out" in summary_line(summaries[0])  # what `capture` says at the end
+    assert out["reads"] and caps, f"{len(caps)} caught of a scan that read {out['reads']} pages: {summaries[0]}"
 
 
 def test_a_warm_scan_decrypts_nothing(lab):

@@ -224,6 +224,7 @@ def summary_json(s, written: int) -> dict:
 def summary_line(s) -> str:
     """``capture``'s closing words after the count: what the probe cost the target, and with eBPF
     where every hit went (the terms add up to the hits)."""
+    from tdescope.app.probe.stats import GdbStats
     from tdescope.app.probe.tally import tally_of
 
     if s is None:
@@ -235,5 +236,9 @@ def summary_line(s) -> str:
     total = (s.stopped_s + s.arming_stop_s) * 1000
     felt = (f"; /proc: the longest stop of any of its {s.threads} threads {s.longest_stop_s * 1000:.1f} ms, "
             f"the most stopped thread {s.most_stopped_s * 1000:.1f} ms in all" if s.threads else "")
+    probe = s.counters.probe if s.counters is not None else None
+    reinserted = probe.reinserted if isinstance(probe, GdbStats) else 0
+    back = (f"; the kernel took the probe out {reinserted} time(s) (a uprobe at the same place ended in another "
+            f"process) and it was put back: hits in between were missed" if reinserted else "")
     return (f", target stopped {total:.1f} ms in all ({s.arming_stop_s * 1000:.0f} ms while gdb attached and armed, "
-            f"{s.stopped_s * 1000:.1f} ms in probe hits){felt}")
+            f"{s.stopped_s * 1000:.1f} ms in probe hits){felt}{back}")

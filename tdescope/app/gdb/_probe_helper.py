@@ -22,6 +22,10 @@ are defined once, in ``app/probe/frames.py``, which this file loads by path
 (gdb's Python cannot import the workbench's package). ``arm`` and ``disarm``
 answer with a notice frame (``armed``, ``disarmed``) that the workbench waits
 for; nothing is printed for it to read back.
+
+It is long because it is the one file gdb ``source``\ s (the allowlist lets no other through, and the agent's
+zipapp carries its own copy): the probe, its budget, and putting back a probe the kernel took out
+(:func:`reinsert`) all run in gdb's Python, which cannot import the workbench's package.
 """
 
 import importlib.util
@@ -63,6 +67,7 @@ class _State:
     rate_start = 0.0  # start of the current one-second bucket of the hit-rate cap
     rate_hits = 0
     hits = 0  # every hit of the probe breakpoint, captured or not
+    reinserted = 0  # times the probe's int3 was written again after the kernel took it out
     debt = 0.0  # the duty-cycle bucket: stopped seconds not yet paid back by running time
     debt_at = 0.0
     paused = False
@@ -296,7 +301,7 @@ def arm(spec_path):
     gdb.execute("handle all nostop noprint pass", to_string=True)
     _State.spec = spec
     _State.spool = open(spec["spool"], "ab", buffering=0)
-    _State.seq = _State.done = _State.hits = 0
+    _State.seq = _State.done = _State.hits = _State.reinserted = 0
     _State.busy = 0.0
     _State.rate_start, _State.rate_hits = time.monotonic(), 0
     _State.closed = False
@@ -376,6 +381,39 @@ def resume():
         _notice(Notice.RESUMED)
 
 
+def _taken_out():
+    """True when a probe location of an enabled breakpoint holds no ``int3`` in the target's memory (read
+    from /proc: gdb's own reads show the original bytes under its breakpoints). Called while the target
+    runs, when gdb has its breakpoints in."""
+    try:
+        with open("/proc/%d/mem" % gdb.selected_inferior().pid, "rb", buffering=0) as mem:
+            for bp in _State.breakpoints:
+                if not (bp.is_valid() and bp.enabled):
+                    continue
+                for loc in bp.locations:
+                    mem.seek(loc.address)
+                    if mem.read(1) != b"\xcc":
+                        return True
+    except (OSError, AttributeError):
+        return True  # cannot tell: writing the probe again is harmless
+    return False
+
+
+def reinsert():
+    """Put the probe's ``int3`` back: the kernel took it out of the target's code. Ending a uprobe on the
+    same file and offset in any other process (another tdescope's eBPF window, bpftrace, ``perf probe``)
+    makes the kernel write the original byte back wherever an ``int3`` sits at that offset in a process
+    none of its uprobes wants: gdb's included. Disabled and enabled, the breakpoint is written again."""
+    if _State.paused or _State.closed or not _taken_out():
+        return
+    for bp in _State.breakpoints:
+        if bp.is_valid() and bp.enabled:
+            bp.enabled = False
+            bp.enabled = True
+    _State.reinserted += 1
+    _notice(Notice.REINSERTED, reinserted=_State.reinserted)
+
+
 def disarm():
     """Delete every probe breakpoint; answers with a ``disarmed`` notice (counts and stopped time)."""
     _State.closed = True
@@ -397,4 +435,5 @@ def disarm():
 
 # ``source`` runs this file in gdb's __main__; the workbench calls through this name.
 _tdescope_probe = type("_TdescopeProbe", (), {"arm": staticmethod(arm), "pause": staticmethod(pause),
-                                              "resume": staticmethod(resume), "disarm": staticmethod(disarm)})
+                                              "resume": staticmethod(resume), "reinsert": staticmethod(reinsert),
+                                              "disarm": staticmethod(disarm)})

@@ -40,7 +40,7 @@ def helper_path() -> str:
     return HELPER_OVERRIDE if HELPER_OVERRIDE is not None else HELPER_PATH
 
 #: The functions the helper exposes on ``_tdescope_probe``, and how many arguments each takes.
-HELPER_FUNCTIONS = {"arm": 1, "pause": 1, "resume": 0, "disarm": 0}
+HELPER_FUNCTIONS = {"arm": 1, "pause": 1, "resume": 0, "reinsert": 0, "disarm": 0}
 
 _NUMBER = r"[0-9]+"
 _ADDRESS = r"0x[0-9a-fA-F]+"

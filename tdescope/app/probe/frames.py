@@ -43,6 +43,7 @@ class Notice(str, enum.Enum):
     ARMED_ON_LOAD = "armed-on-load"  #: a pending probe found its ``symbol`` in ``objfile``
     READ_FAILED = "read-failed"  #: a buffer could not be read: ``seq``, ``side``, ``message``
     PROBE_ERROR = "probe-error"  #: a hit failed to evaluate the recipe: ``message``
+    REINSERTED = "reinserted"  #: the probe was written again after the kernel took it out: ``reinserted`` so far
 
 
 class Frame(NamedTuple):

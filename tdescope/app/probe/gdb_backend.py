@@ -40,7 +40,7 @@ from tdescope.app.system.private_files import create_private
 from tdescope.app.system.threadstops import StopFigures, ThreadStops, thread_ids
 
 __all__ = ["HELPER", "GdbBackend", "GdbHandle", "arm_command", "disarm_command", "pause_command",
-           "resume_command", "source_command"]
+           "reinsert_command", "resume_command", "source_command"]
 
 #: The gdb-side helper, packaged with tdescope: the only file gdb may ``source`` (the agent run from a
 #: zipapp sources its own copy: :func:`~tdescope.app.gdb.allowlist.helper_path`).
@@ -71,6 +71,11 @@ def pause_command(resume_in: float) -> str:
 def resume_command() -> str:
     """The console command that puts a paused probe back."""
     return "python _tdescope_probe.resume()"
+
+
+def reinsert_command() -> str:
+    """The console command that writes the probe's ``int3`` again (the kernel took it out)."""
+    return "python _tdescope_probe.reinsert()"
 
 
 def disarm_command() -> str:
@@ -123,6 +128,7 @@ class GdbHandle:
         self._spool = os.path.join(self._workdir, "spool.bin")
         create_private(self._spool)  # captured pages pass through it: 0600 whatever the umask
         self._reader: SpoolReader | None = SpoolReader(self._spool)
+        self._missing = 0  # polls in a row that found the probe's int3 out of the target's code
         self._backlog: list[Frame] = []
         self._guard: subprocess.Popen | None = None
         self._guarded: set[int] = set()
@@ -234,6 +240,7 @@ class GdbHandle:
         exit or a SIGINT."""
         stopped = self._meter.current_s(after=self._resumed_at)  # the arming stop is counted apart
         self._charge_felt()
+        self._check_inserted()
         if stopped > self._watchdog_s:
             return TargetNews(Happened.STALLED, f"watchdog: a thread of pid {self.pid} stopped "
                                                 f"{stopped * 1000:.0f} ms, over {self._watchdog_s * 1000:.0f} ms")
@@ -249,6 +256,33 @@ class GdbHandle:
             return TargetNews(Happened.BACKEND_EXITED)
         self.gdb.pid = None  # nothing left to detach from
         return TargetNews(Happened.TARGET_EXITED)
+
+    def _check_inserted(self) -> None:
+        """Write the probe again when its ``int3`` has left the target's code while armed and not paused.
+        When a uprobe at the same file offset ends in any other process (another tdescope's eBPF window on
+        another mariadbd or postgres, bpftrace, ``perf probe``), the kernel writes the original byte back
+        wherever an ``int3`` sits at that offset in a process none of its uprobes wants: gdb's too, which then
+        sees no hit while the target runs on (design notes: "gdb sees no hit"). Missing on two polls in a row
+        (a hit's step over the breakpoint takes it out for a moment), the helper looks itself and puts it
+        back; its ``reinserted`` count says so (hits in between were missed)."""
+        if self._paused or not self._resumed_at or not self.armed.locations:
+            return
+        try:
+            fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY)
+            try:
+                missing = any(os.pread(fd, 1, int(a, 16)) != b"\xcc" for a in self.armed.locations)
+            finally:
+                os.close(fd)
+        except OSError:
+            return  # the target is gone: the window hears it next
+        self._missing = self._missing + 1 if missing else 0
+        if self._missing < 2:
+            return
+        self._missing = 0
+        try:
+            self.gdb.console_command(reinsert_command(), timeout=5.0)
+        except GdbError:
+            pass  # gdb gone: the window hears it next
 
     def _charge_felt(self) -> None:
         """The stop budget on what the target felt: the most stopped thread's stopped time since the

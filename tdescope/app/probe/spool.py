@@ -155,7 +155,8 @@ class FramePairs:
             self.closed_reason = f"limit: {fields.get('reason')}"
         elif notice is Notice.PAUSED:
             self.paused_for = float(fields.get("resume_in") or 0.0)
-        if "busy_s" in fields or "hits" in fields:  # BUSY, PAUSED, DISARMED from gdb's helper
+        if "busy_s" in fields or "hits" in fields or "reinserted" in fields:  # gdb's helper's counts
             was = self.stats if isinstance(self.stats, GdbStats) else GdbStats()
             self.stats = GdbStats(busy_s=max(was.busy_s, float(fields.get("busy_s") or 0.0)),
-                                  hits=int(fields.get("hits", was.hits)))
+                                  hits=int(fields.get("hits", was.hits)),
+                                  reinserted=int(fields.get("reinserted", was.reinserted)))

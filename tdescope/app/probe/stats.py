@@ -18,11 +18,13 @@ __all__ = ["EbpfStats", "GdbStats", "WindowCounts"]
 
 @dataclass(frozen=True, **SLOTS)
 class GdbStats:
-    """gdb's helper's running totals: ``busy_s`` the target spent stopped, uncaptured hits included, and
-    ``hits`` of the breakpoint."""
+    """gdb's helper's running totals: ``busy_s`` the target spent stopped, uncaptured hits included,
+    ``hits`` of the breakpoint, and ``reinserted``: times its ``int3`` was written again after the kernel took
+    it out (a uprobe on the same file and offset ended in another process; hits in between were missed)."""
 
     busy_s: float = 0.0
     hits: int = 0
+    reinserted: int = 0
     lost = 0  #: gdb loses nothing: a hit it cannot copy stops the target until it has
 
 
