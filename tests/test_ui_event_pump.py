@@ -118,3 +118,16 @@ def test_a_backlog_is_drained_at_three_times_the_rate_and_the_rate_comes_back(qt
         assert pump.idle and pump._timer.interval() == 66
     finally:
         pump.stop()
+
+
+def test_a_drain_takes_one_event_at_least_however_late_it_runs(qtbot):
+    """A tick whose thread lost the CPU before its first take (a busy run saw a drain deliver nothing, and a
+    loop of drains end with events still queued) still delivers one: no budget is spent before the first."""
+    pump = _pump(qtbot, budget_ms=0.0)
+    seen = []
+    pump.subscribe(int, seen.extend)
+    for i in range(3):
+        pump.put(i)
+    while pump.drain():
+        pass
+    assert seen == [0, 1, 2] and pump.idle

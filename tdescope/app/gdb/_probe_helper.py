@@ -23,7 +23,7 @@ are defined once, in ``app/probe/frames.py``, which this file loads by path
 answer with a notice frame (``armed``, ``disarmed``) that the workbench waits
 for; nothing is printed for it to read back.
 
-It is long because it is the one file gdb ``source``\ s (the allowlist lets no other through, and the agent's
+It is long because it is the one file gdb sources (the allowlist lets no other through, and the agent's
 zipapp carries its own copy): the probe, its budget, and putting back a probe the kernel took out
 (:func:`reinsert`) all run in gdb's Python, which cannot import the workbench's package.
 """

@@ -113,7 +113,9 @@ class EventPump(QObject):
         start = time.perf_counter()
         batches: dict[type, list] = defaultdict(list)
         n = 0
-        while n < self._limit and time.perf_counter() - start < self._budget:
+        # one event at least: a tick whose thread lost the CPU before its first take (a loaded machine) still
+        # moves, and a drain that took nothing means nothing was queued
+        while n < self._limit and (not n or time.perf_counter() - start < self._budget):
             try:
                 event = self._queue.get_nowait()
             except queue.Empty:
