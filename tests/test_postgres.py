@@ -58,6 +58,7 @@ def _capture(session, recipe, sql, count, repeat=1, backend="gdb"):
     assert exp.wait(60)
     assert exp.error is None, exp.error
     assert tracer_pid(session.server_pid()) == 0  # disarmed and detached
+    print(f"{backend} window: {exp.capture_summary}")  # shown when a test fails: why the window ended
     return captures
 
 
