@@ -86,6 +86,15 @@ def probe_in_code(window) -> str:
     return f"code bytes {', '.join(parts) or 'none armed'}; thread tracers {dict(tracers)}"
 
 
+def probe_taken_out(summary, where: str) -> bool:
+    """A gdb window whose probe the kernel took out while it ran: ``reinserted`` counted, or its ``int3`` not in
+    the code when read after the action (:func:`probe_in_code`). Ending a uprobe at the same file offset in
+    another process does it (another pytest worker's eBPF window on its own server of the same binary):
+    what the action did meanwhile was not seen, and the window says so; a test runs it again."""
+    probe = summary.counters.probe if summary.counters is not None else None
+    return summary.backend == "gdb" and (getattr(probe, "reinserted", 0) > 0 or ": cc" not in where.split(";")[0])
+
+
 def _thread_tracer(pid: int, tid: str) -> int:
     try:
         for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():

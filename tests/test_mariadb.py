@@ -16,7 +16,8 @@ from collections import Counter
 
 import pytest
 
-from conftest import assert_one_line_error, probe_backend, probe_in_code, run_tdescope, tracer_pid, wait_for
+from conftest import (assert_one_line_error, probe_backend, probe_in_code, probe_taken_out, run_tdescope, tracer_pid,
+                      wait_for)
 from tdescope.app.engines.api import ConnectParams, WorkloadControl
 from tdescope.app.errors import UserError
 from tdescope.app.probe.limits import StopLimits
@@ -73,6 +74,8 @@ def _captured_during(session, backend: str, action, count: int = 100000, summari
     print(f"{backend} window: {summary[0]}; after the action: {where}")  # shown when a test fails
     if summaries is not None:
         summaries.append(summary[0])
+    window.taken_out = probe_taken_out(summary[0], where)
+    _captured_during.last = window
     return got
 
 
@@ -85,7 +88,8 @@ def _cold_scan_captures(session, backend: str, count: int = 100000) -> list:
         wl.evict(conn, LAB_DATABASE)
         reads = []
         caps = _captured_during(session, backend, lambda: reads.append(wl.scan(conn, LAB_DATABASE)[1]), count)
-        if reads[0]:
+        # the kernel took gdb's probe out during the scan (design notes): the window said so; run it again
+        if reads[0] and not (not caps and _captured_during.last.taken_out):
             break
     return caps
 
@@ -155,6 +159,7 @@ def test_gdb_puts_its_probe_back_when_a_uprobe_on_another_server_ends(lab):
                 elsewhere.close()
                 wait_for(lambda: byte() == b"\xcc", timeout=10, what="gdb's probe written again")
             out["reads"] = wl.scan(conn, LAB_DATABASE)[1]
+            out["after"] = probe_in_code(window)
 
         summaries = []
         caps = _captured_during(lab, "gdb", taken_out_then_scan, summaries=summaries)
@@ -164,7 +169,10 @@ def test_gdb_puts_its_probe_back_when_a_uprobe_on_another_server_ends(lab):
     from tdescope.commands.capture import summary_line
 
     assert "the kernel took the probe out" in summary_line(summaries[0])  # what `capture` says at the end
-    assert out["reads"] and caps, f"{len(caps)} caught of a scan that read {out['reads']} pages: {summaries[0]}"
+    # another pytest worker's eBPF window on its own lab can take the probe out again during the scan (then
+    # counted too): only a scan with the probe in throughout must be caught
+    again = summaries[0].counters.probe.reinserted > 2 or ": cc" not in out["after"]
+    assert out["reads"] and (caps or again), f"{len(caps)} caught of a scan that read {out['reads']} pages: {summaries[0]}"
 
 
 def test_a_warm_scan_decrypts_nothing(lab):

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import probe_backend, probe_in_code
+from conftest import probe_backend, probe_in_code, probe_taken_out
 from tdescope.app.engines.api import ConnectParams
 from tdescope.app.probe.limits import StopLimits
 from tdescope.app.probe.window import CaptureLimits, CaptureWindow
@@ -52,7 +52,8 @@ def _captures_of_a_cold_scan(session, backend: str, count: int) -> list:
             window.cancel("the workload finished", drain=True)  # what the probe caught comes, however far behind
             thread.join(60)
         assert summary[0].error is None, summary[0].error
-        if disk_reads:
+        # the kernel took gdb's probe out during the scan (design notes): the window said so; run it again
+        if disk_reads and not (not got and probe_taken_out(summary[0], where)):
             break
     assert got, (f"{backend}: nothing captured of a scan that read {disk_reads} pages from disk: {summary[0]}; "
                  f"after the scan: {where}")

@@ -128,7 +128,6 @@ class GdbHandle:
         self._spool = os.path.join(self._workdir, "spool.bin")
         create_private(self._spool)  # captured pages pass through it: 0600 whatever the umask
         self._reader: SpoolReader | None = SpoolReader(self._spool)
-        self._missing = 0  # polls in a row that found the probe's int3 out of the target's code
         self._backlog: list[Frame] = []
         self._guard: subprocess.Popen | None = None
         self._guarded: set[int] = set()
@@ -262,9 +261,10 @@ class GdbHandle:
         When a uprobe at the same file offset ends in any other process (another tdescope's eBPF window on
         another mariadbd or postgres, bpftrace, ``perf probe``), the kernel writes the original byte back
         wherever an ``int3`` sits at that offset in a process none of its uprobes wants: gdb's too, which then
-        sees no hit while the target runs on (design notes: "gdb sees no hit"). Missing on two polls in a row
-        (a hit's step over the breakpoint takes it out for a moment), the helper looks itself and puts it
-        back; its ``reinserted`` count says so (hits in between were missed)."""
+        sees no hit while the target runs on (design notes: "gdb sees no hit"). Missing on a poll, the helper
+        looks itself, while gdb has its breakpoints in (a hit's step over the breakpoint takes it out for a
+        moment: then it finds it back and does nothing), and puts it back; its ``reinserted`` count says so
+        (hits in between were missed). A busy run's 0.2 s workload ended before a second poll could."""
         if self._paused or not self._resumed_at or not self.armed.locations:
             return
         try:
@@ -275,10 +275,8 @@ class GdbHandle:
                 os.close(fd)
         except OSError:
             return  # the target is gone: the window hears it next
-        self._missing = self._missing + 1 if missing else 0
-        if self._missing < 2:
+        if not missing:
             return
-        self._missing = 0
         try:
             self.gdb.console_command(reinsert_command(), timeout=5.0)
         except GdbError:
