@@ -197,7 +197,7 @@ class GdbHandle:
         try:
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
-                if all(os.pread(fd, 1, a) == b"\xcc" for a in addresses):
+                if _int3_at_all(fd, addresses):
                     return
                 time.sleep(0.001)
         except OSError:
@@ -270,13 +270,12 @@ class GdbHandle:
         try:
             fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY)
             try:
-                missing = any(os.pread(fd, 1, int(a, 16)) != b"\xcc" for a in self.armed.locations)
+                if _int3_at_all(fd, [int(a, 16) for a in self.armed.locations]):
+                    return
             finally:
                 os.close(fd)
         except OSError:
             return  # the target is gone: the window hears it next
-        if not missing:
-            return
         try:
             self.gdb.console_command(reinsert_command(), timeout=5.0)
         except GdbError:
@@ -345,6 +344,11 @@ class GdbHandle:
             pass
         self._closed = Closed() if report is None else Closed(report.restored, report.ms, report)
         return self._closed
+
+
+def _int3_at_all(mem_fd: int, addresses) -> bool:
+    """True when each of ``addresses`` holds an ``int3`` in the target's memory (``mem_fd``: its /proc/PID/mem)."""
+    return all(os.pread(mem_fd, 1, a) == b"\xcc" for a in addresses)
 
 
 def _is_exit(rec) -> bool:
