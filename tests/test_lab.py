@@ -50,8 +50,11 @@ def test_cold_vs_warm_gives_a_two_by_two_table(lab):
     assert header == ("", "cold (ms)", "warm (ms)", "cold / warm")
     sides = {r[0]: r for r in rows}
     assert set(sides) == {"encrypted", "plain", "encrypted / plain"}
-    # seed 002's point: the encrypted side pays on the cold read, when pages are decrypted
-    assert sides["encrypted"][1] > sides["encrypted"][2]
+    # seed 002's point: the encrypted side pays on the cold read, when pages are decrypted. Counted in the scanning
+    # thread's CPU (~4x here), not in the table's elapsed ms: a 0.6 ms warm scan preempted once read 3.34 ms
+    # against a cold 3.14 on a busy machine
+    cpu = {scan: result.counts[f"encrypted {scan}"]["server CPU ms"] for scan in ("cold", "warm")}
+    assert cpu["cold"] > cpu["warm"] > 0, cpu
     assert result.counts["encrypted"] == {"Rows": 5000}
 
 

@@ -175,7 +175,9 @@ def test_status_bar_shows_the_ebpf_rate_and_losses_live(qtbot, window):
 
 @pytest.mark.gdb
 def test_the_arming_stop_in_the_summary_matches_the_targets_own_view(sqlcipher_app):
-    """``capture``'s arming_stop_ms agrees within 20 % with the longest stop /proc shows for the target."""
+    """``capture``'s arming_stop_ms is what /proc shows of the target's first stop (gdb's attach and arming):
+    never less than a witness saw it stopped, at most 20 % over the witness's bound (the product's own sampler
+    is coarser, 5 ms)."""
     import json
     import subprocess
     import sys
@@ -183,19 +185,23 @@ def test_the_arming_stop_in_the_summary_matches_the_targets_own_view(sqlcipher_a
 
     app = sqlcipher_app()
     app.go()
-    stops: list[float] = []
+    spans: list[tuple[float, float]] = []  # each stop the witness saw: (at least, at most) how long it lasted
     done = threading.Event()
 
-    def watch() -> None:  # the target's own view: how long /proc says it sat in a stopped state
-        since = None
+    def watch() -> None:  # the target's own view, every 0.5 ms; a late sample only widens a stop's bounds
+        ran = first = last = None  # when a sample last saw it run (read began), first and last saw it stopped
         while not done.is_set():
+            began = time.perf_counter()
             state = proc_state(app.pid)
-            now = time.perf_counter()
-            if state in ("t", "T") and since is None:
-                since = now
-            elif state not in ("t", "T") and since is not None:
-                stops.append(now - since)
-                since = None
+            read = time.perf_counter()
+            if state in ("t", "T"):
+                first = read if first is None else first
+                last = began
+            else:
+                if first is not None:
+                    spans.append((last - first, read - (ran if ran is not None else first)))
+                    first = None
+                ran = began
             time.sleep(0.0005)
 
     watcher = threading.Thread(target=watch)
@@ -208,8 +214,12 @@ def test_the_arming_stop_in_the_summary_matches_the_targets_own_view(sqlcipher_a
         watcher.join()
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.splitlines()[-1])
-    arming, longest = summary["arming_stop_ms"], max(stops) * 1000
+    arming = summary["arming_stop_ms"]
+    # the first stop is the attach and arming (the hit's and the detach's come after; under load the detach's
+    # can be the longest: 795 ms against an arming of 790)
+    at_least, at_most = (b * 1000 for b in spans[0])
     assert summary["total_stopped_ms"] >= arming > 0
-    assert abs(arming - longest) <= 0.2 * longest, (arming, sorted(stops)[-3:])
+    # before: gdb's bracket (attach sent to ^running read), 686 ms where the witness saw 471 ms on a busy machine
+    assert at_least - 1 <= arming <= 1.2 * at_most, (arming, at_least, at_most, spans[:4])
     app.stop()
     assert app.finish()[0] == 0

@@ -30,6 +30,29 @@ def test_a_stopped_thread_is_seen_while_stopped_and_after():
         child.wait()
 
 
+def test_the_stop_bound_holds_the_whole_stop_and_waits_for_its_end():
+    child = subprocess.Popen(["sleep", "60"])
+    meter = ThreadStops(child.pid).start()
+    try:
+        wait_for(lambda: meter.last_sweep > time.monotonic() - 1 and meter.stop_bound(0.0) == 0.0,
+                 what="a sweep that saw no stop")
+        os.kill(child.pid, signal.SIGSTOP)
+        wait_for(lambda: meter.current_s() > 0, what="the stop seen")
+        seen_stopped = time.monotonic()
+        time.sleep(0.1)
+        assert meter.stop_bound(seen_stopped) is None  # under way: it may yet grow
+        os.kill(child.pid, signal.SIGCONT)
+        continued = time.monotonic()
+        wait_for(lambda: meter.stop_bound(continued) is not None, what="a sweep that saw it run again")
+        # the stop lasted at least from when it was seen to the SIGCONT, whenever the sampler ran
+        assert meter.stop_bound(continued) >= continued - seen_stopped
+        assert meter.stop_bound(seen_stopped - 60) == 0.0  # it began after that: not counted
+    finally:
+        meter.stop()
+        child.kill()
+        child.wait()
+
+
 def test_a_process_that_is_gone_has_no_threads_and_no_stops():
     child = subprocess.Popen(["true"])
     child.wait()

@@ -179,8 +179,20 @@ class GdbHandle:
         felt = self._meter.current_s()  # the longest stop of any thread, under way until the resume
         self.gdb.resume()
         self._resumed_at = time.monotonic()
-        self.arming_stop_s = max(self._resumed_at - self._attached_at, felt)
+        self.arming_stop_s = max(self._resumed_at - self._attached_at, felt)  # until /proc says more
         self._wait_inserted()
+        self.arming_stop_s = self._arming_stop()
+
+    def _arming_stop(self, timeout: float = 1.0) -> float:
+        """How long the attach and arming stopped the target, as /proc bounds it once a sweep saw every thread
+        run again. Not gdb's bracket (attach sent to ``^running`` read): gdb says ``^running`` before it writes
+        the probe and lets the threads go, which on a loaded machine left the target stopped 15 ms past it.
+        /proc not seeing the end within ``timeout`` s (a hit at every sweep), or no stop at all (/proc
+        unreadable): from the attach to now, which holds the stop whenever it ended."""
+        deadline = time.monotonic() + timeout
+        while (seen := self._meter.stop_bound(self._resumed_at)) is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return seen if seen else max(self.arming_stop_s, time.monotonic() - self._attached_at)
 
     def _wait_inserted(self, timeout: float = 15.0) -> None:
         """Return once the probe's ``int3`` is in the target's code (read from /proc/PID/mem): gdb writes it

@@ -13,10 +13,16 @@ over-counted by up to one interval, never under-counted once seen. Stops
 shorter than the interval are seen in proportion to their length: the
 per-thread totals are unbiased estimates, the longest stop is exact to one
 interval.
+
+:meth:`ThreadStops.stop_bound` gives a stop's upper bound instead: from the
+last sweep that saw its thread run to the first that saw it run again. It
+holds whatever the sampler's delays (a late sweep only widens it), which is
+what a figure told to the user as "the target was stopped" needs.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -107,6 +113,8 @@ class ThreadStops:
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}
         self._since: dict[int, float] = {}  # tid -> when its current stop was first seen
+        self._ran: dict[int, float] = {}  # tid -> the sweep before that, which saw it run (or began watching)
+        self._ended: collections.deque[tuple[float, float]] = collections.deque(maxlen=256)  # (ran, ran again)
         self._total: dict[int, float] = {}
         self._longest = 0.0
         self._all = 0.0
@@ -144,8 +152,9 @@ class ThreadStops:
             self._open()  # threads come and go: look again every 50 sweeps
         now = time.monotonic()  # before reading: every state read is at least this fresh
         states = {tid: _state(fd) for tid, fd in list(self._fds.items())}
+        read = time.monotonic()  # after reading: a stop seen over was over by this time (a bound's end)
         with self._lock:
-            dt = now - self._last
+            before, dt = self._last, now - self._last
             self._last = now
             self._sweeps += 1
             self._threads_seen.update(states)
@@ -157,9 +166,10 @@ class ThreadStops:
                 if tid in self._since:
                     self._total[tid] = self._total.get(tid, 0.0) + dt
                 else:
-                    self._since[tid] = now
+                    self._since[tid], self._ran[tid] = now, before
             for tid in [t for t in self._since if t not in stopped]:
                 began = self._since.pop(tid)
+                self._ended.append((self._ran.pop(tid), read))
                 # seen stopped at `began`, running now: the stop lasted at most until now
                 self._total[tid] = self._total.get(tid, 0.0) + min(dt, now - began)
                 self._longest = max(self._longest, now - began)
@@ -179,6 +189,16 @@ class ThreadStops:
             if self._last <= after:
                 return 0.0
             return max((self._last - max(t, after) for t in self._since.values()), default=0.0)
+
+    def stop_bound(self, began_before: float) -> float | None:
+        """An upper bound of the longest stop that began before monotonic time ``began_before``: from the
+        last sweep that saw its thread run to the first that saw it run again (0.0 when no such stop was
+        seen). None while one of them may still be under way: no sweep yet since ``began_before``, or a
+        thread stopped since before it and not seen running again."""
+        with self._lock:
+            if self._last <= began_before or any(ran < began_before for ran in self._ran.values()):
+                return None
+            return max((end - ran for ran, end in self._ended if ran < began_before), default=0.0)
 
     def figures(self) -> StopFigures:
         """What the threads felt so far."""
