@@ -103,6 +103,41 @@ def test_a_backend_that_exits_mid_capture_is_one_line(pg_cluster, busy_backend, 
     assert len(lines) == 1 and f"pid {pid} exited while armed" in lines[0], err
 
 
+@pytest.mark.gdb
+def test_a_backend_killed_while_gdb_waits_for_a_cpu_is_still_its_exit(pg_cluster, busy_backend):
+    """gdb descheduled (here: stopped) as the backend is terminated: the target waits in its signal's delivery,
+    the watchdog detaches at 250 ms, the kill goes through. The line says the backend exited, not the workload's
+    broken connection (a busy run's "SQL failed: terminating connection due to administrator command")."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "tdescope", "capture", "--engine", "postgres", "--dsn",
+                             pg_cluster.dsn(), "--sql", "SELECT sum(length(pgp_sym_decrypt(s, 'k'))) FROM watched",
+                             "--count", "100000", "--timeout", "60", "--backend", "gdb", "--stop-budget", "100"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout.readline(), "no capture came"
+        pid = int(pg_cluster.psql("SELECT pid FROM pg_stat_activity WHERE application_name = 'tdescope workload' "
+                                  "LIMIT 1").strip())
+        gdbs = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid), "gdb"], capture_output=True,
+                                               text=True).stdout.split()]
+        assert gdbs, "no gdb under the capture"
+        for g in gdbs:
+            os.kill(g, signal.SIGSTOP)
+        try:
+            pg_cluster.psql(f"SELECT pg_terminate_backend({pid})")
+            time.sleep(0.5)  # past the watchdog's 250 ms
+        finally:
+            for g in gdbs:
+                os.kill(g, signal.SIGCONT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"pid {pid} exited while armed" in lines[0], err
+
+
 @pytest.mark.ebpf
 def test_pgcrypto_captures_are_data_buffers_not_pages(pg_cluster, busy_backend):
     out = _cli("capture", "--engine", "postgres", "--dsn", pg_cluster.dsn(), "--target-pid", str(busy_backend),

@@ -50,6 +50,9 @@ PROGRESS_S = 0.5
 POLL_S = 0.02
 #: What a window may spend on its last frames once disarmed (probes out first), never past its deadline.
 CLOSE_S = 0.2
+#: How long a window the watchdog ended waits, once detached, for its target to be gone: the stall can be the
+#: target's way out (a fatal signal's delivery, its exit) waiting for a debugger a loaded machine descheduled.
+EXIT_GRACE_S = 1.5
 #: A window ended because nothing more will come (the workload finished, the target exited) delivers what
 #: its probe caught for up to this long after the disarm (the probe is already out: only the workbench waits).
 DRAIN_S = 10.0
@@ -360,6 +363,10 @@ class CaptureWindow:
             self.handle.disarm()
             closed = self.handle.close()
             guard = closed.guard
+            if self._ended_by is Happened.STALLED and _gone_within(self.pid, EXIT_GRACE_S):
+                # pg_terminate_backend while gdb waited for a CPU: the kill explains the window's end, and
+                # whatever else broke with it (the workload's connection), not the watchdog
+                self._ended_by = self._reason = Happened.TARGET_EXITED
             if closed.restored:
                 self._error = (f"gdb died while armed: the guard put back {closed.restored} breakpoint "
                                f"byte(s) in pid {self.pid} within {closed.restore_ms:.1f} ms")
@@ -389,3 +396,13 @@ class CaptureWindow:
             self._error = f"pid {self.pid} exited while armed ({self._kept()} pages captured)"
         self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)
         return guard
+
+
+def _gone_within(pid: int, timeout: float) -> bool:
+    """True once ``pid`` is gone or a zombie, within ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while process_state(pid) not in ("", "Z", "X"):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
