@@ -37,7 +37,7 @@ from tdescope.app.probe.stats import WindowCounts
 from tdescope.app.probe.spool import FramePairs
 from tdescope.app.probe.stop_cost import refuse_many_threads
 from tdescope.app.system.critical import refuse_critical
-from tdescope.app.system.procstat import process_state
+from tdescope.app.system.procstat import gone_within, process_state
 from tdescope.app.probe.targets import not_used, refuse_critical_target, refuse_unused_target
 from tdescope.app.slots import SLOTS_KW_ONLY
 
@@ -363,7 +363,7 @@ class CaptureWindow:
             self.handle.disarm()
             closed = self.handle.close()
             guard = closed.guard
-            if self._ended_by is Happened.STALLED and _gone_within(self.pid, EXIT_GRACE_S):
+            if self._ended_by is Happened.STALLED and gone_within(self.pid, EXIT_GRACE_S):
                 # pg_terminate_backend while gdb waited for a CPU: the kill explains the window's end, and
                 # whatever else broke with it (the workload's connection), not the watchdog
                 self._ended_by = self._reason = Happened.TARGET_EXITED
@@ -397,12 +397,3 @@ class CaptureWindow:
         self._enter(Phase.FAILED if self._error else Phase.DONE, self._error or self._reason)
         return guard
 
-
-def _gone_within(pid: int, timeout: float) -> bool:
-    """True once ``pid`` is gone or a zombie, within ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while process_state(pid) not in ("", "Z", "X"):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-    return True

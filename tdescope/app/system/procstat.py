@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import time
 
-__all__ = ["cpu_seconds", "machine_cpu_seconds", "process_state", "stat_fields", "thread_cpu_seconds"]
+__all__ = ["cpu_seconds", "gone_within", "machine_cpu_seconds", "process_state", "stat_fields",
+           "thread_cpu_seconds"]
 
 
 def stat_fields(pid: int) -> list[str] | None:
@@ -21,6 +23,16 @@ def process_state(pid: int) -> str:
     """Single-letter state of ``pid`` (R, S, T stopped, t traced stop, Z...); "" when gone."""
     fields = stat_fields(pid)
     return fields[0] if fields else ""
+
+
+def gone_within(pid: int, timeout: float) -> bool:
+    """True once ``pid`` is gone or a zombie, looked at every 20 ms for up to ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while process_state(pid) not in ("", "Z", "X"):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def cpu_seconds(pid: int) -> float | None:
