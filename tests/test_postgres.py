@@ -200,6 +200,9 @@ def test_matrix_every_cell_plain_fastest_each_the_median_of_its_rounds(session):
     cells = {t.side: t.elapsed_s for t in result.timings}
     assert len(cells) == 9 and len(result.table) == 10
     assert min(cells, key=cells.get) == "plain"
+    # a server on this machine: each cell's backend CPU too, the measure other load does not stretch
+    cpu = {side: c["server CPU ms (median)"] for side, c in result.counts.items()}
+    assert set(cpu) == set(cells) and min(cpu, key=cpu.get) == "plain" and cpu["plain"] > 0, cpu
     took: dict[str, list[float]] = {}
     for e in events:
         if e.side in cells:  # "<cell>: 0.012 s (round r/3)"

@@ -109,7 +109,8 @@ class PostgresSession:
             Workload("matrix", "Column-crypto matrix (pgcrypto)",
                      "Seed 003 on pgcrypto: avg(length(pgp_sym_decrypt(col))) over N rows for plain, AES-128/"
                      "192/256 and 3DES, each with and without the MDC integrity check.",
-                     wl.DEFAULTS["matrix"], run(wl.column_crypto_matrix, self.conn), **self._leaves("matrix")),
+                     wl.DEFAULTS["matrix"], run(wl.column_crypto_matrix, self.conn, pid=self._local_backend()),
+                     **self._leaves("matrix")),
             Workload("io_path", "Page reads in the I/O path (cold then warm scan)",
                      "Seed 003's finding on stock PostgreSQL (no TDE): a first scan of a table rewritten by "
                      "VACUUM FULL reads its pages through mdread; a second finds them in shared buffers.",
@@ -119,6 +120,18 @@ class PostgresSession:
                      wl.DEFAULTS["pgbench"], lambda p, c: wl.pgbench_ro_rw(self.conn, p, c, self.libpq_env),
                      clients=wl.busy_pgbench_client, **self._leaves("pgbench")),
         ]
+
+    def _local_backend(self) -> int | None:
+        """The workload connection's backend when it runs on this machine (its CPU time is read from /proc),
+        else None: a ``--ssh`` host's, or a server reached over TCP whose pid here is someone else's."""
+        host = self.conn.info.host or ""
+        if self.processes is not LOCAL or not (host.startswith("/") or host in ("localhost", "127.0.0.1", "::1")):
+            return None
+        try:
+            with open(f"/proc/{self.own_pid}/comm") as fh:
+                return self.own_pid if fh.read().strip() == "postgres" else None
+        except OSError:
+            return None
 
     def _leaves(self, name: str) -> dict:
         """``creates`` and ``cleanup`` of workload ``name``: what it leaves in the server, and its removal."""

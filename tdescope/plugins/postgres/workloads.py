@@ -29,6 +29,7 @@ from tdescope.app.engines.sql_workload import repeat_sql
 from tdescope.app.errors import UserError
 from tdescope.app.events import PhaseTiming, Side, WorkloadResult
 from tdescope.app.system.child_env import child_env
+from tdescope.app.system.procstat import thread_cpu_seconds
 from tdescope.app.system.private_files import open_new_private
 from tdescope.app.system.statement_text import mask_error
 
@@ -140,12 +141,15 @@ def ab_dml(conn, params: Mapping[str, Any], control: WorkloadControl,
     return WorkloadResult(time.time(), "ab_dml", dict(params), run.phase_timings(), run.counts, run.cancelled)
 
 
-def column_crypto_matrix(conn, params: Mapping[str, Any], control: WorkloadControl) -> WorkloadResult:
+def column_crypto_matrix(conn, params: Mapping[str, Any], control: WorkloadControl,
+                         pid: int | None = None) -> WorkloadResult:
     """Seed 003 on pgcrypto: ``avg(length(decrypted))`` over N rows per cipher, with and without MDC.
 
     Each cell decrypts every row of its own bytea column; ``s2k_mode`` 3 is
     pgcrypto's default (iterated+salted S2K: a key derivation of 65 536 hashed
     bytes per row, which dominates), 1 leaves only the cipher and integrity work.
+    ``pid``: ``conn``'s backend when it runs on this machine; each cell's CPU time
+    there is counted too (``server CPU ms (median)``), which other load does not stretch.
     """
     _need_pgcrypto(conn)
     rows, size, s2k = int(params["rows"]), int(params["value_bytes"]), int(params["s2k_mode"])
@@ -168,20 +172,25 @@ def column_crypto_matrix(conn, params: Mapping[str, Any], control: WorkloadContr
     conn.execute("VACUUM ANALYZE tdescope_matrix")
     # the cells interleaved round by round, each the median of its rounds: a busy moment hits every cell alike
     took: dict[str, list[float]] = {label: [] for label, _ in MATRIX_CELLS}
+    cpu: dict[str, list[float]] = {label: [] for label, _ in MATRIX_CELLS}
+    cpu_of = (lambda: thread_cpu_seconds(pid)) if pid is not None else (lambda: None)
     for r in range(rounds):
         for i, (label, _) in enumerate(MATRIX_CELLS):
             if control.cancelled:
                 break
             expr = "plain" if i == 0 else f"pgp_sym_decrypt(c{i}, %s)"
             args = () if i == 0 else (LAB_KEY,)
-            t = time.perf_counter()
+            c, t = cpu_of(), time.perf_counter()
             conn.execute(f"SELECT avg(length({expr})) FROM tdescope_matrix", args).fetchone()
             took[label].append(time.perf_counter() - t)
+            if c is not None and (c1 := cpu_of()) is not None:
+                cpu[label].append(c1 - c)
             control.progress("matrix", label, r * total + i + 1, rounds * total,
                              f"{label}: {took[label][-1]:.3f} s (round {r + 1}/{rounds})")
     timings = [PhaseTiming(label, "total", statistics.median(values)) for label, values in took.items() if values]
-    result = WorkloadResult(time.time(), "matrix", dict(params), tuple(timings),
-                            {t.side: {"Rows": rows} for t in timings}, control.cancelled)
+    counts = {t.side: {"Rows": rows, **({"server CPU ms (median)": round(statistics.median(cpu[t.side]) * 1000, 3)}
+                                         if len(cpu[t.side]) == len(took[t.side]) else {})} for t in timings}
+    result = WorkloadResult(time.time(), "matrix", dict(params), tuple(timings), counts, control.cancelled)
     table = matrix_table(result)
     return dataclasses.replace(result, table=(table.header, *table.text_rows()))  # the text a recording keeps
 
