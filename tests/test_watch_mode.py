@@ -83,9 +83,9 @@ def test_record_with_dsn_keeps_inventory_version_and_engine_waits(pg_cluster, bu
     assert engine_waits and {ev.pid for ev in engine_waits} == {busy_backend}  # the watched backend's own
 
 
-@pytest.mark.parametrize("backend", ["ebpf", "gdb"])
-def test_a_backend_that_exits_mid_capture_is_one_line(pg_cluster, busy_backend, backend):
-    """A server restart or a killed backend mid-capture: one line naming the pid, never a driver's traceback."""
+def _capture_then_kill(pg_cluster, backend: str, kill) -> None:
+    """``capture`` on tdescope's own pgcrypto workload; once a capture came, ``kill(capture_pid, backend_pid)``
+    ends the backend. The promise: one line naming the pid, never a driver's traceback, exit 2."""
     proc = subprocess.Popen([sys.executable, "-m", "tdescope", "capture", "--engine", "postgres", "--dsn",
                              pg_cluster.dsn(), "--sql", "SELECT sum(length(pgp_sym_decrypt(s, 'k'))) FROM watched",
                              "--count", "100000", "--timeout", "60", "--backend", backend, "--stop-budget", "100"],
@@ -94,13 +94,19 @@ def test_a_backend_that_exits_mid_capture_is_one_line(pg_cluster, busy_backend, 
         assert proc.stdout.readline(), "no capture came"
         pid = int(pg_cluster.psql("SELECT pid FROM pg_stat_activity WHERE application_name = 'tdescope workload' "
                                   "LIMIT 1").strip())
-        pg_cluster.psql(f"SELECT pg_terminate_backend({pid})")
+        kill(proc.pid, pid)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and f"pid {pid} exited while armed" in lines[0], err
+
+
+@pytest.mark.parametrize("backend", ["ebpf", "gdb"])
+def test_a_backend_that_exits_mid_capture_is_one_line(pg_cluster, busy_backend, backend):
+    """A server restart or a killed backend mid-capture: one line naming the pid, never a driver's traceback."""
+    _capture_then_kill(pg_cluster, backend, lambda _capture, pid: pg_cluster.psql(f"SELECT pg_terminate_backend({pid})"))
 
 
 @pytest.mark.gdb
@@ -111,15 +117,8 @@ def test_a_backend_killed_while_gdb_waits_for_a_cpu_is_still_its_exit(pg_cluster
     import signal
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "tdescope", "capture", "--engine", "postgres", "--dsn",
-                             pg_cluster.dsn(), "--sql", "SELECT sum(length(pgp_sym_decrypt(s, 'k'))) FROM watched",
-                             "--count", "100000", "--timeout", "60", "--backend", "gdb", "--stop-budget", "100"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    try:
-        assert proc.stdout.readline(), "no capture came"
-        pid = int(pg_cluster.psql("SELECT pid FROM pg_stat_activity WHERE application_name = 'tdescope workload' "
-                                  "LIMIT 1").strip())
-        gdbs = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid), "gdb"], capture_output=True,
+    def kill(capture: int, pid: int) -> None:
+        gdbs = [int(p) for p in subprocess.run(["pgrep", "-P", str(capture), "gdb"], capture_output=True,
                                                text=True).stdout.split()]
         assert gdbs, "no gdb under the capture"
         for g in gdbs:
@@ -130,12 +129,8 @@ def test_a_backend_killed_while_gdb_waits_for_a_cpu_is_still_its_exit(pg_cluster
         finally:
             for g in gdbs:
                 os.kill(g, signal.SIGCONT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and f"pid {pid} exited while armed" in lines[0], err
+
+    _capture_then_kill(pg_cluster, "gdb", kill)
 
 
 @pytest.mark.ebpf
